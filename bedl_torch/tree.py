@@ -1,0 +1,561 @@
+"""Ordered labeled trees in preorder layout, with readers and writers.
+
+A :class:`Tree` with ``n`` nodes stores, for each node ``i = 0 .. n-1`` in preorder (depth first,
+children left to right), its label and the ordered indices of its children. This is the format of
+the edist library and of the JSON data files: ``Tree(['a', 'b', 'c'], [[1, 2], [], []])`` is the
+tree ``a(b, c)``.
+
+Because nodes are in preorder, the subtree of node ``i`` is the contiguous index range
+``i .. i + subtree_sizes()[i] - 1``.
+
+Readers and writers: bracket strings (``{a{b}{c}}``), JSON dicts (``{"nodes": ..., "adj": ...}``),
+Penn-treebank s-expressions (read only), Python source via :mod:`ast` (read only) and nested
+tuples (``('a', ('b',), ('c',))``).
+
+Sequences are not a class: use a plain ``str`` or a ``list``/``tuple`` of hashable labels.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import numbers
+import os
+import re
+from typing import Any, Hashable, Iterable, Optional, Sequence, Union
+
+__all__ = ["Tree", "ptb_root_label", "PTB_ESCAPES"]
+
+#: Penn-treebank escape tokens and the brackets they stand for.
+PTB_ESCAPES = {
+    "-LRB-": "(",
+    "-RRB-": ")",
+    "-LSB-": "[",
+    "-RSB-": "]",
+    "-LCB-": "{",
+    "-RCB-": "}",
+}
+
+
+def _as_index(value: Any, node: int) -> int:
+    """Return ``value`` as a Python int or raise TypeError (bools are rejected)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"child index {value!r} of node {node} is not an int (got {type(value).__name__})"
+        )
+    return int(value)
+
+
+class Tree:
+    """An ordered labeled tree whose nodes are numbered in preorder.
+
+    Args:
+        labels: sequence of ``n >= 1`` hashable node labels; ``labels[i]`` is the label of the
+            i-th node in preorder. ``None`` marks an unlabeled node.
+        children: sequence of ``n`` sequences of ints; ``children[i]`` lists the children of node
+            ``i`` from left to right. Node 0 is the root.
+
+    Raises:
+        ValueError: the tree is empty, ``len(children) != len(labels)``, a child index is out of
+            range, a node has two parents (or is listed twice), the root (node 0) has a parent, a
+            node is its own descendant (cycle), a node is not reachable from the root, or the
+            nodes are not numbered in preorder (the first child of node ``i`` must be ``i + 1``
+            and each further child must start right after the subtree of the previous one).
+        TypeError: a child index is not an int, ``children[i]`` is not a sequence, or a label is
+            not hashable.
+
+    Attributes:
+        labels: tuple of the ``n`` labels.
+        children: tuple of ``n`` tuples of child indices.
+
+    Trees are immutable, hashable and compare equal when labels and children are equal.
+    """
+
+    __slots__ = ("_labels", "_children", "_sizes", "_parents", "_hash")
+
+    def __init__(self, labels: Sequence[Hashable], children: Sequence[Sequence[int]]):
+        if isinstance(labels, (str, bytes)):
+            raise TypeError("labels must be a sequence of labels, not a string")
+        labels = tuple(labels)
+        n = len(labels)
+        if n == 0:
+            raise ValueError("empty tree: a tree needs at least one node")
+        if isinstance(children, (str, bytes)):
+            raise TypeError("children must be a sequence of sequences of ints")
+        children = list(children)
+        if len(children) != n:
+            raise ValueError(
+                f"len(children) = {len(children)} does not match len(labels) = {n}"
+            )
+        for i, label in enumerate(labels):
+            try:
+                hash(label)
+            except TypeError:
+                raise TypeError(
+                    f"label of node {i} is not hashable (got {type(label).__name__})"
+                ) from None
+
+        kids = []
+        parent = [-1] * n
+        for i, row in enumerate(children):
+            if isinstance(row, (str, bytes)) or not isinstance(row, Iterable):
+                raise TypeError(
+                    f"children[{i}] must be a sequence of ints (got {type(row).__name__})"
+                )
+            row = tuple(_as_index(c, i) for c in row)
+            for c in row:
+                if c < 0 or c >= n:
+                    raise ValueError(
+                        f"child index {c} of node {i} is out of range for a tree of {n} nodes"
+                    )
+                if parent[c] != -1:
+                    if parent[c] == i:
+                        raise ValueError(f"node {c} is listed twice as a child of node {i}")
+                    raise ValueError(
+                        f"node {c} has two parents: nodes {parent[c]} and {i}"
+                    )
+                if c == i:
+                    raise ValueError(f"cycle: node {i} is its own child")
+                parent[c] = i
+            kids.append(row)
+        if parent[0] != -1:
+            raise ValueError(f"the root (node 0) has a parent: node {parent[0]}")
+
+        # Every non-root node has at most one parent and the root has none. Nodes that cannot be
+        # reached from the root either lie on a cycle of parent links or hang below a node
+        # without a parent.
+        reached = [False] * n
+        order = []
+        stack = [0]
+        while stack:
+            v = stack.pop()
+            reached[v] = True
+            order.append(v)
+            stack.extend(reversed(kids[v]))
+        if len(order) != n:
+            state = [0] * n  # 0 unknown, 1 on current path, 2 done
+            for start in range(n):
+                if reached[start] or state[start]:
+                    continue
+                path = []
+                v = start
+                while v != -1 and state[v] == 0 and not reached[v]:
+                    state[v] = 1
+                    path.append(v)
+                    v = parent[v]
+                if v != -1 and state[v] == 1:
+                    cyc = path[path.index(v):]
+                    raise ValueError(
+                        "cycle: node %d is its own descendant (cycle through nodes %s)"
+                        % (v, sorted(cyc))
+                    )
+                for u in path:
+                    state[u] = 2
+            missing = [v for v in range(n) if not reached[v]]
+            shown = ", ".join(map(str, missing[:10])) + (", ..." if len(missing) > 10 else "")
+            raise ValueError(f"nodes not reachable from the root (node 0): {shown}")
+        for pos, v in enumerate(order):
+            if v != pos:
+                raise ValueError(
+                    f"not in preorder: node {v} is visited at preorder position {pos}"
+                    f" (child of node {parent[v]})"
+                )
+
+        sizes = [1] * n
+        for i in range(n - 1, 0, -1):
+            sizes[parent[i]] += sizes[i]
+        self._labels = labels
+        self._children = tuple(kids)
+        self._sizes = tuple(sizes)
+        self._parents = tuple(parent)
+        self._hash = None
+
+    # ------------------------------------------------------------------ basic accessors
+    @property
+    def labels(self) -> tuple:
+        """Tuple of the ``n`` node labels in preorder."""
+        return self._labels
+
+    @property
+    def children(self) -> tuple:
+        """Tuple of ``n`` tuples: ``children[i]`` are node i's children, left to right."""
+        return self._children
+
+    def subtree_sizes(self) -> tuple:
+        """Tuple of ``n`` ints: node i's subtree is nodes ``i .. i + size[i] - 1`` (cached)."""
+        return self._sizes
+
+    def parents(self) -> tuple:
+        """Tuple of ``n`` ints: the parent of each node, ``-1`` for the root."""
+        return self._parents
+
+    def depths(self) -> tuple:
+        """Tuple of ``n`` ints: the number of edges from the root to each node (root: 0)."""
+        d = [0] * len(self._labels)
+        for i in range(1, len(d)):
+            d[i] = d[self._parents[i]] + 1
+        return tuple(d)
+
+    def depth(self) -> int:
+        """Height of the tree: edges on the longest root-to-leaf path (a single node: 0)."""
+        return max(self.depths())
+
+    def leaves(self) -> tuple:
+        """Tuple of the indices of the leaves (nodes without children), in preorder."""
+        return tuple(i for i, c in enumerate(self._children) if not c)
+
+    def __len__(self) -> int:
+        return len(self._labels)
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, Tree):
+            return NotImplemented
+        return self._children == other._children and self._labels == other._labels
+
+    def __ne__(self, other: object) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash((self._labels, self._children))
+        return self._hash
+
+    def __reduce__(self):
+        return (Tree, (self._labels, self._children))
+
+    def __repr__(self) -> str:
+        if all(isinstance(label, str) and label for label in self._labels):
+            return f"Tree.from_bracket({self.to_bracket()!r})"
+        return f"Tree({list(self._labels)!r}, {[list(c) for c in self._children]!r})"
+
+    # ------------------------------------------------------------------ bracket strings
+    @staticmethod
+    def _escape(label: str) -> str:
+        return label.replace("\\", "\\\\").replace("{", "\\{").replace("}", "\\}")
+
+    def to_bracket(self) -> str:
+        """Bracket string such as ``'{a{b}{c}}'``.
+
+        Labels are written with ``str``; ``{``, ``}`` and ``\\`` inside labels are escaped with a
+        backslash. ``None`` labels are written as empty labels (``{}``), which
+        :meth:`from_bracket` reads back as ``None``. Round trips are exact for trees whose labels
+        are non-empty strings or ``None``.
+        """
+        sizes = self._sizes
+        out = []
+        closes = []  # preorder index at which each pending '}' is due
+        for i, label in enumerate(self._labels):
+            out.append("{")
+            if label is not None:
+                out.append(self._escape(str(label)))
+            closes.append(i + sizes[i])
+            while closes and closes[-1] == i + 1:
+                out.append("}")
+                closes.pop()
+        return "".join(out)
+
+    @classmethod
+    def from_bracket(cls, s: str) -> "Tree":
+        """Parse a bracket string such as ``'{a{b}{c}}'`` (the tree a(b, c)).
+
+        Each node is ``{label child child ...}``; the label runs up to the first unescaped ``{``
+        or ``}`` and may contain any character (write ``\\{``, ``\\}``, ``\\\\`` for braces and
+        backslashes). An empty label reads as ``None``. Whitespace around the whole string and
+        between sibling nodes is ignored; labels are kept verbatim.
+
+        Raises:
+            ValueError: unbalanced braces, text outside a node, or trailing text.
+            TypeError: ``s`` is not a string.
+        """
+        if not isinstance(s, str):
+            raise TypeError(f"from_bracket expects a str, got {type(s).__name__}")
+        text = s.strip()
+        if not text:
+            raise ValueError("empty bracket string")
+        labels: list = []
+        children: list = []
+        stack: list = []  # open node indices
+        pos = 0
+        n = len(text)
+        done = False
+        while pos < n:
+            ch = text[pos]
+            if done:
+                raise ValueError(f"trailing text after the root node at position {pos}: {text[pos:pos+20]!r}")
+            if ch == "{":
+                idx = len(labels)
+                if stack:
+                    children[stack[-1]].append(idx)
+                stack.append(idx)
+                children.append([])
+                pos += 1
+                buf = []
+                while pos < n and text[pos] not in "{}":
+                    if text[pos] == "\\":
+                        if pos + 1 >= n:
+                            raise ValueError("bracket string ends with a lone backslash")
+                        buf.append(text[pos + 1])
+                        pos += 2
+                    else:
+                        buf.append(text[pos])
+                        pos += 1
+                labels.append("".join(buf) if buf else None)
+            elif ch == "}":
+                if not stack:
+                    raise ValueError(f"unbalanced '}}' at position {pos}")
+                stack.pop()
+                pos += 1
+                if not stack:
+                    done = True
+            elif ch.isspace() and stack:
+                pos += 1
+            else:
+                where = "before the root node" if not labels else "between nodes"
+                raise ValueError(f"unexpected text {text[pos:pos+20]!r} {where} at position {pos}")
+        if stack:
+            raise ValueError(f"unbalanced bracket string: {len(stack)} '{{' not closed")
+        return cls(labels, children)
+
+    # ------------------------------------------------------------------ JSON
+    def to_json(self) -> dict:
+        """Return ``{"nodes": [labels], "adj": [[children], ...]}`` (lists; JSON-serializable
+        when the labels are)."""
+        return {"nodes": list(self._labels), "adj": [list(c) for c in self._children]}
+
+    @classmethod
+    def from_json(cls, data: Union[dict, str]) -> "Tree":
+        """Build a tree from ``{"nodes": [...], "adj": [[...], ...]}`` (or its JSON text).
+
+        ``nodes[i]`` is the label of node i, ``adj[i]`` its ordered children (preorder layout).
+        List-valued labels (which JSON cannot tell from tuples) are converted to tuples.
+
+        Raises:
+            ValueError: missing keys or an invalid tree (see :class:`Tree`).
+            TypeError: ``data`` is neither a dict nor a str.
+        """
+        if isinstance(data, str):
+            data = json.loads(data)
+        if not isinstance(data, dict):
+            raise TypeError(f"from_json expects a dict or JSON string, got {type(data).__name__}")
+        try:
+            nodes, adj = data["nodes"], data["adj"]
+        except KeyError as e:
+            raise ValueError(f"tree JSON lacks the key {e.args[0]!r} (needs 'nodes' and 'adj')") from None
+        nodes = [tuple(x) if isinstance(x, list) else x for x in nodes]
+        return cls(nodes, adj)
+
+    @classmethod
+    def load_json(cls, path: Union[str, os.PathLike]) -> "Tree":
+        """Read one tree from a JSON file in the ``{"nodes", "adj"}`` format (UTF-8)."""
+        with open(path, "r", encoding="utf-8") as f:
+            return cls.from_json(json.load(f))
+
+    # ------------------------------------------------------------------ nested tuples
+    def to_tuple(self) -> tuple:
+        """Nested tuples ``(label, child_tuple, ...)``, e.g. ``('a', ('b',), ('c',))``."""
+        built: list = [None] * len(self._labels)
+        for i in range(len(self._labels) - 1, -1, -1):
+            built[i] = (self._labels[i],) + tuple(built[c] for c in self._children[i])
+        return built[0]
+
+    @classmethod
+    def from_tuple(cls, t: Sequence) -> "Tree":
+        """Build a tree from nested tuples ``(label, child, child, ...)`` (lists also accepted).
+
+        Raises:
+            ValueError: a node is an empty tuple.
+            TypeError: a node is not a tuple or list.
+        """
+        labels: list = []
+        children: list = []
+        stack = [(t, -1)]
+        while stack:
+            node, par = stack.pop()
+            if not isinstance(node, (tuple, list)):
+                raise TypeError(
+                    f"tree node must be a tuple (label, children...), got {type(node).__name__}: {node!r}"
+                )
+            if len(node) == 0:
+                raise ValueError("tree node must be a non-empty tuple (label, children...)")
+            idx = len(labels)
+            labels.append(node[0])
+            children.append([])
+            if par >= 0:
+                children[par].append(idx)
+            for child in reversed(node[1:]):
+                stack.append((child, idx))
+        return cls(labels, children)
+
+    # ------------------------------------------------------------------ Penn treebank
+    @classmethod
+    def from_ptb(
+        cls, s: str, inner_labels: bool = False, lowercase: bool = False
+    ) -> "Tree":
+        """Parse one Penn-treebank s-expression, e.g. a line of the Stanford Sentiment Treebank.
+
+        ``(l word)`` (a node whose only content is a token) becomes a leaf labeled ``word``; every
+        other node ``(l child ...)`` becomes an inner node labeled ``None`` (unlabeled), or ``l``
+        (a str; ``None`` when the node has no label token) if ``inner_labels`` is True. Words
+        ``-LRB- -RRB- -LSB- -RSB- -LCB- -RCB-`` are mapped to ``( ) [ ] { }`` and then lowercased
+        if ``lowercase`` is True.
+
+        Example: ``Tree.from_ptb("(3 (2 It) (4 works))")`` is ``{{It}{works}}`` with an unlabeled
+        root.
+
+        Raises:
+            ValueError: unbalanced parentheses, a bare token outside a node, several words in
+                one leaf, an empty node ``()``, or trailing text.
+        """
+        if not isinstance(s, str):
+            raise TypeError(f"from_ptb expects a str, got {type(s).__name__}")
+        tokens = _ptb_tokens(s)
+        if not tokens:
+            raise ValueError("empty PTB string")
+        labels: list = []
+        children: list = []
+        # Each open node: [index, label token or None, words seen, has child nodes]
+        stack: list = []
+        pos = 0
+        ntok = len(tokens)
+        finished = False
+        while pos < ntok:
+            tok = tokens[pos]
+            if finished:
+                raise ValueError(f"trailing text after the root node: {tok!r}")
+            if tok == "(":
+                idx = len(labels)
+                if stack:
+                    top = stack[-1]
+                    if top[2]:
+                        raise ValueError(f"node mixes a word ({top[2][0]!r}) and child nodes")
+                    top[3] = True
+                    children[top[0]].append(idx)
+                labels.append(None)
+                children.append([])
+                label = None
+                if pos + 1 < ntok and tokens[pos + 1] not in "()":
+                    label = tokens[pos + 1]
+                    pos += 1
+                stack.append([idx, label, [], False])
+                pos += 1
+            elif tok == ")":
+                if not stack:
+                    raise ValueError("unbalanced ')' in PTB string")
+                idx, label, words, has_kids = stack.pop()
+                if words:
+                    if len(words) > 1:
+                        raise ValueError(f"leaf has several words: {words!r}")
+                    word = PTB_ESCAPES.get(words[0], words[0])
+                    labels[idx] = word.lower() if lowercase else word
+                elif has_kids:
+                    labels[idx] = label if inner_labels else None
+                elif label is not None:
+                    # "(word)": a bare token in parentheses; read it as a leaf.
+                    word = PTB_ESCAPES.get(label, label)
+                    labels[idx] = word.lower() if lowercase else word
+                else:
+                    raise ValueError("empty node '()' in PTB string")
+                pos += 1
+                if not stack:
+                    finished = True
+            else:
+                if not stack:
+                    raise ValueError(f"token {tok!r} outside of any node")
+                top = stack[-1]
+                if top[3]:
+                    raise ValueError(f"node mixes child nodes and a word ({tok!r})")
+                top[2].append(tok)
+                pos += 1
+        if stack:
+            raise ValueError(f"unbalanced PTB string: {len(stack)} '(' not closed")
+        return cls(labels, children)
+
+    # ------------------------------------------------------------------ Python source
+    @classmethod
+    def from_python(
+        cls, source: Union[str, ast.AST], include_identifiers: bool = False
+    ) -> "Tree":
+        """Abstract syntax tree of Python source code, via the standard :mod:`ast` module.
+
+        Labels are the AST node class names (``'Module'``, ``'FunctionDef'``, ``'Name'``,
+        ``'Load'``, ...), children in :func:`ast.iter_child_nodes` order. With
+        ``include_identifiers=True``, nodes that carry an identifier are labeled
+        ``'ClassName:identifier'``: ``Name`` (id), ``FunctionDef``/``AsyncFunctionDef``/
+        ``ClassDef`` (name), ``arg`` (arg), ``Attribute`` (attr), ``alias`` (name),
+        ``keyword`` (arg, if any) and ``Global``/``Nonlocal`` (comma-joined names).
+
+        Args:
+            source: Python source text, or an already parsed ``ast.AST``.
+
+        Raises:
+            SyntaxError: the source does not parse.
+        """
+        root = ast.parse(source) if isinstance(source, str) else source
+        if not isinstance(root, ast.AST):
+            raise TypeError(f"from_python expects a str or ast.AST, got {type(source).__name__}")
+        labels: list = []
+        children: list = []
+        stack = [(root, -1)]
+        while stack:
+            node, par = stack.pop()
+            idx = len(labels)
+            labels.append(_ast_label(node, include_identifiers))
+            children.append([])
+            if par >= 0:
+                children[par].append(idx)
+            kids = list(ast.iter_child_nodes(node))
+            for child in reversed(kids):
+                stack.append((child, idx))
+        return cls(labels, children)
+
+
+def _ast_label(node: ast.AST, include_identifiers: bool) -> str:
+    name = type(node).__name__
+    if not include_identifiers:
+        return name
+    ident: Optional[str] = None
+    if isinstance(node, ast.Name):
+        ident = node.id
+    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        ident = node.name
+    elif isinstance(node, ast.arg):
+        ident = node.arg
+    elif isinstance(node, ast.Attribute):
+        ident = node.attr
+    elif isinstance(node, ast.alias):
+        ident = node.name
+    elif isinstance(node, ast.keyword):
+        ident = node.arg
+    elif isinstance(node, (ast.Global, ast.Nonlocal)):
+        ident = ",".join(node.names)
+    return name if ident is None else f"{name}:{ident}"
+
+
+_PTB_TOKEN = re.compile(r"[()]|[^() \t\n\r\f\v]+")
+
+
+def _ptb_tokens(s: str) -> list:
+    """Split a PTB s-expression into '(', ')' and word tokens.
+
+    Only ASCII whitespace separates tokens: SST has words with a no-break space inside
+    (``8\xa01\\/2``), which stay one word.
+    """
+    return _PTB_TOKEN.findall(s)
+
+
+def ptb_root_label(s: str) -> int:
+    """The integer label of the outermost node of a PTB s-expression, e.g. ``3`` for
+    ``"(3 (2 It) (4 works))"``.
+
+    Raises:
+        ValueError: the string does not start with ``(`` followed by an integer label.
+    """
+    tokens = _ptb_tokens(s)
+    if len(tokens) < 2 or tokens[0] != "(" or tokens[1] in "()":
+        raise ValueError(f"PTB string has no root label: {s[:40]!r}")
+    try:
+        return int(tokens[1])
+    except ValueError:
+        raise ValueError(f"PTB root label {tokens[1]!r} is not an integer") from None
