@@ -474,28 +474,45 @@ def sequence_reference(x, y, C, tol=None):
 # ----------------------------------------------------------------------------------------------
 # Closed forms
 # ----------------------------------------------------------------------------------------------
-def binomial_path_P(m, n):
-    """Exact P (float64) for two order-only structures of m >= n nodes when every maximum-size
+def binomial_path_P(m, n, exact=None):
+    """Exact P (float64) for two order-only structures of m and n nodes when every maximum-size
     mapping is co-optimal and only they are (e.g. paths or sequences with all costs 1, or
-    equal labels with replacement 0 and indels 1): the co-optimal mappings are the C(m, n)
-    monotone matchings of all n nodes of y into the m nodes of x.
+    equal labels with replacement 0 and indels 1): for m >= n the co-optimal mappings are the
+    C(m, n) monotone matchings of all n nodes of y into the m nodes of x.
 
     P[i, j] = C(i, j) C(m-1-i, n-1-j) / C(m, n); P[i, n] = 1 - sum_j P[i, j]; P[m, :] = 0.
-    Returns (P, count).
+    Returns (P, count). ``exact`` (default: m * n <= 40000) uses Fractions; otherwise log-gamma
+    in numpy (relative error ~1e-12, counts far beyond float64 range are fine).
     """
     if m < n:
-        P, count = binomial_path_P(n, m)
+        P, count = binomial_path_P(n, m, exact)
         return P.T.copy(), count
     total = math.comb(m, n)
+    if exact is None:
+        exact = m * n <= 40000
     P = np.zeros((m + 1, n + 1), dtype=np.float64)
-    for i in range(m):
-        row_sum = Fraction(0)
-        for j in range(n):
-            if j <= i and n - 1 - j <= m - 1 - i:
-                f = Fraction(math.comb(i, j) * math.comb(m - 1 - i, n - 1 - j), total)
-                row_sum += f
-                P[i, j] = float(f)
-        P[i, n] = float(1 - row_sum)
+    if exact:
+        for i in range(m):
+            row_sum = Fraction(0)
+            for j in range(n):
+                if j <= i and n - 1 - j <= m - 1 - i:
+                    f = Fraction(math.comb(i, j) * math.comb(m - 1 - i, n - 1 - j), total)
+                    row_sum += f
+                    P[i, j] = float(f)
+            P[i, n] = float(1 - row_sum)
+        return P, total
+    lf = np.array([math.lgamma(k + 1) for k in range(m + 1)])
+    i = np.arange(m)[:, None]
+    j = np.arange(n)[None, :]
+    valid = (j <= i) & (n - 1 - j <= m - 1 - i)
+    a = np.where(valid, i, 0)
+    b = np.where(valid, j, 0)
+    c = np.where(valid, m - 1 - i, 0)
+    e = np.where(valid, n - 1 - j, 0)
+    logp = (lf[a] - lf[b] - lf[a - b]) + (lf[c] - lf[e] - lf[c - e]) - (lf[m] - lf[n] - lf[m - n])
+    P[:m, :n] = np.where(valid, np.exp(np.where(valid, logp, 0.0)), 0.0)
+    P[:m, n] = 1.0 - P[:m, :n].sum(1)
+    P[:m, n][P[:m, n] < 1e-13] = 0.0
     return P, total
 
 

@@ -249,6 +249,22 @@ def test_closed_form_all_ones(m, n):
         np.testing.assert_allclose(got[1], Pw, atol=1e-15)
 
 
+@pytest.mark.parametrize("m,n", [(30, 12), (12, 30), (60, 60), (200, 150)])
+def test_closed_form_log_space_matches_exact(m, n):
+    Pe, ce = binomial_path_P(m, n, exact=True)
+    Pl, cl = binomial_path_P(m, n, exact=False)
+    assert ce == cl
+    np.testing.assert_allclose(Pl, Pe, rtol=0, atol=1e-11)
+
+
+def test_closed_form_matches_sequence_reference_larger():
+    m, n = 120, 80
+    got = sequence_reference("a" * m, "a" * n, random_costs("a" * m, "a" * n, "unit", 0))
+    P, count = binomial_path_P(m, n)
+    assert got[0] == m - n and got[2] == count
+    np.testing.assert_allclose(got[1], P, rtol=0, atol=1e-12)
+
+
 def test_identical_shapes_all_ones_identity():
     for x in (comb_tree(9), star_tree(7), random_tree(11, "a", 3)):
         n = len(x[0])
