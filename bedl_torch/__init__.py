@@ -1,2 +1,40 @@
-"""bedl_torch: differentiable tree and sequence edit distances and BEDL."""
+"""bedl_torch: differentiable tree and sequence edit distances and BEDL.
+
+Layers (each imports only those below it): kernels (``bedl_torch._C``), trees
+and data (:mod:`bedl_torch.tree`, :mod:`bedl_torch.datasets`), ops
+(:mod:`bedl_torch.ops`), costs (:mod:`bedl_torch.costs`,
+:mod:`bedl_torch.pretrained`), learning (:mod:`bedl_torch.learning`) and
+evaluation (:mod:`bedl_torch.evaluation`, which needs scikit-learn and scipy and
+is not imported here).
+"""
 __version__ = "0.1.0"
+
+from .tree import Tree
+from .costs import EuclideanCost, SymbolCost, UnitCost
+from .ops import (
+    PairBatch,
+    coopt_matrix,
+    coopt_matrix_batch,
+    default_rel_tol,
+    edit_distance,
+    edit_distance_batch,
+    pairwise_distances,
+    pseudo_edit_distance,
+)
+from . import datasets
+
+__all__ = [
+    "Tree",
+    "SymbolCost",
+    "EuclideanCost",
+    "UnitCost",
+    "PairBatch",
+    "edit_distance",
+    "coopt_matrix",
+    "pseudo_edit_distance",
+    "edit_distance_batch",
+    "coopt_matrix_batch",
+    "pairwise_distances",
+    "default_rel_tol",
+    "datasets",
+]

@@ -1,0 +1,226 @@
+"""Cost modules: ``nn.Module``s that turn symbol indices into edit cost matrices.
+
+A cost module knows an alphabet (the symbols it has parameters for) and maps
+padded index tensors to costs; the ops layer turns those into distances. The
+gap (deletion / insertion partner) has index ``len(alphabet)``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Hashable, Iterable, Optional, Sequence
+
+import torch
+from torch import nn
+
+__all__ = ["SymbolCost", "EuclideanCost", "UnitCost", "simplex_embedding"]
+
+
+class SymbolCost(nn.Module):
+    """Base class of cost modules over a finite alphabet.
+
+    Subclasses implement :meth:`forward`. ``symmetric = True`` declares that
+    ``c(a, b) == c(b, a)`` (and deletion equals insertion), which lets
+    :func:`bedl_torch.pairwise_distances` compute only half of a symmetric matrix.
+
+    Args:
+        alphabet: the symbols, in the order of the module's parameters. Any
+            hashable values (``None`` may stand for unlabeled nodes); no duplicates.
+    """
+
+    symmetric = False
+
+    def __init__(self, alphabet: Iterable[Hashable]):
+        super().__init__()
+        alphabet = list(alphabet)
+        index = {}
+        for i, symbol in enumerate(alphabet):
+            try:
+                if symbol in index:
+                    raise ValueError(f"alphabet lists the symbol {symbol!r} twice")
+            except TypeError:
+                raise TypeError(f"alphabet symbols must be hashable, got {symbol!r}") from None
+            index[symbol] = i
+        self.alphabet = alphabet
+        self._index = index
+
+    @property
+    def gap_index(self) -> int:
+        """Index of the gap symbol: ``len(alphabet)``."""
+        return len(self.alphabet)
+
+    def encode(self, labels: Sequence[Hashable], unknown: str = "error") -> torch.Tensor:
+        """Indices of ``labels`` in the alphabet as an int64 CPU tensor of shape ``(len(labels),)``.
+
+        Args:
+            unknown: ``"error"`` raises a ValueError naming labels missing from the
+                alphabet; ``"gap"`` maps them to the gap (for Euclidean costs: the origin).
+        """
+        if unknown not in ("error", "gap"):
+            raise ValueError(f"unknown must be 'error' or 'gap', got {unknown!r}")
+        index = self._index
+        gap = self.gap_index
+        out = []
+        missing = []
+        for label in labels:
+            try:
+                k = index.get(label)
+            except TypeError:
+                raise TypeError(f"labels must be hashable, got {label!r}") from None
+            if k is None:
+                if unknown == "error":
+                    missing.append(label)
+                k = gap
+            out.append(k)
+        if missing:
+            shown = ", ".join(repr(s) for s in list(dict.fromkeys(missing))[:10])
+            raise ValueError(
+                f"labels missing from the cost's alphabet: {shown}"
+                + (" ..." if len(set(missing)) > 10 else "")
+                + " (pass unknown='gap' to map them to the gap)"
+            )
+        return torch.tensor(out, dtype=torch.long)
+
+    def forward(self, x_idx: torch.Tensor, y_idx: torch.Tensor) -> torch.Tensor:
+        """Costs ``(B, M, N)`` between the symbols ``x_idx (B, M)`` and ``y_idx (B, N)``.
+
+        Indices are int64 in ``[0, len(alphabet)]``, ``len(alphabet)`` being the gap.
+        The result lies on the module's device.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement forward(x_idx, y_idx)")
+
+    def _param_like(self) -> Optional[torch.Tensor]:
+        for t in list(self.parameters()) + list(self.buffers()):
+            if t.is_floating_point():
+                return t
+        return None
+
+    @property
+    def device(self) -> torch.device:
+        t = self._param_like()
+        return t.device if t is not None else torch.device("cpu")
+
+    @property
+    def dtype(self) -> torch.dtype:
+        t = self._param_like()
+        return t.dtype if t is not None else torch.get_default_dtype()
+
+    def extra_repr(self) -> str:
+        return f"alphabet of {len(self.alphabet)} symbols"
+
+
+def simplex_embedding(num_symbols: int, dtype=None, device=None) -> torch.Tensor:
+    """Vertices of a regular simplex with side 1 whose last vertex is the origin.
+
+    Returns ``(num_symbols, num_symbols)`` coordinates: every row has norm 1 and
+    every two rows have distance 1, so with the gap at the origin every
+    replacement of distinct symbols, deletion and insertion costs exactly 1.
+    """
+    if num_symbols < 0:
+        raise ValueError("num_symbols must be >= 0")
+    dtype = dtype or torch.get_default_dtype()
+    # The Gram matrix of (e_k - e_gap) / sqrt(2) is (I + 1 1^T) / 2; its Cholesky
+    # factor gives coordinates in R^U.
+    gram = (torch.eye(num_symbols, dtype=torch.float64) + 1.0) / 2.0
+    if num_symbols == 0:
+        return torch.zeros(0, 0, dtype=dtype, device=device)
+    coords = torch.linalg.cholesky(gram)
+    return coords.to(dtype=dtype, device=device)
+
+
+class EuclideanCost(SymbolCost):
+    """Edit costs from a learnable symbol embedding: ``c(x, y) = ||a(x) - a(y)||``.
+
+    The gap sits at the origin, so ``c(x, -) = c(-, x) = ||a(x)||``. Whatever the
+    embedding, the costs are a pseudo-metric and so is the tree edit distance.
+
+    Args:
+        alphabet: the symbols; row ``k`` of ``embedding`` belongs to ``alphabet[k]``.
+        embedding: initial ``(len(alphabet), dim)`` vectors; default the regular
+            simplex with side 1 (every initial cost between different symbols or a
+            symbol and the gap is 1), in ``dim = len(alphabet)`` dimensions.
+        dtype, device: of the default embedding.
+
+    Attributes:
+        embedding (nn.Parameter): ``(len(alphabet), dim)``.
+
+    Gradients are NaN-free: where two vectors coincide (or a vector sits at the
+    origin) the zero subgradient of the norm is used.
+    """
+
+    symmetric = True
+    # Alphabets up to this size use a (U+1) x (U+1) symbol cost table and gather
+    # from it; larger ones compute per pair and never build that table.
+    table_limit = 2048
+
+    def __init__(self, alphabet, embedding: Optional[torch.Tensor] = None, dtype=None, device=None):
+        super().__init__(alphabet)
+        if embedding is None:
+            embedding = simplex_embedding(len(self.alphabet), dtype=dtype, device=device)
+        else:
+            if not isinstance(embedding, torch.Tensor):
+                embedding = torch.as_tensor(embedding)
+            if embedding.dim() != 2 or embedding.shape[0] != len(self.alphabet):
+                raise ValueError(
+                    f"embedding must be 2-D (len(alphabet), dim) = ({len(self.alphabet)}, dim), "
+                    f"got shape {tuple(embedding.shape)}"
+                )
+            if not embedding.is_floating_point():
+                raise TypeError(f"embedding must be floating point, got {embedding.dtype}")
+            embedding = embedding.detach().clone().to(dtype=dtype or embedding.dtype, device=device)
+        self.embedding = nn.Parameter(embedding)
+
+    def vectors(self) -> torch.Tensor:
+        """The embedding with the gap (origin) appended as the last row: ``(U + 1, dim)``."""
+        e = self.embedding
+        return torch.cat([e, e.new_zeros(1, e.shape[1])], dim=0)
+
+    def symbol_costs(self) -> torch.Tensor:
+        """The full ``(U + 1, U + 1)`` cost table (small alphabets only)."""
+        v = self.vectors()
+        return _euclidean(v[None], v[None])[0]
+
+    def forward(self, x_idx: torch.Tensor, y_idx: torch.Tensor) -> torch.Tensor:
+        dev = self.embedding.device
+        x_idx = x_idx.to(dev)
+        y_idx = y_idx.to(dev)
+        if len(self.alphabet) + 1 <= self.table_limit:
+            table = self.symbol_costs()
+            return table[x_idx[:, :, None], y_idx[:, None, :]]
+        v = self.vectors()
+        return _euclidean(v[x_idx], v[y_idx])
+
+
+def _euclidean(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    # The non-matmul path computes distances of equal vectors as exactly 0 (the
+    # matmul path leaves rounding noise that breaks exact ties) and its backward
+    # uses the zero subgradient at 0.
+    return torch.cdist(a, b, compute_mode="donot_use_mm_for_euclid_dist")
+
+
+class UnitCost(SymbolCost):
+    """The default costs: replacing a symbol by a different one, deleting and inserting cost 1.
+
+    Args:
+        alphabet: the symbols.
+        dtype: of the costs (default float64, where ties are exact).
+    """
+
+    symmetric = True
+
+    def __init__(self, alphabet, dtype=torch.float64, device=None):
+        super().__init__(alphabet)
+        self.register_buffer("_anchor", torch.zeros(0, dtype=dtype, device=device), persistent=False)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self._anchor.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self._anchor.device
+
+    def forward(self, x_idx: torch.Tensor, y_idx: torch.Tensor) -> torch.Tensor:
+        dev = self._anchor.device
+        x_idx = x_idx.to(dev)
+        y_idx = y_idx.to(dev)
+        return (x_idx[:, :, None] != y_idx[:, None, :]).to(self._anchor.dtype)

@@ -1,0 +1,505 @@
+"""Differentiable edit distances between trees or sequences.
+
+The kernels take padded cost tensors ``(B, M+1, N+1)``: pair ``b`` with
+``|x| = m``, ``|y| = n`` uses ``costs[b, :m+1, :n+1]``, where ``[i, j]`` replaces
+``x_i`` by ``y_j``, ``[i, n]`` deletes ``x_i`` and ``[m, j]`` inserts ``y_j``
+(``[m, n]`` is unused). Nodes of trees are numbered in preorder.
+
+Two differentiable quantities:
+
+* **exact** (default): ``d(C)`` from the dynamic program; its gradient with
+  respect to ``C`` is the co-optimal alignment matrix ``P(C)`` (the average over
+  all cheapest mappings; a supergradient where the optimum is not unique).
+* **pseudo** (the paper's ``d~``): ``sum(P0 * C)`` with ``P0 = P(C0)`` frozen at
+  reference costs ``C0``.
+
+Costs may live on any device and carry autograd history; the dynamic program
+runs on the CPU (one transfer per batch) and results come back on the costs'
+device.
+"""
+from __future__ import annotations
+
+import math
+import weakref
+from typing import Hashable, List, Optional, Sequence, Tuple, Union
+
+import torch
+import torch.nn.functional as F
+
+from . import _ext
+from .costs import SymbolCost, UnitCost
+from .tree import Tree
+
+__all__ = [
+    "edit_distance",
+    "coopt_matrix",
+    "pseudo_edit_distance",
+    "edit_distance_batch",
+    "coopt_matrix_batch",
+    "PairBatch",
+    "pairwise_distances",
+    "default_rel_tol",
+]
+
+# Cells of one chunk's padded cost tensor in pairwise_distances (about 32 MB in float64).
+_CHUNK_CELLS = 1 << 22
+
+
+def default_rel_tol(dtype: torch.dtype) -> float:
+    """Relative tolerance under which two alternatives count as tied.
+
+    1e-9 for float64 and 1e-5 for float32 (rounding in float32 costs, e.g. from an
+    embedding, is around 1e-7 relative), times the magnitude involved: the larger
+    of the two path costs and of the pair's largest absolute cost.
+    """
+    return 1e-9 if dtype == torch.float64 else 1e-5
+
+
+# ---------------------------------------------------------------------------
+# Inputs: trees or sequences, flattened into the arrays the kernels take
+# ---------------------------------------------------------------------------
+
+
+def _kind_of(obj) -> str:
+    if isinstance(obj, Tree):
+        return "tree"
+    if isinstance(obj, (str, list, tuple)):
+        return "sequence"
+    raise TypeError(
+        f"expected a bedl_torch.Tree or a sequence (str, list or tuple), got {type(obj).__name__}"
+    )
+
+
+def _labels_of(obj) -> Sequence[Hashable]:
+    return obj.labels if isinstance(obj, Tree) else obj
+
+
+class _Table:
+    """A table of trees or sequences, flattened once and shared by many pairs."""
+
+    def __init__(self, objects: Sequence, side: str):
+        objects = list(objects)
+        kinds = {_kind_of(o) for o in objects}
+        if len(kinds) > 1:
+            raise TypeError(f"{side}: cannot mix trees and sequences in one batch")
+        self.objects = objects
+        self.kind = kinds.pop() if kinds else None
+        self.lengths = torch.tensor([len(o) for o in objects], dtype=torch.long)
+        if self.kind == "tree":
+            sizes = [s for o in objects for s in o.subtree_sizes()]
+            self.sizes = torch.tensor(sizes, dtype=torch.long)
+            ptr = torch.zeros(len(objects) + 1, dtype=torch.long)
+            torch.cumsum(self.lengths, 0, out=ptr[1:])
+            self.ptr = ptr
+        self._encoded = weakref.WeakKeyDictionary()
+
+    def __len__(self) -> int:
+        return len(self.objects)
+
+    def encoded(self, cost: SymbolCost, unknown: str) -> torch.Tensor:
+        """Symbol indices ``(len, max_len + 1)``, padded with the gap (cached per cost module)."""
+        per_cost = self._encoded.setdefault(cost, {})
+        key = (len(cost.alphabet), unknown)
+        if key not in per_cost:
+            width = int(self.lengths.max()) + 1 if len(self) else 1
+            out = torch.full((len(self), width), cost.gap_index, dtype=torch.long)
+            for k, o in enumerate(self.objects):
+                if len(o):
+                    out[k, : len(o)] = cost.encode(_labels_of(o), unknown=unknown)
+            per_cost.clear()
+            per_cost[key] = out
+        return per_cost[key]
+
+
+def _check_rel_tol(rel_tol, dtype) -> float:
+    if rel_tol is None:
+        return default_rel_tol(dtype)
+    rel_tol = float(rel_tol)
+    if not (math.isfinite(rel_tol) and rel_tol >= 0):
+        raise ValueError(f"rel_tol must be finite and >= 0, got {rel_tol}")
+    return rel_tol
+
+
+def _check_costs(costs, name: str = "costs") -> None:
+    if not isinstance(costs, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(costs).__name__}")
+    if costs.dtype not in (torch.float32, torch.float64):
+        raise TypeError(f"{name} must be float32 or float64, got {costs.dtype}")
+    if costs.numel() and not bool(torch.isfinite(costs.detach()).all()):
+        raise ValueError(f"{name} must be finite, but contains NaN or inf")
+
+
+class PairBatch:
+    """A batch of pairs ``(xs[k], ys[k])``, flattened once for repeated evaluation.
+
+    Both sides hold trees (:class:`bedl_torch.Tree`) or both hold sequences. Use
+    it where the same pairs are evaluated many times (an optimiser's loop): the
+    structure and the symbol indices are computed once.
+
+    Args:
+        xs, ys: equally long sequences of trees or of sequences.
+    """
+
+    def __init__(self, xs: Sequence, ys: Sequence):
+        xs, ys = list(xs), list(ys)
+        if len(xs) != len(ys):
+            raise ValueError(f"xs and ys must have the same length, got {len(xs)} and {len(ys)}")
+        self._init(_Table(xs, "xs"), _Table(ys, "ys"), torch.arange(len(xs)), torch.arange(len(ys)))
+
+    @classmethod
+    def from_tables(cls, x_table: "_Table", y_table: "_Table", pair_x, pair_y) -> "PairBatch":
+        self = cls.__new__(cls)
+        self._init(x_table, y_table, torch.as_tensor(pair_x, dtype=torch.long),
+                   torch.as_tensor(pair_y, dtype=torch.long))
+        return self
+
+    def _init(self, x_table, y_table, pair_x, pair_y):
+        if x_table.kind and y_table.kind and x_table.kind != y_table.kind:
+            raise TypeError(
+                f"both sides must be trees or both sequences, got {x_table.kind}s and {y_table.kind}s"
+            )
+        self.x_table, self.y_table = x_table, y_table
+        self.kind = x_table.kind or y_table.kind or "sequence"
+        self.pair_x, self.pair_y = pair_x, pair_y
+        self.m = x_table.lengths[pair_x] if len(pair_x) else torch.zeros(0, dtype=torch.long)
+        self.n = y_table.lengths[pair_y] if len(pair_y) else torch.zeros(0, dtype=torch.long)
+        self.rows = int(self.m.max()) + 1 if len(self) else 1
+        self.cols = int(self.n.max()) + 1 if len(self) else 1
+
+    def __len__(self) -> int:
+        return len(self.pair_x)
+
+    @property
+    def shape(self) -> Tuple[int, int, int]:
+        """Shape ``(B, M+1, N+1)`` of the padded cost tensor."""
+        return (len(self), self.rows, self.cols)
+
+    # -- costs ---------------------------------------------------------------
+
+    def costs(self, cost: SymbolCost, unknown: str = "error") -> torch.Tensor:
+        """Padded costs ``(B, M+1, N+1)`` of every pair under a cost module.
+
+        Raises ValueError naming labels missing from ``cost.alphabet`` unless
+        ``unknown="gap"``.
+        """
+        if not isinstance(cost, SymbolCost):
+            raise TypeError(f"cost must be a bedl_torch.SymbolCost module, got {type(cost).__name__}")
+        x_idx = self.x_table.encoded(cost, unknown)[self.pair_x, : self.rows]
+        y_idx = self.y_table.encoded(cost, unknown)[self.pair_y, : self.cols]
+        out = cost(x_idx, y_idx)
+        if out.shape != self.shape:
+            raise ValueError(
+                f"{type(cost).__name__} returned costs of shape {tuple(out.shape)}, expected {self.shape}"
+            )
+        return out
+
+    def _as_costs(self, cost_or_costs, unknown="error") -> torch.Tensor:
+        if isinstance(cost_or_costs, SymbolCost):
+            costs = self.costs(cost_or_costs, unknown)
+        else:
+            costs = cost_or_costs
+        _check_costs(costs)
+        if costs.dim() != 3 or costs.shape[0] != len(self) or costs.shape[1] < self.rows or costs.shape[2] < self.cols:
+            raise ValueError(
+                f"costs must be 3-D (batch, |x|+1, |y|+1) of at least {self.shape}, got {tuple(costs.shape)}"
+            )
+        return costs
+
+    # -- kernels -------------------------------------------------------------
+
+    def _run(self, costs: torch.Tensor, need_coopt: bool, rel_tol: float):
+        device = costs.device
+        c = costs.detach()
+        if device.type != "cpu":
+            c = c.cpu()
+        if self.kind == "tree":
+            d, p = _ext.ted_cpu(c, self.x_table.sizes, self.x_table.ptr, self.y_table.sizes,
+                                self.y_table.ptr, self.pair_x, self.pair_y, need_coopt, rel_tol)
+        else:
+            d, p = _ext.sed_cpu(c, self.m, self.n, need_coopt, rel_tol)
+        if device.type != "cpu":
+            d = d.to(device)
+            p = p.to(device)
+        return d, p
+
+    def distances(self, cost_or_costs, mode: str = "exact", reference=None, *,
+                  rel_tol: Optional[float] = None, unknown: str = "error") -> torch.Tensor:
+        """Distances ``(B,)`` of all pairs, differentiable in the costs.
+
+        Args:
+            cost_or_costs: a cost module or a padded cost tensor.
+            mode: ``"exact"`` (gradient P(C)) or ``"pseudo"`` (``sum(P0 * C)`` with
+                P0 at ``reference``: a cost module, a padded tensor or a P0 tensor
+                from :meth:`coopt`; default the current costs, detached).
+        """
+        costs = self._as_costs(cost_or_costs, unknown)
+        if mode == "exact":
+            tol = _check_rel_tol(rel_tol, costs.dtype)
+            d, _ = _EditDistanceFn.apply(costs, self, tol, False)
+            return d
+        if mode == "pseudo":
+            if reference is None:
+                p0 = self.coopt(costs, rel_tol=rel_tol)[1]
+            elif isinstance(reference, SymbolCost):
+                p0 = self.coopt(reference, rel_tol=rel_tol, unknown=unknown)[1]
+            else:
+                p0 = self.coopt(reference, rel_tol=rel_tol)[1]
+            return self.pseudo_distances(costs, p0)
+        raise ValueError(f"mode must be 'exact' or 'pseudo', got {mode!r}")
+
+    def coopt(self, cost_or_costs, *, rel_tol: Optional[float] = None,
+              unknown: str = "error") -> Tuple[torch.Tensor, torch.Tensor]:
+        """Distances ``(B,)`` and co-optimal matrices ``(B, M+1, N+1)``, without gradient."""
+        with torch.no_grad():
+            costs = self._as_costs(cost_or_costs, unknown)
+            tol = _check_rel_tol(rel_tol, costs.dtype)
+            return self._run(costs, True, tol)
+
+    def pseudo_distances(self, cost_or_costs, coopt: torch.Tensor, *, unknown: str = "error") -> torch.Tensor:
+        """Pseudo edit distances ``sum(P0 * C)`` ``(B,)`` for frozen co-optimal matrices ``P0``."""
+        costs = self._as_costs(cost_or_costs, unknown)
+        if not isinstance(coopt, torch.Tensor) or coopt.shape[0] != len(self) or coopt.dim() != 3:
+            raise ValueError("coopt must be a (B, M+1, N+1) tensor from PairBatch.coopt")
+        rows, cols = min(costs.shape[1], coopt.shape[1]), min(costs.shape[2], coopt.shape[2])
+        p0 = coopt[:, :rows, :cols].to(device=costs.device, dtype=costs.dtype)
+        return (p0 * costs[:, :rows, :cols]).sum(dim=(1, 2))
+
+
+class _EditDistanceFn(torch.autograd.Function):
+    """Forward returns the distances and (when needed) P; backward only scales P."""
+
+    @staticmethod
+    def forward(ctx, costs, batch: PairBatch, rel_tol: float, want_coopt: bool):
+        need = bool(ctx.needs_input_grad[0]) or want_coopt
+        d, p = batch._run(costs, need, rel_tol)
+        if ctx.needs_input_grad[0]:
+            ctx.save_for_backward(p)
+        if need:
+            ctx.mark_non_differentiable(p)
+        return d, p
+
+    @staticmethod
+    def backward(ctx, grad_d, grad_p):
+        (p,) = ctx.saved_tensors
+        return grad_d.reshape(-1, 1, 1).to(p.dtype) * p, None, None, None
+
+
+# ---------------------------------------------------------------------------
+# Single pairs and lists of pairs
+# ---------------------------------------------------------------------------
+
+
+def _single(x, y, costs, rel_tol, want_coopt):
+    batch = PairBatch([x], [y])
+    _check_costs(costs)
+    expected = (len(x) + 1, len(y) + 1)
+    if tuple(costs.shape) != expected:
+        raise ValueError(
+            f"costs must have shape (|x|+1, |y|+1) = {expected} (last row insertions, last column "
+            f"deletions), got {tuple(costs.shape)}"
+        )
+    tol = _check_rel_tol(rel_tol, costs.dtype)
+    d, p = _EditDistanceFn.apply(costs[None], batch, tol, want_coopt)
+    return d[0], (p[0] if want_coopt else None)
+
+
+def edit_distance(x, y, costs: torch.Tensor, *, rel_tol: Optional[float] = None) -> torch.Tensor:
+    """Edit distance between two trees or two sequences under a cost matrix.
+
+    Args:
+        x, y: both :class:`bedl_torch.Tree` (tree edit distance) or both sequences
+            (``str``/``list``/``tuple``; sequence edit distance).
+        costs: float32/float64 tensor ``(|x|+1, |y|+1)`` on any device; ``[i, j]``
+            replaces ``x_i`` by ``y_j``, the last column deletes, the last row inserts.
+        rel_tol: tie tolerance (see :func:`default_rel_tol`).
+
+    Returns:
+        0-dim tensor on the costs' device. Its gradient with respect to ``costs``
+        is the co-optimal matrix (see :func:`coopt_matrix`).
+
+    Raises:
+        TypeError: inputs of the wrong kind, mixed tree and sequence, non-float costs.
+        ValueError: wrong cost shape, NaN or inf costs.
+    """
+    return _single(x, y, costs, rel_tol, False)[0]
+
+
+def coopt_matrix(x, y, costs: torch.Tensor, *, rel_tol: Optional[float] = None):
+    """The edit distance and the co-optimal alignment matrix ``P``.
+
+    ``P[i, j]`` is the fraction of cheapest mappings that map ``x_i`` to ``y_j``,
+    ``P[i, n]`` the fraction that delete ``x_i``, ``P[m, j]`` the fraction that
+    insert ``y_j``; ``P[m, n] = 0``. Rows ``i < m`` and columns ``j < n`` sum to 1
+    and ``distance == (P * costs).sum()``.
+
+    Returns:
+        ``(distance, P)``: ``distance`` as from :func:`edit_distance` (differentiable),
+        ``P`` with the costs' shape, dtype and device (no gradient).
+    """
+    return _single(x, y, costs, rel_tol, True)
+
+
+def pseudo_edit_distance(x, y, costs: torch.Tensor, reference_costs: torch.Tensor, *,
+                         rel_tol: Optional[float] = None) -> torch.Tensor:
+    """The paper's pseudo edit distance ``sum(P(reference_costs) * costs)``.
+
+    P is frozen at ``reference_costs`` (detached), so the gradient with respect
+    to ``costs`` is exactly that P.
+    """
+    _check_costs(costs)
+    if tuple(reference_costs.shape) != tuple(costs.shape):
+        raise ValueError(
+            f"reference_costs must have the shape of costs {tuple(costs.shape)}, got {tuple(reference_costs.shape)}"
+        )
+    _, p0 = coopt_matrix(x, y, reference_costs.detach(), rel_tol=rel_tol)
+    return (p0.to(device=costs.device, dtype=costs.dtype) * costs).sum()
+
+
+def _pad_costs(batch: PairBatch, costs) -> Tuple[torch.Tensor, bool]:
+    if isinstance(costs, torch.Tensor):
+        return costs, False
+    costs = list(costs)
+    if len(costs) != len(batch):
+        raise ValueError(f"got {len(costs)} cost matrices for {len(batch)} pairs")
+    padded = []
+    for k, c in enumerate(costs):
+        _check_costs(c, f"costs[{k}]")
+        expected = (int(batch.m[k]) + 1, int(batch.n[k]) + 1)
+        if tuple(c.shape) != expected:
+            raise ValueError(f"costs[{k}] must have shape (|x|+1, |y|+1) = {expected}, got {tuple(c.shape)}")
+        padded.append(F.pad(c, (0, batch.cols - c.shape[1], 0, batch.rows - c.shape[0])))
+    if not padded:
+        return torch.zeros(0, 1, 1, dtype=torch.float64), True
+    dtypes = {c.dtype for c in padded}
+    devices = {c.device for c in padded}
+    if len(dtypes) > 1 or len(devices) > 1:
+        raise TypeError("all cost matrices of a batch must share one dtype and device")
+    return torch.stack(padded), True
+
+
+def edit_distance_batch(xs: Sequence, ys: Sequence, costs, *, rel_tol: Optional[float] = None) -> torch.Tensor:
+    """Edit distances ``(B,)`` of the pairs ``(xs[k], ys[k])`` in one call.
+
+    Args:
+        costs: a list of ``(|x_k|+1, |y_k|+1)`` tensors, or one padded tensor
+            ``(B, M+1, N+1)`` in which pair ``k`` uses ``[:|x_k|+1, :|y_k|+1]``.
+    """
+    batch = PairBatch(xs, ys)
+    padded, _ = _pad_costs(batch, costs)
+    return batch.distances(padded, rel_tol=rel_tol)
+
+
+def coopt_matrix_batch(xs: Sequence, ys: Sequence, costs, *, rel_tol: Optional[float] = None):
+    """Distances ``(B,)`` (differentiable) and co-optimal matrices of many pairs.
+
+    Returns P as a list of per-pair matrices if ``costs`` is a list, else as one
+    padded ``(B, M+1, N+1)`` tensor (zero outside each pair's block).
+    """
+    batch = PairBatch(xs, ys)
+    padded, as_list = _pad_costs(batch, costs)
+    padded = batch._as_costs(padded)
+    tol = _check_rel_tol(rel_tol, padded.dtype)
+    d, p = _EditDistanceFn.apply(padded, batch, tol, True)
+    if as_list:
+        return d, [p[k, : int(batch.m[k]) + 1, : int(batch.n[k]) + 1] for k in range(len(batch))]
+    return d, p
+
+
+# ---------------------------------------------------------------------------
+# Pairwise matrices
+# ---------------------------------------------------------------------------
+
+
+def _alphabet_of(*collections) -> List[Hashable]:
+    seen = {}
+    for objects in collections:
+        for o in objects:
+            for label in _labels_of(o):
+                seen.setdefault(label, None)
+    return list(seen)
+
+
+def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional[SymbolCost] = None, *,
+                       mode: str = "exact", reference_cost: Optional[SymbolCost] = None,
+                       chunk_size: Optional[int] = None, rel_tol: Optional[float] = None,
+                       unknown: str = "error", symmetric: Optional[bool] = None) -> torch.Tensor:
+    """Matrix of edit distances ``(len(X), len(Y))`` under a cost module.
+
+    Args:
+        X, Y: lists of trees or of sequences; ``Y=None`` means ``Y = X``.
+        cost: a :class:`SymbolCost` (e.g. :class:`EuclideanCost`); ``None`` means unit
+            costs over the labels of X and Y.
+        mode: ``"exact"`` or ``"pseudo"`` (P frozen at ``reference_cost``, default the
+            cost module's current state).
+        chunk_size: pairs per kernel call (default: about 4M cost cells per chunk);
+            bounds memory. With gradients enabled each chunk keeps its P for backward.
+        unknown: ``"error"`` (ValueError naming labels missing from the alphabet) or
+            ``"gap"`` (map them to the gap).
+        symmetric: compute only ``i <= j`` and mirror; default when ``Y is None``
+            and the cost module declares ``symmetric = True``.
+
+    Returns:
+        Tensor on the cost's device and dtype, differentiable in the cost module's
+        parameters when gradients are enabled.
+    """
+    if mode not in ("exact", "pseudo"):
+        raise ValueError(f"mode must be 'exact' or 'pseudo', got {mode!r}")
+    same = Y is None
+    X = list(X)
+    Y = X if same else list(Y)
+    if cost is None:
+        cost = UnitCost(_alphabet_of(X, Y))
+    elif not isinstance(cost, SymbolCost):
+        raise TypeError(f"cost must be a bedl_torch.SymbolCost module, got {type(cost).__name__}")
+    if reference_cost is not None and not isinstance(reference_cost, SymbolCost):
+        raise TypeError("reference_cost must be a bedl_torch.SymbolCost module")
+    if symmetric is None:
+        symmetric = same and getattr(cost, "symmetric", False)
+    if symmetric and not same and len(X) != len(Y):
+        raise ValueError("symmetric=True needs a square matrix")
+    x_table = _Table(X, "X")
+    y_table = x_table if same else _Table(Y, "Y")
+    if x_table.kind and y_table.kind and x_table.kind != y_table.kind:
+        raise TypeError(f"X and Y must both hold trees or both sequences, got {x_table.kind}s and {y_table.kind}s")
+    # Fail early, naming unknown labels, before any work.
+    x_table.encoded(cost, unknown)
+    y_table.encoded(cost, unknown)
+    if reference_cost is not None:
+        x_table.encoded(reference_cost, unknown)
+        y_table.encoded(reference_cost, unknown)
+
+    nx, ny = len(X), len(Y)
+    if symmetric:
+        ii, jj = torch.triu_indices(nx, ny, offset=0)
+    else:
+        ii = torch.arange(nx).repeat_interleave(ny)
+        jj = torch.arange(ny).repeat(nx)
+    out_dtype, out_device = cost.dtype, cost.device
+    if len(ii) == 0:
+        return torch.zeros(nx, ny, dtype=out_dtype, device=out_device)
+
+    if chunk_size is None:
+        cells = (int(x_table.lengths.max()) + 1) * (int(y_table.lengths.max()) + 1)
+        chunk_size = max(1, _CHUNK_CELLS // cells)
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    values = []
+    for start in range(0, len(ii), chunk_size):
+        batch = PairBatch.from_tables(x_table, y_table, ii[start:start + chunk_size], jj[start:start + chunk_size])
+        if mode == "exact":
+            values.append(batch.distances(cost, rel_tol=rel_tol, unknown=unknown))
+        else:
+            p0 = batch.coopt(reference_cost if reference_cost is not None else cost,
+                             rel_tol=rel_tol, unknown=unknown)[1]
+            values.append(batch.pseudo_distances(cost, p0, unknown=unknown))
+    vals = torch.cat(values)
+    ii, jj = ii.to(out_device), jj.to(out_device)
+    if symmetric:
+        off = ii != jj
+        rows = torch.cat([ii, jj[off]])
+        cols = torch.cat([jj, ii[off]])
+        vals = torch.cat([vals, vals[off]])
+    else:
+        rows, cols = ii, jj
+    out = torch.zeros(nx, ny, dtype=vals.dtype, device=vals.device)
+    return out.index_put((rows, cols), vals)

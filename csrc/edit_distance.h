@@ -1,0 +1,38 @@
+// Kernels for edit distances and co-optimal alignment matrices.
+//
+// Everything here sees numbers only: padded cost matrices in, distances and
+// co-optimal matrices P out. Trees arrive as preorder subtree sizes (node i's
+// subtree is nodes i .. i + size[i] - 1), concatenated over a table of trees
+// and described by offset ("ptr") tensors, pytorch_scatter style.
+//
+// Cost layout of pair b with |x| = m, |y| = n inside the padded (B, M1, N1)
+// tensor: costs[b, i, j] replaces x_i by y_j (i < m, j < n), costs[b, i, n]
+// deletes x_i, costs[b, m, j] inserts y_j; costs[b, m, n] is unused.
+#pragma once
+
+#include <torch/extension.h>
+
+#include <tuple>
+
+namespace bedl {
+
+// Tree edit distance (Zhang-Shasha) for B pairs (x_trees[pair_x[b]], y_trees[pair_y[b]]).
+// Returns the distances (B,) and, if need_coopt, P (B, M1, N1) (else an empty tensor).
+std::tuple<at::Tensor, at::Tensor> ted_cpu(const at::Tensor& costs,
+                                           const at::Tensor& x_sizes,
+                                           const at::Tensor& x_ptr,
+                                           const at::Tensor& y_sizes,
+                                           const at::Tensor& y_ptr,
+                                           const at::Tensor& pair_x,
+                                           const at::Tensor& pair_y,
+                                           bool need_coopt,
+                                           double rel_tol);
+
+// Sequence edit distance for B pairs of lengths (x_len[b], y_len[b]).
+std::tuple<at::Tensor, at::Tensor> sed_cpu(const at::Tensor& costs,
+                                           const at::Tensor& x_len,
+                                           const at::Tensor& y_len,
+                                           bool need_coopt,
+                                           double rel_tol);
+
+}  // namespace bedl
