@@ -52,6 +52,7 @@ __all__ = [
     "random_costs",
     "COST_KINDS",
     "binomial_path_P",
+    "zero_cost_sequence_P",
 ]
 
 
@@ -516,6 +517,29 @@ def binomial_path_P(m, n, exact=None):
     return P, total
 
 
+def zero_cost_sequence_P(m, n):
+    """P (float64) for sequences of m and n elements when every cost is 0: every alignment is
+    co-optimal, C(m + n, m) of them. The alignments containing (i, j) are an alignment of the
+    prefixes times one of the suffixes: P[i, j] = C(i + j, i) C(m-1-i + n-1-j, m-1-i) / C(m+n, m);
+    deletions / insertions are what is left of each row / column. Log-gamma in numpy.
+    Returns (P, count).
+    """
+    lf = np.array([math.lgamma(k + 1) for k in range(m + n + 1)])
+
+    def logc(a, b):
+        return lf[a] - lf[b] - lf[a - b]
+
+    P = np.zeros((m + 1, n + 1), dtype=np.float64)
+    if m and n:
+        i = np.arange(m)[:, None]
+        j = np.arange(n)[None, :]
+        P[:m, :n] = np.exp(logc(i + j, i) + logc(m - 1 - i + n - 1 - j, m - 1 - i)
+                           - logc(m + n, m))
+    P[:m, n] = 1.0 - P[:m, :n].sum(1)
+    P[m, :n] = 1.0 - P[:m, :n].sum(0)
+    return P, math.comb(m + n, m)
+
+
 # ----------------------------------------------------------------------------------------------
 # (d) Random generators
 # ----------------------------------------------------------------------------------------------
@@ -562,16 +586,32 @@ def star_tree(n, label="a"):
     return labels, [list(range(1, n))] + [[] for _ in range(n - 1)]
 
 
-def comb_tree(n, label="a"):
-    """Spine nodes each with a leaf as first child and the next spine node as second child."""
+def comb_tree(n, label="a", leaf_first=True):
+    """A caterpillar: every spine node has a leaf child and the next spine node as children.
+
+    ``leaf_first=True``: the leaf is the left child (the spine is the rightmost path; the worst
+    case, O(n^4), of the leftmost-path Zhang-Shasha decomposition). ``leaf_first=False``: the
+    spine is the leftmost path (O(n^2) keyroot work for Zhang-Shasha, worst case for a
+    rightmost-path decomposition).
+    """
     labels = [label] * n if not isinstance(label, list) else label
     children = [[] for _ in range(n)]
-    i = 0
-    while i + 1 < n:
-        children[i].append(i + 1)  # leaf
-        if i + 2 < n:
-            children[i].append(i + 2)  # next spine node
-        i += 2
+    if leaf_first:
+        i = 0
+        while i + 1 < n:
+            children[i].append(i + 1)  # leaf
+            if i + 2 < n:
+                children[i].append(i + 2)  # next spine node
+            i += 2
+        return labels, children
+    # spine first: node i's subtree has `remaining` nodes; spine child at i + 1, leaf last
+    i, remaining = 0, n
+    while remaining > 1:
+        if remaining == 2:
+            children[i].append(i + 1)
+            break
+        children[i] += [i + 1, i + remaining - 1]
+        i, remaining = i + 1, remaining - 2
     return labels, children
 
 

@@ -21,6 +21,7 @@ from oracles import (
     sequence_reference,
     star_tree,
     structure,
+    zero_cost_sequence_P,
 )
 
 ALPHABETS = ("a", "ab", "abc")
@@ -265,8 +266,17 @@ def test_closed_form_matches_sequence_reference_larger():
     np.testing.assert_allclose(got[1], P, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("m,n", [(0, 3), (3, 0), (1, 1), (4, 7), (30, 20)])
+def test_zero_cost_sequences_closed_form(m, n):
+    C = np.zeros((m + 1, n + 1))
+    d, P, count = sequence_reference("a" * m, "b" * n, C)
+    Pw, cw = zero_cost_sequence_P(m, n)
+    assert d == 0 and count == cw
+    np.testing.assert_allclose(P, Pw, rtol=0, atol=1e-12)
+
+
 def test_identical_shapes_all_ones_identity():
-    for x in (comb_tree(9), star_tree(7), random_tree(11, "a", 3)):
+    for x in (comb_tree(9), comb_tree(10, leaf_first=False), star_tree(7), random_tree(11, "a", 3)):
         n = len(x[0])
         C = np.ones((n + 1, n + 1))
         d, P, count = forest_recursion(x, x, C)
@@ -286,9 +296,13 @@ def test_generators():
         assert s.n == k and set(t[0]) <= set("xyz")
         shapes.add(tuple(map(tuple, t[1])))
     assert len(shapes) > 50  # of 1+1+2+5+14+42+132 possible
-    for f in (path_tree, star_tree, comb_tree):
-        for k in range(1, 8):
-            structure(f(k))
+    combs = (comb_tree, lambda k: comb_tree(k, leaf_first=False))
+    for f in (path_tree, star_tree) + combs:
+        for k in range(1, 12):
+            t = structure(f(k))
+            assert t.n == k
+            if f in combs:
+                assert sum(1 for c in t.children if not c) == (k + 1) // 2
     x, y = random_tree(4, "ab", rng), random_sequence(3, "ab", rng)
     for kind in COST_KINDS:
         C = random_costs(x, y, kind, rng)
