@@ -1,0 +1,155 @@
+"""The evaluation protocol and the command line: quick experiments on two data sets, the table
+and results.json shapes, Ctrl-C handling, hyper-parameter selection."""
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sklearn")
+pytest.importorskip("scipy")
+pytest.importorskip("matplotlib")
+pytest.importorskip("clarabel")
+
+from bedl_torch.__main__ import main  # noqa: E402
+from bedl_torch.evaluation import protocol  # noqa: E402
+from bedl_torch.evaluation.protocol import (  # noqa: E402
+    CLASSIFIERS, METRICS, ExperimentConfig, ExperimentResult, format_table, quick_grid)
+
+
+def _check_results(out, dataset, n_folds):
+    data = json.loads((out / "results.json").read_text())
+    assert data["dataset"] == dataset
+    assert data["folds_done"] == n_folds and data["interrupted"] is False
+    recs = data["records"]
+    assert len(recs) == len(CLASSIFIERS) * len(METRICS) * n_folds
+    keys = {(r["classifier"], r["metric"], r["fold"]) for r in recs}
+    assert len(keys) == len(recs)
+    for r in recs:
+        assert r["dataset"] == dataset
+        assert r["error"] is not None and 0.0 <= r["error"] <= 1.0, r
+        assert r["runtime_s"] is not None and r["runtime_s"] >= 0.0
+        if r["metric"] == "initial":
+            assert r["runtime_s"] == 0.0
+        else:
+            assert r["runtime_s"] > 0.0
+    table = data["table"].splitlines()
+    assert len(table) == 2 + len(CLASSIFIERS) + 1
+    assert table[0] == f"| {dataset} | initial | GESL | BEDL (pseudo) | BEDL (exact) |"
+    assert [line.split("|")[1].strip() for line in table[2:]] == list(CLASSIFIERS) + ["runtime [s]"]
+    assert (out / "embedding.png").stat().st_size > 1000
+    for info in data["fold_info"]:
+        assert info["gesl"]["qp_gap"] < 1e-6
+    return data
+
+
+def _errors(data, metric):
+    return {r["classifier"]: r["error"] for r in data["records"] if r["metric"] == metric}
+
+
+def test_quick_experiments_strings_and_cystic(tmp_path, capsys):
+    out = tmp_path / "strings"
+    code = main(["experiment", "strings", "--folds", "3", "--max-folds", "1", "--quick",
+                 "--inner-folds", "3",
+                 "--out", str(out), "--no-progress"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "| strings | initial | GESL | BEDL (pseudo) | BEDL (exact) |" in printed
+    assert "| runtime [s] |" in printed
+    data = _check_results(out, "strings", 1)
+    # Strings is the paper's showcase: BEDL separates the classes (paper: 0 % error)
+    for metric in ("bedl_pseudo", "bedl_exact"):
+        err = _errors(data, metric)
+        assert err["KNN"] <= 0.05 and err["MGLVQ"] <= 0.05, (metric, err)
+    assert _errors(data, "bedl_exact")["MGLVQ"] < _errors(data, "initial")["MGLVQ"]
+
+    out = tmp_path / "cystic"
+    code = main(["experiment", "cystic", "--folds", "10", "--max-folds", "1", "--quick",
+                 "--inner-folds", "3",
+                 "--out", str(out), "--no-progress"])
+    assert code == 0
+    data = _check_results(out, "cystic", 1)
+    # sane: nothing is much worse than guessing on 16 test trees
+    assert all(r["error"] <= 0.75 for r in data["records"])
+
+
+def test_ctrl_c_writes_partial_results(tmp_path, monkeypatch, capsys):
+    calls = []
+
+    def fake_fold(cfg, result, fold, tr, te, *args):
+        calls.append(fold)
+        if fold == 1:
+            raise KeyboardInterrupt
+        for clf in cfg.classifiers:
+            result.records.append({"dataset": cfg.dataset, "classifier": clf,
+                                   "metric": "initial", "fold": fold, "error": 0.25,
+                                   "runtime_s": 0.0})
+
+    monkeypatch.setattr(protocol, "_run_fold", fake_fold)
+    out = tmp_path / "partial"
+    code = main(["experiment", "strings", "--folds", "4", "--quick", "--metrics", "initial",
+                 "--out", str(out), "--no-progress"])
+    assert code == 130
+    assert calls == [0, 1]
+    data = json.loads((out / "results.json").read_text())
+    assert data["interrupted"] is True and data["folds_done"] == 1
+    assert len(data["records"]) == len(CLASSIFIERS)
+    assert "25.0 +- 0.0" in data["table"]
+    assert "interrupted" in capsys.readouterr().err
+
+
+def test_format_table_shape_and_numbers():
+    cfg = {"dataset": "toy", "metrics": ["initial", "bedl_exact"], "classifiers": ["KNN", "SVM"]}
+    res = ExperimentResult(config=cfg)
+    for fold, (e0, e1, rt) in enumerate([(0.1, 0.0, 2.0), (0.3, 0.1, 4.0)]):
+        for clf in ("KNN", "SVM"):
+            res.records.append({"classifier": clf, "metric": "initial", "fold": fold,
+                                "error": e0, "runtime_s": 0.0})
+            res.records.append({"classifier": clf, "metric": "bedl_exact", "fold": fold,
+                                "error": e1, "runtime_s": rt})
+    table = format_table(res).splitlines()
+    assert table[0] == "| toy | initial | BEDL (exact) |"
+    # mean 20 %, sample std 14.1 %; 5 +- 7.1; runtime 3 +- 1.4 s
+    assert table[2] == "| KNN | 20.0 +- 14.1 | 5.0 +- 7.1 |"
+    assert table[4] == "| runtime [s] | - | 3 +- 1.4 |"
+    summ = res.summary()
+    assert summ["SVM"]["bedl_exact"]["n"] == 2
+
+
+def test_classifier_selection_by_inner_cv():
+    # two well separated 1-D classes, plus far outliers labelled with the other class:
+    # 1-NN memorises them, so the nested search must prefer more neighbours
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.normal(0, 1, 30), rng.normal(6, 1, 30), [0.1, 0.2, 6.1, 5.9]])
+    y = np.concatenate([np.zeros(30), np.ones(30), [1, 1, 0, 0]]).astype(int)
+    D = np.abs(x[:, None] - x[None, :])
+    grid = quick_grid()
+    tr = np.arange(len(x))
+    err, value, _ = protocol._classify("KNN", grid, D, y, D[:2], y[:2], 5, 0)
+    assert value in (3, 5)
+
+
+def test_config_resolution():
+    cfg = ExperimentConfig("Sentiment").resolved()
+    assert cfg.dataset == "sentiment" and cfg.folds == 20 and cfg.train_sample == 300
+    assert "gesl" not in cfg.metrics
+    cfg = ExperimentConfig("strings", quick=True, metrics=("bedl_exact",),
+                           classifiers=("KNN",)).resolved()
+    assert cfg.folds == 20 and cfg.train_sample is None
+    assert cfg.classifiers == ("MGLVQ", "KNN")  # K* comes from MGLVQ
+    assert cfg.bedl_options == protocol.QUICK_BEDL_OPTIONS
+    assert ExperimentConfig("leukemia").resolved().grid.n_prototypes == list(range(1, 16))
+    with pytest.raises(ValueError):
+        ExperimentConfig("nope").resolved()
+    with pytest.raises(ValueError):
+        ExperimentConfig("strings", metrics=("bogus",)).resolved()
+
+
+def test_embedding_plot(tmp_path):
+    emb = {"labels": ["a", "b", "c", "(gap)"],
+           "vectors": np.array([[1.0, 0, 0], [1.0, 0, 0], [0, 2.0, 0], [0, 0, 0]]),
+           "title": "toy"}
+    xy = protocol.embedding_pca(emb["vectors"])
+    assert xy.shape == (4, 2)
+    np.testing.assert_allclose(xy[0], xy[1])
+    protocol.save_embedding_plot(emb, tmp_path / "e.png")
+    assert (tmp_path / "e.png").stat().st_size > 1000
