@@ -1,0 +1,32 @@
+"""Learning layer: GLVQ loss and regularisers, median GLVQ and the BEDL estimator.
+
+Needs only torch and numpy; scikit-learn is never imported here (the estimators are
+compatible with it through ``get_params``/``set_params`` and ``__sklearn_tags__``).
+"""
+from .losses import (
+    PHI_FUNCTIONS,
+    frobenius_regularizer,
+    glvq_loss,
+    glvq_mu,
+    gram_matrix,
+    logdet_regularizer,
+)
+from .mglvq import MedianGLVQ, glvq_likelihood, init_prototypes, median_glvq_em
+from .bedl import BEDL, initial_embedding
+from ..pretrained import CosineCost
+
+__all__ = [
+    "glvq_mu",
+    "glvq_loss",
+    "PHI_FUNCTIONS",
+    "logdet_regularizer",
+    "frobenius_regularizer",
+    "gram_matrix",
+    "MedianGLVQ",
+    "median_glvq_em",
+    "init_prototypes",
+    "glvq_likelihood",
+    "BEDL",
+    "initial_embedding",
+    "CosineCost",
+]

@@ -1,0 +1,711 @@
+"""Embedding edit distance learning (BEDL), Paassen et al., ICML 2018.
+
+The estimator alternates median GLVQ prototype selection with a metric step that learns
+symbol embeddings (edit costs) by minimising the GLVQ loss plus regularisers with L-BFGS.
+Layer: learning (imports ops, costs, pretrained and :mod:`.losses`/:mod:`.mglvq`; never
+scikit-learn, which it is compatible with through ``get_params``/``set_params`` and
+``__sklearn_tags__``).
+"""
+from __future__ import annotations
+
+import copy
+import math
+import time
+import warnings
+from typing import Callable, Hashable, List, Optional, Sequence, Union
+
+import numpy as np
+import torch
+
+from ..costs import EuclideanCost, SymbolCost, simplex_embedding
+from ..ops import PairBatch, pairwise_distances
+from ..tree import Tree
+from .losses import frobenius_regularizer, glvq_loss, logdet_regularizer
+from .mglvq import _ParamsMixin, init_prototypes, median_glvq_em
+
+__all__ = ["BEDL", "initial_embedding"]
+
+_FORMAT = "bedl_torch.BEDL"
+_FORMAT_VERSION = 1
+_REGULARIZERS = ("logdet", "frobenius", "both", None)
+
+
+# ---------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------
+
+
+def _labels(obj) -> Sequence[Hashable]:
+    return obj.labels if isinstance(obj, Tree) else obj
+
+
+def _check_inputs(X, name="X") -> list:
+    if isinstance(X, (str, Tree)):
+        raise TypeError(f"{name} must be a list of trees or of sequences, not a single {type(X).__name__}")
+    X = list(X)
+    kinds = set()
+    for x in X:
+        if isinstance(x, Tree):
+            kinds.add("tree")
+        elif isinstance(x, (str, list, tuple)):
+            kinds.add("sequence")
+        else:
+            raise TypeError(
+                f"{name} must hold bedl_torch.Tree objects or sequences (str, list, tuple), "
+                f"got {type(x).__name__}"
+            )
+    if len(kinds) > 1:
+        raise TypeError(f"{name} mixes trees and sequences")
+    return X
+
+
+def _sorted_alphabet(X) -> list:
+    """Training labels in a stable order: sorted (by ``(type name, repr)`` where labels of
+    different types cannot be compared), ``None`` (unlabeled nodes) last."""
+    seen = {}
+    for x in X:
+        for label in _labels(x):
+            seen.setdefault(label, None)
+    has_none = None in seen
+    labels = [s for s in seen if s is not None]
+    try:
+        labels = sorted(labels)
+    except TypeError:
+        labels = sorted(labels, key=lambda s: (type(s).__name__, repr(s)))
+    return labels + ([None] if has_none else [])
+
+
+def initial_embedding(num_symbols: int, dim: Optional[int] = None, dtype=torch.float64) -> torch.Tensor:
+    """The initial ``(num_symbols, dim)`` embedding: the regular simplex with side 1 whose
+    remaining vertex is the origin (the gap), so every initial cost is 0 or 1.
+
+    ``dim=None`` or ``dim == num_symbols``: the simplex itself (:func:`simplex_embedding`).
+    ``dim < num_symbols``: the simplex projected onto its ``dim`` leading right singular
+    vectors (uncentred PCA, which keeps the origin fixed): ``A V[:, :dim]``. The first
+    singular vector is the mean direction; the others have equal singular values, so which
+    subspace is kept among them is the (deterministic) choice of the SVD routine; the
+    projection shrinks some costs below 1. ``dim > num_symbols``: the simplex padded with zero
+    columns.
+    """
+    A = simplex_embedding(num_symbols, dtype=torch.float64)
+    # (.contiguous(): the Cholesky factor is column-major, and torch.optim.LBFGS needs
+    # contiguous parameters)
+    if dim is None or dim == num_symbols:
+        return A.to(dtype).contiguous()
+    dim = int(dim)
+    if dim < 1:
+        raise ValueError(f"dim must be >= 1, got {dim}")
+    if dim > num_symbols:
+        return torch.cat([A, A.new_zeros(num_symbols, dim - num_symbols)], 1).to(dtype).contiguous()
+    _, _, Vh = torch.linalg.svd(A, full_matrices=False)
+    return (A @ Vh[:dim].T).to(dtype).contiguous()
+
+
+def _encode_padded(X, cost: SymbolCost, unknown: str) -> torch.Tensor:
+    """Symbol indices ``(len(X), max_len + 1)`` padded with the gap: the row/column symbols
+    of the padded cost matrices of :class:`~bedl_torch.ops.PairBatch` (node i = i-th label,
+    the gap at position ``len(x)`` and beyond)."""
+    width = max((len(x) for x in X), default=0) + 1
+    out = torch.full((len(X), width), cost.gap_index, dtype=torch.long)
+    for k, x in enumerate(X):
+        if len(x):
+            out[k, : len(x)] = cost.encode(list(_labels(x)), unknown=unknown)
+    return out
+
+
+def _regularized_matrix(cost: SymbolCost) -> Optional[torch.Tensor]:
+    """The matrix the regularisers act on: ``cost.regularization_matrix()`` if the module
+    defines it, else its ``embedding`` parameter, else ``None`` (no regularisation)."""
+    fn = getattr(cost, "regularization_matrix", None)
+    if callable(fn):
+        return fn()
+    emb = getattr(cost, "embedding", None)
+    if isinstance(emb, torch.Tensor) and emb.dim() == 2:
+        return emb
+    return None
+
+
+def _encode_object(x):
+    if isinstance(x, Tree):
+        return {"kind": "tree", "tree": x.to_json()}
+    if isinstance(x, str):
+        return {"kind": "str", "seq": x}
+    return {"kind": "seq", "seq": list(x)}
+
+
+def _decode_object(d):
+    kind = d["kind"]
+    if kind == "tree":
+        return Tree.from_json(d["tree"])
+    if kind == "str":
+        return d["seq"]
+    return list(d["seq"])
+
+
+def _plain(value):
+    """numpy scalars -> Python scalars (for ``torch.load(weights_only=True)``)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+_DTYPES = {"float64": torch.float64, "float32": torch.float32}
+
+
+def _dtype_name(dtype) -> str:
+    for name, dt in _DTYPES.items():
+        if dt == dtype:
+            return name
+    raise ValueError(f"dtype must be torch.float64 or torch.float32, got {dtype!r}")
+
+
+# ---------------------------------------------------------------------------
+# estimator
+# ---------------------------------------------------------------------------
+
+
+class BEDL(_ParamsMixin):
+    """Embedding edit distance learning: learns edit costs for trees or sequences.
+
+    Parameters
+    ----------
+    n_prototypes : int, default 1
+        Median GLVQ prototypes per class.
+    dim : int or None
+        Embedding dimension of the default Euclidean cost; ``None``: ``U`` (alphabet size),
+        the simplex initialisation. See :func:`initial_embedding` for ``dim != U``.
+    beta : float, default 0.05
+        Weight of the regulariser(s), relative to the GLVQ loss ``sum_i Phi(mu_i)`` (a sum,
+        not a mean, over the training points; the paper searches ``2 K m [1e-6, 1e-2]``).
+    mode : "pseudo" or "exact"
+        ``"pseudo"``: within a metric step the co-optimal matrices ``P0`` are frozen at the
+        costs of the step's start (one ``PairBatch.coopt`` per round) and distances are
+        ``sum(P0 * C)``; ``"exact"``: the exact edit distance at every evaluation.
+    max_rounds : int, default 10
+        Maximum number of metric steps (prototype selection runs once more after the last).
+    max_eval : int, default 200
+        L-BFGS gradient evaluations per metric step.
+    phi : "log4", "identity", "sigmoid" or callable
+        GLVQ squashing function (``"log4"``: the paper's ``log(4 + mu)``).
+    regularizer : "logdet", "frobenius", "both" or None, default "both"
+        ``"logdet"``: ``-beta log det(G)``, ``G`` the smaller Gram matrix of the embedding,
+        which prevents rank collapse. ``"frobenius"``: ``beta ||A||_F^2``. Note that the
+        GLVQ loss is invariant to scaling the embedding, so ``"logdet"`` alone is unbounded
+        below (it rewards growing the embedding; L-BFGS stops after ``max_eval``) and
+        ``"frobenius"`` alone shrinks it; ``"both"`` balances the scale at ``||A||_F^2 = dim``
+        (where the simplex starts) and keeps full rank.
+    unknown : "error" or "origin"
+        Labels not seen in training at prediction time: ``"error"`` raises a ValueError naming
+        them, ``"origin"`` maps them to the gap (the origin of the embedding).
+    device : None, str or torch.device
+        Device of the cost module and of the cost computations (the dynamic programs run on the
+        CPU; see :mod:`bedl_torch.ops`).
+    dtype : torch.float64 (default) or torch.float32
+    cost : None, SymbolCost or callable
+        ``None``: :class:`EuclideanCost` with the simplex initialisation. A :class:`SymbolCost`
+        instance (copied; its alphabet is used) or a factory ``cost(alphabet) -> SymbolCost``
+        called with the training alphabet. All parameters with ``requires_grad`` are learned;
+        the regularisers act on ``cost.regularization_matrix()`` if defined, else on
+        ``cost.embedding``, else are skipped.
+    verbose : bool
+        Print one line per round.
+    random_state : None or int
+        Unused: initialisation (simplex, class medoids), median GLVQ and L-BFGS are
+        deterministic. Kept for the scikit-learn interface.
+
+    Fitted attributes
+    -----------------
+    classes_, alphabet_ (list, rows of ``cost_.embedding`` for the Euclidean cost), cost_ (the
+    learned cost module), prototypes_ (the prototype training objects), prototype_indices_
+    (their indices in the training data), prototype_labels_, loss_history_ (objective,
+    i.e. GLVQ loss plus regularisers, at the start of the first metric step and after each
+    metric step), n_rounds_ (metric steps run), n_evals_ (L-BFGS evaluations per step),
+    stop_reason_, fit_time_ (seconds).
+
+    Alternation (``design/bedl-method.md``): per round, the exact learned distances between
+    all training points, median GLVQ warm-started from the previous prototypes, then a
+    metric step. It stops when the prototypes do not change, when they return to a set seen
+    in an earlier round (an oscillation), when a metric step cannot lower the objective, or
+    after ``max_rounds`` metric steps; the final prototypes are always those median GLVQ
+    chose under the final costs.
+    """
+
+    def __init__(
+        self,
+        n_prototypes: int = 1,
+        dim: Optional[int] = None,
+        beta: float = 0.05,
+        mode: str = "pseudo",
+        max_rounds: int = 10,
+        max_eval: int = 200,
+        phi: Union[str, Callable] = "log4",
+        regularizer: Optional[str] = "both",
+        unknown: str = "error",
+        device=None,
+        dtype: torch.dtype = torch.float64,
+        cost=None,
+        verbose: bool = False,
+        random_state=None,
+    ):
+        self.n_prototypes = n_prototypes
+        self.dim = dim
+        self.beta = beta
+        self.mode = mode
+        self.max_rounds = max_rounds
+        self.max_eval = max_eval
+        self.phi = phi
+        self.regularizer = regularizer
+        self.unknown = unknown
+        self.device = device
+        self.dtype = dtype
+        self.cost = cost
+        self.verbose = verbose
+        self.random_state = random_state
+
+    # -- validation -----------------------------------------------------------
+
+    def _check_params(self):
+        if self.mode not in ("pseudo", "exact"):
+            raise ValueError(f"mode must be 'pseudo' or 'exact', got {self.mode!r}")
+        if self.regularizer not in _REGULARIZERS:
+            raise ValueError(f"regularizer must be one of {_REGULARIZERS}, got {self.regularizer!r}")
+        if self.unknown not in ("error", "origin"):
+            raise ValueError(f"unknown must be 'error' or 'origin', got {self.unknown!r}")
+        if int(self.n_prototypes) < 1:
+            raise ValueError(f"n_prototypes must be >= 1, got {self.n_prototypes}")
+        if int(self.max_rounds) < 0 or int(self.max_eval) < 1:
+            raise ValueError("max_rounds must be >= 0 and max_eval >= 1")
+        if not (self.beta >= 0):
+            raise ValueError(f"beta must be >= 0, got {self.beta}")
+        _dtype_name(self.dtype)
+
+    def _torch_device(self) -> torch.device:
+        return torch.device(self.device) if self.device is not None else torch.device("cpu")
+
+    def _make_cost(self, alphabet: list) -> SymbolCost:
+        dtype, device = self.dtype, self._torch_device()
+        if self.cost is None:
+            emb = initial_embedding(len(alphabet), self.dim, dtype=dtype)
+            return EuclideanCost(alphabet, embedding=emb).to(device=device)
+        if isinstance(self.cost, SymbolCost):
+            cost = copy.deepcopy(self.cost)
+        elif callable(self.cost):
+            cost = self.cost(alphabet)
+            if not isinstance(cost, SymbolCost):
+                raise TypeError(f"the cost factory returned {type(cost).__name__}, not a SymbolCost")
+        else:
+            raise TypeError(f"cost must be None, a SymbolCost or a factory, got {type(self.cost).__name__}")
+        return cost.to(device=device, dtype=dtype)
+
+    def _unknown_labels(self, X) -> list:
+        known = set(self.cost_.alphabet)
+        missing = {}
+        for x in X:
+            for label in _labels(x):
+                if label not in known:
+                    missing.setdefault(label, None)
+        return list(missing)
+
+    def _check_known(self, X, what="X"):
+        """ValueError naming unseen labels unless ``unknown='origin'``; returns the ops'
+        ``unknown`` argument."""
+        if self.unknown == "origin":
+            return "gap"
+        missing = self._unknown_labels(X)
+        if missing:
+            shown = ", ".join(repr(s) for s in missing[:10])
+            more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+            raise ValueError(
+                f"{what} contains labels not seen in training: {shown}{more} "
+                "(pass unknown='origin' to map them to the gap)"
+            )
+        return "error"
+
+    # -- fitting --------------------------------------------------------------
+
+    def fit(self, X, y):
+        """Learn the edit costs and the prototypes from trees or sequences ``X`` and labels
+        ``y``. Returns ``self``."""
+        t_start = time.perf_counter()
+        self._check_params()
+        X = _check_inputs(X)
+        y = np.asarray(y)
+        if y.ndim != 1 or len(y) != len(X):
+            raise ValueError(f"y must be 1-D with len(X) = {len(X)} entries, got shape {y.shape}")
+        classes, y_idx = np.unique(y, return_inverse=True)
+        y_idx = y_idx.reshape(-1)
+        if len(classes) < 2:
+            raise ValueError("BEDL needs at least two classes")
+        m = len(X)
+
+        train_alphabet = _sorted_alphabet(X)
+        cost = self._make_cost(train_alphabet)
+        self.cost_ = cost
+        self.alphabet_ = list(cost.alphabet)
+        unknown = "error"
+        if self.cost is not None and self._unknown_labels(X):
+            unknown = self._check_known(X, "the training data (for the given cost's alphabet)")
+        self.classes_ = classes
+
+        params = [p for p in cost.parameters() if p.requires_grad]
+        with torch.no_grad():
+            for p in params:  # torch.optim.LBFGS views gradients flat
+                if not p.is_contiguous():
+                    p.data = p.data.contiguous()
+        device = cost.device
+        y_dev = torch.as_tensor(y_idx, device=device)
+        arange_m = torch.arange(m)
+        # Tables of the training objects, flattened once; pairs index into them.
+        base = PairBatch(X, X)
+        x_table, y_table = base.x_table, base.y_table
+        X_idx = _encode_padded(X, cost, "gap" if unknown == "gap" else "error")
+
+        protos = None
+        seen = set()
+        self.loss_history_ = []
+        self.n_evals_ = []
+        self.stop_reason_ = "max_rounds"
+        n_rounds = 0
+        for rnd in range(int(self.max_rounds) + 1):
+            t_round = time.perf_counter()
+            with torch.no_grad():
+                D = pairwise_distances(X, None, cost, unknown=unknown).cpu().numpy()
+            if protos is None:
+                start = init_prototypes(D, y_idx, int(self.n_prototypes))
+            else:
+                start = protos
+            new, _, _ = median_glvq_em(D, y_idx, start, max_iter=100 * max(1, len(start)))
+            key = frozenset(int(i) for i in new)
+            changed = protos is None or key != frozenset(int(i) for i in protos)
+            n_moved = len(new) if protos is None else int(np.sum(~np.isin(new, protos)))
+            protos = new
+            stop = None
+            if not changed:
+                stop = "prototypes unchanged"
+            elif key in seen:
+                stop = "prototypes cycle back to an earlier set"
+            elif rnd == int(self.max_rounds):
+                stop = "max_rounds"
+            elif not params:
+                stop = "no parameters to learn"
+            seen.add(key)
+            if stop is not None:
+                self.stop_reason_ = stop
+                if self.verbose:
+                    print(f"[BEDL] round {rnd}: {stop}; stop")
+                break
+            loss0, loss1, n_eval = self._metric_step(
+                cost, params, x_table, y_table, protos, y_idx, y_dev, arange_m, unknown, X_idx
+            )
+            n_rounds += 1
+            if not self.loss_history_:
+                self.loss_history_.append(loss0)
+            self.loss_history_.append(loss1)
+            self.n_evals_.append(n_eval)
+            if not loss1 < loss0:
+                # the solver could not improve the metric: the distances, hence the
+                # prototypes, stay as they are
+                self.stop_reason_ = "metric not improved"
+                if self.verbose:
+                    print(f"[BEDL] round {rnd}: metric not improved ({loss0:.6g}); stop")
+                break
+            if self.verbose:
+                print(
+                    f"[BEDL] round {rnd}: {n_moved} prototype(s) moved; loss {loss0:.6g} -> "
+                    f"{loss1:.6g} in {n_eval} evaluations ({time.perf_counter() - t_round:.3f} s)"
+                )
+
+        order = np.argsort(y_idx[protos], kind="stable")
+        protos = protos[order]
+        self.prototype_indices_ = protos
+        self.prototypes_ = [X[int(i)] for i in protos]
+        self.prototype_labels_ = classes[y_idx[protos]]
+        self.n_rounds_ = n_rounds
+        self.fit_time_ = time.perf_counter() - t_start
+        return self
+
+    def _objective(self, d_plus, d_minus, cost) -> torch.Tensor:
+        loss = glvq_loss(d_plus, d_minus, self.phi)
+        if self.regularizer is not None and self.beta > 0:
+            A = _regularized_matrix(cost)
+            if A is not None:
+                if self.regularizer in ("logdet", "both"):
+                    loss = loss + logdet_regularizer(A, self.beta)
+                if self.regularizer in ("frobenius", "both"):
+                    loss = loss + frobenius_regularizer(A, self.beta)
+        return loss
+
+    #: L-BFGS memory (torch's default is 100; the problems here have few parameters and a
+    #: short history keeps the optimiser's own overhead small)
+    _LBFGS_HISTORY = 10
+    #: largest (U+1)^2 symbol table for the aggregated pseudo-distance path
+    _TABLE_LIMIT = 1 << 16
+
+    def _symbol_frequencies(self, cost, batch, P0, X_idx):
+        """Aggregated co-optimal matrices for the pseudo distance.
+
+        ``d~_k = sum_ij P0[k, i, j] C(x_i, y_j) = sum_ab F[k, a, b] C(a, b)`` with
+        ``F[k, a, b]`` the mass of ``P0[k]`` on cells whose row symbol is ``a`` and column
+        symbol ``b`` (gap included). Computed once per round; every evaluation is then one
+        ``(B, (U+1)^2) @ ((U+1)^2,)`` product with the symbol cost table. Used when the table
+        is no larger than a pair's padded cost matrix (and at most ``_TABLE_LIMIT`` cells);
+        otherwise returns ``None`` and ``PairBatch.pseudo_distances`` is used.
+        """
+        n_sym = cost.gap_index + 1
+        B, R, C = P0.shape
+        if n_sym * n_sym > max(R * C, 1) or n_sym * n_sym > self._TABLE_LIMIT:
+            return None
+        xi = X_idx[batch.pair_x, :R].to(P0.device)  # (B, R)
+        yi = X_idx[batch.pair_y, :C].to(P0.device)  # (B, C)
+        flat = (xi[:, :, None] * n_sym + yi[:, None, :]).reshape(B, -1)
+        F = torch.zeros(B, n_sym * n_sym, dtype=P0.dtype, device=P0.device)
+        F.scatter_add_(1, flat, P0.reshape(B, -1))
+        return F.to(cost.dtype)
+
+    def _metric_step(self, cost, params, x_table, y_table, protos, y_idx, y_dev, arange_m, unknown,
+                     X_idx):
+        """One L-BFGS run on the GLVQ loss of the data-to-prototype pairs.
+
+        Per evaluation: a gradient-free pass over all ``m * P`` data-prototype pairs finds the
+        closest correct and wrong prototype of every point, then the ``2 m`` selected distances
+        are computed with gradient (in pseudo mode from the ``P0`` frozen at the start of the
+        step). With exactly two prototypes (two classes, one each) the selection is fixed and
+        the gradient-free pass is skipped.
+        """
+        m, P = len(y_idx), len(protos)
+        device = cost.device
+        protos_t = torch.as_tensor(protos, dtype=torch.long)
+        pair_x = arange_m.repeat_interleave(P)
+        pair_y = protos_t.repeat(m)
+        full = PairBatch.from_tables(x_table, y_table, pair_x, pair_y)
+        same = y_dev[:, None] == torch.as_tensor(y_idx[protos], device=device)[None, :]  # (m, P)
+        pseudo = self.mode == "pseudo"
+        arange_dev = torch.arange(m, device=device)
+        inf = torch.tensor(math.inf, dtype=cost.dtype, device=device)
+        fixed = P == 2
+        n_eval = [0]
+
+        P0 = F = None
+        if pseudo:
+            _, P0 = full.coopt(cost, unknown=unknown)
+            P0 = P0.to(device)
+            F = self._symbol_frequencies(cost, full, P0, X_idx)
+            if F is not None:
+                F = F.view(m, P, -1)
+                P0 = None
+            else:
+                P0 = P0.view(m, P, *P0.shape[1:])
+        n_sym = cost.gap_index + 1
+
+        def symbol_table():
+            # the (U+1) x (U+1) costs between all symbols and the gap, with gradient
+            fn = getattr(cost, "symbol_costs", None)
+            if callable(fn):
+                return fn().reshape(-1)
+            idx = torch.arange(n_sym, device=device)[None]
+            return cost(idx, idx)[0].reshape(-1)
+
+        def select(table):
+            if fixed:
+                return fixed_sel
+            with torch.no_grad():
+                if F is not None:
+                    d_all = F @ table.detach()
+                elif pseudo:
+                    d_all = full.pseudo_distances(cost, P0.view(m * P, *P0.shape[2:]), unknown=unknown)
+                else:
+                    d_all = full.distances(cost, unknown=unknown)
+                d_all = d_all.view(m, P)
+                return (torch.where(same, d_all, inf).argmin(1),
+                        torch.where(same, inf, d_all).argmin(1))
+
+        rows = torch.cat([arange_dev, arange_dev])
+        fixed_sel = (same.to(torch.long).argmax(1), (~same).to(torch.long).argmax(1))
+        F_fixed = None
+        if fixed and F is not None:
+            F_fixed = F[rows, torch.cat(fixed_sel)]
+        cache = {}
+
+        def evaluate(backward: bool):
+            table = symbol_table() if F is not None else None
+            if F_fixed is not None:
+                d = F_fixed @ table
+            else:
+                ks = torch.cat(select(table))
+                if F is not None:
+                    d = F[rows, ks] @ table
+                else:
+                    key = ks.cpu().numpy().tobytes()
+                    entry = cache.get(key)
+                    if entry is None:
+                        batch = PairBatch.from_tables(
+                            x_table, y_table, torch.cat([arange_m, arange_m]), protos_t[ks.cpu()]
+                        )
+                        entry = (batch, P0[rows, ks] if pseudo else None)
+                        cache.clear()
+                        cache[key] = entry
+                    batch, p0 = entry
+                    if pseudo:
+                        d = batch.pseudo_distances(cost, p0, unknown=unknown)
+                    else:
+                        d = batch.distances(cost, unknown=unknown)
+            loss = self._objective(d[:m], d[m:], cost)
+            if backward:
+                loss.backward()
+                n_eval[0] += 1
+            return loss
+
+        def closure():
+            for p in params:  # (cheaper than optimizer.zero_grad())
+                p.grad = None
+            return evaluate(True)
+
+        optimizer = torch.optim.LBFGS(
+            params,
+            lr=1.0,
+            max_iter=int(self.max_eval),
+            max_eval=int(self.max_eval),
+            line_search_fn="strong_wolfe",
+            tolerance_grad=1e-7,
+            tolerance_change=1e-9,
+            history_size=self._LBFGS_HISTORY,
+        )
+        backup = [p.detach().clone() for p in params]
+        loss0 = float(optimizer.step(closure).detach())  # the loss at the step's start
+        with torch.no_grad():
+            final = float(evaluate(False))
+        if not math.isfinite(final) or final > loss0:
+            # never end a metric step worse than it started (or with NaN/inf)
+            with torch.no_grad():
+                for p, b in zip(params, backup):
+                    p.copy_(b)
+            final = loss0
+        for p in params:
+            p.grad = None
+        return loss0, final, n_eval[0]
+
+    # -- prediction -----------------------------------------------------------
+
+    def _check_fitted(self):
+        if not hasattr(self, "cost_"):
+            raise RuntimeError(f"this {type(self).__name__} is not fitted yet; call fit first")
+
+    def decision_distances(self, X) -> np.ndarray:
+        """``(len(X), n_prototypes_total)`` learned edit distances to the prototypes."""
+        self._check_fitted()
+        X = _check_inputs(X)
+        unknown = self._check_known(X)
+        with torch.no_grad():
+            D = pairwise_distances(X, self.prototypes_, self.cost_, unknown=unknown)
+        return D.cpu().numpy()
+
+    def predict(self, X) -> np.ndarray:
+        """Label of the closest prototype under the learned distance."""
+        D = self.decision_distances(X)
+        return self.prototype_labels_[np.argmin(D, axis=1)]
+
+    def score(self, X, y) -> float:
+        """Mean accuracy of :meth:`predict`."""
+        return float(np.mean(self.predict(X) == np.asarray(y)))
+
+    def pairwise_distances(self, X, Y=None) -> np.ndarray:
+        """Learned edit distances ``(len(X), len(Y))`` as a numpy array (``Y=None``: X)."""
+        self._check_fitted()
+        X = _check_inputs(X)
+        unknown = self._check_known(X)
+        if Y is not None:
+            Y = _check_inputs(Y, "Y")
+            unknown = self._check_known(Y, "Y") if unknown == "error" else unknown
+        with torch.no_grad():
+            D = pairwise_distances(X, Y, self.cost_, unknown=unknown)
+        return D.cpu().numpy()
+
+    # -- persistence ----------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        """A plain dict (tensors, str, numbers, lists, dicts) with everything needed to predict.
+
+        Loadable with ``torch.load(path, weights_only=True)``. Custom cost modules are stored
+        by class name and ``state_dict()``; reloading them needs ``cost=`` (see :meth:`load`).
+        """
+        self._check_fitted()
+        params = self.get_params(deep=False)
+        if callable(params["phi"]):
+            params["phi"] = None  # a callable cannot be stored as data
+        params["cost"] = None
+        params["dtype"] = _dtype_name(self.dtype)
+        params["device"] = None if self.device is None else str(self.device)
+        params = {k: _plain(v) for k, v in params.items()}
+        cost = self.cost_
+        return {
+            "format": _FORMAT,
+            "version": _FORMAT_VERSION,
+            "hyperparameters": params,
+            "cost_class": type(cost).__module__ + "." + type(cost).__qualname__,
+            "cost_state": {k: v.detach().cpu().clone() for k, v in cost.state_dict().items()},
+            "alphabet": [_plain(a) for a in self.alphabet_],
+            "classes": [_plain(c) for c in self.classes_.tolist()],
+            "prototypes": [_encode_object(p) for p in self.prototypes_],
+            "prototype_indices": [int(i) for i in self.prototype_indices_],
+            "prototype_labels": [_plain(c) for c in self.prototype_labels_.tolist()],
+            "loss_history": [float(v) for v in self.loss_history_],
+            "n_evals": [int(v) for v in self.n_evals_],
+            "n_rounds": int(self.n_rounds_),
+        }
+
+    def load_state_dict(self, state: dict, cost=None):
+        """Restore a fitted model from :meth:`state_dict`. ``cost``: a ``SymbolCost`` (or a
+        factory ``cost(alphabet)``) to load a custom cost module's state into; not needed for
+        :class:`EuclideanCost` and :class:`~bedl_torch.pretrained.CosineCost`."""
+        if state.get("format") != _FORMAT:
+            raise ValueError("not a BEDL state dict")
+        if int(state.get("version", 0)) > _FORMAT_VERSION:
+            raise ValueError(f"BEDL state version {state['version']} is newer than this library")
+        hp = dict(state["hyperparameters"])
+        hp["dtype"] = _DTYPES[hp["dtype"]]
+        if hp.get("phi") is None:
+            hp["phi"] = "log4" if not callable(self.phi) else self.phi
+        hp["cost"] = cost
+        self.set_params(**{k: v for k, v in hp.items() if k in self._get_param_names()})
+        alphabet = list(state["alphabet"])
+        cs = state["cost_state"]
+        cls_name = state["cost_class"]
+        if cost is not None:
+            module = copy.deepcopy(cost) if isinstance(cost, SymbolCost) else cost(alphabet)
+            if list(module.alphabet) != alphabet:
+                raise ValueError("the given cost module's alphabet differs from the saved one")
+        elif cls_name.endswith(".EuclideanCost"):
+            module = EuclideanCost(alphabet, embedding=cs["embedding"])
+        elif cls_name.endswith(".CosineCost"):
+            from ..pretrained import CosineCost
+
+            module = CosineCost(alphabet[:-1], cs["vectors"], omega=cs["Omega"])
+        else:
+            raise ValueError(f"pass cost= to restore a model with a custom cost ({cls_name})")
+        module.load_state_dict(cs)
+        device = self._torch_device()
+        self.cost_ = module.to(device=device, dtype=self.dtype)
+        self.alphabet_ = list(module.alphabet)
+        self.classes_ = np.asarray(state["classes"])
+        self.prototypes_ = [_decode_object(p) for p in state["prototypes"]]
+        self.prototype_indices_ = np.asarray(state["prototype_indices"], dtype=np.int64)
+        self.prototype_labels_ = np.asarray(state["prototype_labels"])
+        self.loss_history_ = list(state["loss_history"])
+        self.n_evals_ = list(state["n_evals"])
+        self.n_rounds_ = int(state["n_rounds"])
+        return self
+
+    def save(self, path) -> None:
+        """``torch.save`` of :meth:`state_dict` (plain data; no pickled code)."""
+        torch.save(self.state_dict(), path)
+
+    @classmethod
+    def load(cls, path, cost=None, map_location="cpu", device=None) -> "BEDL":
+        """Load a model saved with :meth:`save` (``torch.load(..., weights_only=True)``).
+        ``device`` overrides the saved device."""
+        state = torch.load(path, map_location=map_location, weights_only=True)
+        model = cls()
+        if device is not None:
+            state = dict(state)
+            state["hyperparameters"] = dict(state["hyperparameters"], device=str(device))
+        return model.load_state_dict(state, cost=cost)
