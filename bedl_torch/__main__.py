@@ -36,6 +36,11 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--train-sample", type=int, default=None,
                    help="train on a random sample of this many points per training fold "
                         "(default: 300 for sentiment, as in the paper; else all)")
+    e.add_argument("--beta-factors", type=float, nargs="+", default=None,
+                   help="BEDL beta = 2 K m FACTOR candidates (default: the grid's; one value "
+                        "skips the nested search)")
+    e.add_argument("--gesl-factors", type=float, nargs="+", default=None,
+                   help="GESL lambda = 2 K m FACTOR candidates (likewise)")
     e.add_argument("--out", default=None, help="output folder (default results/DATASET)")
     e.add_argument("--seed", type=int, default=0, help="seed of the fold split (default 0)")
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -43,8 +48,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def experiment(args) -> int:
-    from .evaluation.protocol import (ExperimentConfig, ExperimentResult, run_experiment,
-                                      write_results)
+    from .evaluation.protocol import (ExperimentConfig, ExperimentResult, full_grid,
+                                      quick_grid, run_experiment, write_results)
 
     out = args.out or f"results/{args.dataset}"
     config = ExperimentConfig(dataset=args.dataset, folds=args.folds,
@@ -53,6 +58,13 @@ def experiment(args) -> int:
                               classifiers=tuple(args.classifiers),
                               train_sample=args.train_sample,
                               progress=not args.no_progress)
+    if args.beta_factors or args.gesl_factors:
+        grid = quick_grid() if args.quick else full_grid()
+        if args.beta_factors:
+            grid.beta_factor = list(args.beta_factors)
+        if args.gesl_factors:
+            grid.gesl_factor = list(args.gesl_factors)
+        config.grid = grid
     result = ExperimentResult(config={})
     code = 0
     try:
