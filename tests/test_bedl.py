@@ -118,6 +118,28 @@ def test_phi_and_regularizer_options(strings):
         assert torch.isfinite(model.cost_.embedding).all()
 
 
+def test_float32_and_explicit_cpu_device(strings):
+    Xtr, ytr, Xte, yte = strings
+    model = BEDL(dtype=torch.float32, device="cpu", max_rounds=1, max_eval=60).fit(
+        *_balanced(Xtr, ytr, 30)
+    )
+    assert model.cost_.embedding.dtype == torch.float32
+    assert model.cost_.embedding.device.type == "cpu"
+    assert model.pairwise_distances(Xte[:3]).dtype == np.float32
+    assert model.score(Xte, yte) >= 0.9
+
+
+def test_demo_runs(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from bedl_torch import demo
+
+    out = tmp_path / "fig" / "emb.png"
+    assert demo.main(["--out", str(out), "--n", "40", "--max-rounds", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "initial costs" in text and "learned costs" in text and "[BEDL] round 0" in text
+    assert out.is_file() and out.stat().st_size > 1000
+
+
 def test_dim_option():
     assert initial_embedding(4).shape == (4, 4)
     A = initial_embedding(5, 2)

@@ -1,0 +1,154 @@
+"""BEDL on the Strings data set, end to end: ``python -m bedl_torch.demo [--out PATH]``.
+
+Generates 100 training and 100 test strings, prints the test errors of median GLVQ and 1-NN
+with the initial (unit) costs and with the learned costs, shows the progress of learning,
+and writes a PCA of the learned symbol embedding (cf. the paper's Figure 1) to
+``out/strings_embedding.png``. Runs in well under a minute on a laptop CPU (most of it
+importing torch).
+
+matplotlib (an optional dependency) is imported only to draw the figure, with the Agg
+backend; without it the demo skips the figure.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+
+from .datasets import make_strings
+from .learning import BEDL, MedianGLVQ
+from .ops import pairwise_distances
+
+
+def _errors(D_train: np.ndarray, D_test: np.ndarray, y_train, y_test):
+    """(median GLVQ error, 1-NN error) on the test set from precomputed distances."""
+    mglvq = MedianGLVQ().fit(D_train, y_train)
+    err_mglvq = 1.0 - mglvq.score(D_test, y_test)
+    err_knn = float(np.mean(np.asarray(y_train)[np.argmin(D_test, axis=1)] != np.asarray(y_test)))
+    return err_mglvq, err_knn
+
+
+def embedding_pca(embedding: torch.Tensor):
+    """2-D PCA coordinates of the symbol vectors and of the origin (the gap), centred on the
+    mean of all ``U + 1`` points. Returns ``(coords (U, 2), origin (2,), explained ratio)``."""
+    pts = torch.cat([embedding.detach().cpu().double(), embedding.new_zeros(1, embedding.shape[1]).double()])
+    mean = pts.mean(0)
+    _, S, Vh = torch.linalg.svd(pts - mean, full_matrices=False)
+    k = min(2, Vh.shape[0])
+    coords = (pts - mean) @ Vh[:k].T
+    if k < 2:
+        coords = torch.cat([coords, coords.new_zeros(coords.shape[0], 2 - k)], 1)
+    var = S * S
+    ratio = float(var[:k].sum() / var.sum()) if float(var.sum()) > 0 else 1.0
+    return coords[:-1].numpy(), coords[-1].numpy(), ratio
+
+
+def plot_embedding(embedding: torch.Tensor, alphabet: Sequence, path: str) -> Optional[str]:
+    """Write the PCA plot of an embedding to ``path`` (PNG). Returns the path, or ``None``
+    when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    coords, origin, ratio = embedding_pca(embedding)
+    fig, ax = plt.subplots(figsize=(4.5, 4.5))
+    ax.scatter(coords[:, 0], coords[:, 1], s=60, color="tab:blue")
+    # symbols that (nearly) coincide share one annotation, e.g. "a, b"
+    scale = float(np.abs(np.vstack([coords, origin[None]])).max()) or 1.0
+    groups: list = []
+    for i, label in enumerate(alphabet):
+        for g in groups:
+            if np.linalg.norm(coords[g[0]] - coords[i]) < 0.03 * scale:
+                g.append(i)
+                break
+        else:
+            groups.append([i])
+    for g in groups:
+        text = ", ".join(str(alphabet[i]) for i in g)
+        ax.annotate(text, tuple(coords[g[0]]), textcoords="offset points", xytext=(6, 6), fontsize=14)
+    ax.scatter([origin[0]], [origin[1]], marker="x", s=80, color="tab:red")
+    ax.annotate("gap (origin)", tuple(origin), textcoords="offset points", xytext=(-8, 8),
+                ha="right", color="tab:red")
+    ax.set_title(f"Learned embedding, PCA ({100 * ratio:.0f}% of variance)")
+    ax.set_xlabel("PC 1")
+    ax.set_ylabel("PC 2")
+    ax.margins(0.25)
+    ax.axis("equal")
+    fig.tight_layout()
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bedl_torch.demo", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.path.join("out", "strings_embedding.png"),
+                    help="PNG file for the PCA of the learned embedding (default: %(default)s)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the training draw; test: seed+1")
+    ap.add_argument("--n", type=int, default=100, help="training and test strings (default: 100)")
+    ap.add_argument("--beta", type=float, default=BEDL().beta, help="regulariser weight")
+    ap.add_argument("--max-rounds", type=int, default=BEDL().max_rounds)
+    ap.add_argument("--quiet", action="store_true", help="no per-round progress")
+    args = ap.parse_args(argv)
+
+    Xtr, ytr = make_strings(args.n, seed=args.seed)
+    Xte, yte = make_strings(args.n, seed=args.seed + 1)
+    print(f"Strings: {len(Xtr)} training and {len(Xte)} test strings of length 12, "
+          f"classes {np.bincount(ytr).tolist()} (only the position of c/d tells them apart)")
+    print(f"  e.g. class 0: {Xtr[0]}   class 1: {Xtr[-1]}")
+
+    D_tr = pairwise_distances(Xtr).numpy()
+    D_te = pairwise_distances(Xte, Xtr).numpy()
+    before = _errors(D_tr, D_te, ytr, yte)
+
+    print("\nLearning the edit costs (BEDL):")
+    t = time.perf_counter()
+    model = BEDL(beta=args.beta, max_rounds=args.max_rounds, verbose=not args.quiet).fit(Xtr, ytr)
+    elapsed = time.perf_counter() - t
+    print(f"  done in {elapsed:.2f} s ({model.n_rounds_} metric step(s), stop: {model.stop_reason_})")
+
+    D_tr = model.pairwise_distances(Xtr)
+    D_te = model.pairwise_distances(Xte, Xtr)
+    after = _errors(D_tr, D_te, ytr, yte)
+    err_bedl = 1.0 - model.score(Xte, yte)
+
+    print("\nTest error          median GLVQ    1-NN")
+    print(f"  initial costs     {100 * before[0]:9.1f}%  {100 * before[1]:6.1f}%")
+    print(f"  learned costs     {100 * after[0]:9.1f}%  {100 * after[1]:6.1f}%"
+          f"   (BEDL's own prototypes: {100 * err_bedl:.1f}%)")
+
+    E = model.cost_.embedding.detach()
+    norms = E.norm(dim=1).tolist()
+    print("\nLearned embedding: distance of each symbol to the origin (= its deletion cost)")
+    print("  " + "   ".join(f"{s}: {n:.3f}" for s, n in zip(model.alphabet_, norms)))
+    C = model.cost_.symbol_costs().detach()
+    labels = [str(s) for s in model.alphabet_] + ["-"]
+    print("Learned costs (row replaced by column; '-' = gap):")
+    print("      " + "".join(f"{s:>8}" for s in labels))
+    for i, s in enumerate(labels):
+        print(f"  {s:>3} " + "".join(f"{float(C[i, j]):8.3f}" for j in range(len(labels))))
+
+    path = plot_embedding(E, model.alphabet_, args.out)
+    if path is None:
+        print("\nmatplotlib is not installed: no figure written")
+    else:
+        print(f"\nPCA of the learned embedding (cf. the paper's Figure 1) written to {path}")
+        print("  (The paper's Figure 1 has a and b at the origin and c, d far from it. Here the first"
+              " metric step\n   gives that picture for 19 of the training draws of seeds 0-19"
+              " (not for seed 0); later rounds,\n   with alignments under the learned costs, may"
+              " move a and b off the origin. Try --max-rounds 1 --seed 1.)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
