@@ -41,6 +41,8 @@ def _parser() -> argparse.ArgumentParser:
                         "skips the nested search)")
     e.add_argument("--gesl-factors", type=float, nargs="+", default=None,
                    help="GESL lambda = 2 K m FACTOR candidates (likewise)")
+    e.add_argument("--bandwidths", type=float, nargs="+", default=None,
+                   help="SVM bandwidth candidates (default: the grid's, paper 0.1 .. 10)")
     e.add_argument("--out", default=None, help="output folder (default results/DATASET)")
     e.add_argument("--seed", type=int, default=0, help="seed of the fold split (default 0)")
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -58,12 +60,14 @@ def experiment(args) -> int:
                               classifiers=tuple(args.classifiers),
                               train_sample=args.train_sample,
                               progress=not args.no_progress)
-    if args.beta_factors or args.gesl_factors:
+    if args.beta_factors or args.gesl_factors or args.bandwidths:
         grid = quick_grid() if args.quick else full_grid()
         if args.beta_factors:
             grid.beta_factor = list(args.beta_factors)
         if args.gesl_factors:
             grid.gesl_factor = list(args.gesl_factors)
+        if args.bandwidths:
+            grid.bandwidth = list(args.bandwidths)
         config.grid = grid
     result = ExperimentResult(config={})
     code = 0

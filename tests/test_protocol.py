@@ -153,3 +153,16 @@ def test_embedding_plot(tmp_path):
     np.testing.assert_allclose(xy[0], xy[1])
     protocol.save_embedding_plot(emb, tmp_path / "e.png")
     assert (tmp_path / "e.png").stat().st_size > 1000
+
+
+def test_cli_grid_overrides(tmp_path):
+    out = tmp_path / "grid"
+    code = main(["experiment", "cystic", "--max-folds", "1", "--quick", "--metrics", "initial",
+                 "--classifiers", "SVM", "--bandwidths", "5", "--out", str(out),
+                 "--no-progress"])
+    assert code == 0
+    data = json.loads((out / "results.json").read_text())
+    assert data["config"]["grid"]["bandwidth"] == [5.0]
+    assert data["config"]["classifiers"] == ["SVM"]  # no metric learner: no K* needed
+    svm = [r for r in data["records"] if r["classifier"] == "SVM"]
+    assert len(svm) == 1 and svm[0]["value"] == 5.0 and svm[0]["param"] == "bandwidth"

@@ -82,7 +82,7 @@ def full_grid() -> Grid:
 
 def quick_grid() -> Grid:
     """A small grid for smoke runs; the metric learners get one fixed value each."""
-    return Grid(n_prototypes=[1, 2], n_neighbors=[1, 3, 5], bandwidth=[1.0, 3.0],
+    return Grid(n_prototypes=[1, 2], n_neighbors=[1, 3, 5], bandwidth=[1.0, 10.0],
                 goodness_lam=[1e-3, 1e-1], beta_factor=[1e-4], gesl_factor=[1e-3])
 
 
@@ -522,11 +522,12 @@ def _run_fold(cfg, result, fold, tr, te, X, y, freq, D_unit, senti, alphabet, pr
     else:
         D_tr0 = D_unit[np.ix_(tr, tr)]
         D_te0 = D_unit[np.ix_(te, tr)]
-    if "initial" in cfg.metrics:
-        chosen = classify_all("initial", D_tr0, D_te0, 0.0)
-    else:
-        chosen = {"MGLVQ": _classify("MGLVQ", grid, D_tr0, y_tr, D_te0, y_te, cfg.inner_folds,
-                                     seed)[1]}
+    chosen = classify_all("initial", D_tr0, D_te0, 0.0) if "initial" in cfg.metrics else {}
+    if not any(mt != "initial" for mt in cfg.metrics):
+        return
+    if "MGLVQ" not in chosen:
+        chosen["MGLVQ"] = _classify("MGLVQ", grid, D_tr0, y_tr, D_te0, y_te, cfg.inner_folds,
+                                    seed)[1]
     K = int(chosen["MGLVQ"])
     info["K"] = K
 
