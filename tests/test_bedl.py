@@ -151,17 +151,28 @@ def test_dim_option():
     assert model.cost_.embedding.shape == (4, 2)
 
 
-def test_pseudo_fast_path_matches_pair_batch():
-    X, y = make_strings(12, seed=5)
-    gen = torch.Generator().manual_seed(0)
-    cost = EuclideanCost(list("abcd"), embedding=torch.randn(4, 3, dtype=torch.float64, generator=gen))
-    batch = PairBatch(X, X[::-1])
-    _, P0 = batch.coopt(cost)
+@pytest.mark.parametrize("kind", ["sequences", "trees"])
+def test_pseudo_fast_path_matches_pair_batch(kind):
+    """The aggregated symbol-frequency form of the pseudo distance equals
+    PairBatch.pseudo_distances (sum of P0 * C over the cells)."""
     from bedl_torch.learning.bedl import _encode_padded
 
+    if kind == "sequences":
+        X, _ = make_strings(12, seed=5)
+        alphabet = list("abcd")
+    else:
+        X, _ = _small_trees(12, 3)
+        alphabet = ["a", "b", "r", "x"]
+    gen = torch.Generator().manual_seed(0)
+    emb = torch.randn(4, 3, dtype=torch.float64, generator=gen)
+    cost = EuclideanCost(alphabet, embedding=emb)
+    base = PairBatch(X, X)
+    pair_y = torch.arange(11, -1, -1)
+    batch = PairBatch.from_tables(base.x_table, base.y_table, torch.arange(12), pair_y)
+    _, P0 = batch.coopt(cost)
     idx = _encode_padded(X, cost, "error")
-    sub = PairBatch.from_tables(batch.x_table, batch.x_table, torch.arange(12), torch.arange(11, -1, -1))
-    F = BEDL()._symbol_frequencies(cost, sub, P0, idx)
+    F = BEDL()._symbol_frequencies(cost, batch, P0, idx)
+    assert F is not None
     expected = batch.pseudo_distances(cost, P0)
     got = F @ cost.symbol_costs().reshape(-1)
     assert torch.allclose(got, expected, atol=1e-12)

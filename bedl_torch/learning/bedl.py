@@ -11,8 +11,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-import warnings
-from typing import Callable, Hashable, List, Optional, Sequence, Union
+from typing import Callable, Hashable, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -306,7 +305,7 @@ class BEDL(_ParamsMixin):
                     missing.setdefault(label, None)
         return list(missing)
 
-    def _check_known(self, X, what="X"):
+    def _check_known(self, X, what="X", missing_from="seen in training"):
         """ValueError naming unseen labels unless ``unknown='origin'``; returns the ops'
         ``unknown`` argument."""
         if self.unknown == "origin":
@@ -316,7 +315,7 @@ class BEDL(_ParamsMixin):
             shown = ", ".join(repr(s) for s in missing[:10])
             more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
             raise ValueError(
-                f"{what} contains labels not seen in training: {shown}{more} "
+                f"{what} contains labels not {missing_from}: {shown}{more} "
                 "(pass unknown='origin' to map them to the gap)"
             )
         return "error"
@@ -344,7 +343,7 @@ class BEDL(_ParamsMixin):
         self.alphabet_ = list(cost.alphabet)
         unknown = "error"
         if self.cost is not None and self._unknown_labels(X):
-            unknown = self._check_known(X, "the training data (for the given cost's alphabet)")
+            unknown = self._check_known(X, "the training data", "in the given cost's alphabet")
         self.classes_ = classes
 
         params = [p for p in cost.parameters() if p.requires_grad]
@@ -410,8 +409,9 @@ class BEDL(_ParamsMixin):
                     print(f"[BEDL] round {rnd}: metric not improved ({loss0:.6g}); stop")
                 break
             if self.verbose:
+                what = "initial prototypes" if rnd == 0 else f"{n_moved} prototype(s) moved"
                 print(
-                    f"[BEDL] round {rnd}: {n_moved} prototype(s) moved; loss {loss0:.6g} -> "
+                    f"[BEDL] round {rnd}: {what}; loss {loss0:.6g} -> "
                     f"{loss1:.6g} in {n_eval} evaluations ({time.perf_counter() - t_round:.3f} s)"
                 )
 
