@@ -8,18 +8,65 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 namespace bedl {
 namespace dp {
 
-constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+// A count of co-optimal mappings, m * 2^e with m in [0.5, 1) (or m == 0).
+// Counts grow exponentially with the size of the inputs when costs tie, past
+// any floating point range; an explicit exponent keeps them exact to double
+// precision without the transcendental functions of log space.
+struct Count {
+  double m = 0.0;
+  int64_t e = 0;
 
-// log(exp(a) + exp(b)). Counts of co-optimal mappings grow exponentially with
-// the size of the inputs when costs tie, so they are kept as logarithms.
-inline double log_add(double a, double b) {
-  if (a == kNegInf) return b;
-  if (b == kNegInf) return a;
-  return a > b ? a + std::log1p(std::exp(b - a)) : b + std::log1p(std::exp(a - b));
+  static Count one() { return Count{0.5, 1}; }
+  static Count zero() { return Count{}; }
+  bool is_zero() const { return m == 0.0; }
+};
+
+inline Count normalized(double m, int64_t e) {
+  if (m == 0.0) return Count{};
+  int shift;
+  const double f = std::frexp(m, &shift);  // f in [0.5, 1)
+  return Count{f, e + shift};
+}
+
+inline Count operator*(const Count& a, const Count& b) {
+  if (a.m == 0.0 || b.m == 0.0) return Count{};
+  double m = a.m * b.m;  // in [0.25, 1)
+  int64_t e = a.e + b.e;
+  if (m < 0.5) {
+    m *= 2.0;
+    e -= 1;
+  }
+  return Count{m, e};
+}
+
+inline Count operator+(const Count& a, const Count& b) {
+  if (a.m == 0.0) return b;
+  if (b.m == 0.0) return a;
+  const Count& hi = a.e >= b.e ? a : b;
+  const Count& lo = a.e >= b.e ? b : a;
+  const int64_t shift = hi.e - lo.e;
+  if (shift > 60) return hi;  // below double precision
+  double m = hi.m + std::ldexp(lo.m, static_cast<int>(-shift));
+  int64_t e = hi.e;
+  if (m >= 1.0) {
+    m *= 0.5;
+    e += 1;
+  }
+  return Count{m, e};
+}
+
+// num / den as a double (the fraction of all co-optimal mappings).
+inline double ratio(const Count& num, const Count& den) {
+  if (num.m == 0.0) return 0.0;
+  const int64_t e = num.e - den.e;
+  if (e < -1100) return 0.0;
+  return std::ldexp(num.m / den.m, static_cast<int>(e));
 }
 
 // Two alternatives tie when they differ by at most rel_tol times the magnitude
@@ -39,11 +86,8 @@ inline void check_costs(const at::Tensor& costs) {
               costs.device());
   TORCH_CHECK(costs.dim() == 3, "costs must be 3-D (batch, |x|+1, |y|+1), got ", costs.dim(),
               "-D");
-  TORCH_CHECK(at::isFloatingType(costs.scalar_type()),
-              "costs must be a floating point tensor (float32 or float64), got ",
-              costs.scalar_type());
-  TORCH_CHECK(costs.numel() == 0 || at::isfinite(costs).all().item<bool>(),
-              "costs must be finite (no NaN or inf)");
+  TORCH_CHECK(costs.scalar_type() == at::kFloat || costs.scalar_type() == at::kDouble,
+              "costs must be float32 or float64, got ", costs.scalar_type());
 }
 
 inline void check_index(const at::Tensor& t, const char* name, int64_t len) {
@@ -55,17 +99,36 @@ inline void check_index(const at::Tensor& t, const char* name, int64_t len) {
   }
 }
 
-// Largest absolute cost of one pair's (m+1, n+1) block (the tie scale).
+// Largest absolute cost of one pair's (m+1, n+1) block, the tie scale; NaN
+// if the block holds a NaN or an infinity.
 template <typename scalar_t>
-double max_abs_cost(const scalar_t* c, int64_t m, int64_t n, int64_t row_stride) {
+double cost_scale(const scalar_t* c, int64_t m, int64_t n, int64_t row_stride) {
   double s = 0.0;
+  bool finite = true;
   for (int64_t i = 0; i <= m; ++i) {
-    for (int64_t j = 0; j <= n; ++j) {
-      if (i == m && j == n) continue;
-      s = std::max(s, std::fabs(static_cast<double>(c[i * row_stride + j])));
+    const scalar_t* row = c + i * row_stride;
+    const int64_t len = i == m ? n : n + 1;  // [m, n] is unused
+    for (int64_t j = 0; j < len; ++j) {
+      const double v = static_cast<double>(row[j]);
+      finite &= std::isfinite(v);
+      s = std::max(s, std::fabs(v));
     }
   }
-  return s;
+  return finite ? s : std::numeric_limits<double>::quiet_NaN();
+}
+
+// Checks every pair's block serially (before the parallel region, so errors
+// carry their pair index) and returns the tie scales.
+template <typename scalar_t, typename SizeFn>
+std::vector<double> cost_scales(const scalar_t* c, int64_t batch, int64_t rows, int64_t cols,
+                                const SizeFn& sizes) {
+  std::vector<double> scales(batch);
+  for (int64_t b = 0; b < batch; ++b) {
+    const auto mn = sizes(b);
+    scales[b] = cost_scale(c + b * rows * cols, mn.first, mn.second, cols);
+    TORCH_CHECK(!std::isnan(scales[b]), "costs of pair ", b, " contain NaN or inf");
+  }
+  return scales;
 }
 
 // Runs fn(b, workspace) for every pair, in parallel over pairs, with one

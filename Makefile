@@ -1,0 +1,37 @@
+# Quickstart: `make demo` and `make test`. Both create .venv, install the CPU build
+# of torch 2.13.0 and the package, and build the C++ extension once.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+TORCH_SPEC ?= torch==2.13.0
+EXT_STAMP := $(VENV)/.bedl_ext_built
+SOURCES := $(wildcard csrc/*.cpp csrc/*.h csrc/cpu/*.cpp csrc/cpu/*.h) setup.py
+
+.PHONY: install build test demo bench experiment clean
+
+$(VENV)/.deps_installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet $(TORCH_SPEC) numpy ninja "setuptools>=64" wheel
+	$(PY) -m pip install --quiet pytest hypothesis scikit-learn scipy matplotlib tqdm nbclient nbformat ipykernel
+	touch $@
+
+# Builds the extension in place once; rebuilt only when csrc/ or setup.py change.
+$(EXT_STAMP): $(VENV)/.deps_installed $(SOURCES)
+	$(PY) -m pip install --quiet --no-build-isolation --no-deps -e .
+	touch $@
+
+install build: $(EXT_STAMP)
+
+test: $(EXT_STAMP)
+	$(PY) -m pytest -q tests
+
+demo: $(EXT_STAMP)
+	$(PY) -m bedl_torch.demo
+
+bench: $(EXT_STAMP)
+	$(PY) -m pip install --quiet edist==1.2.2
+	$(PY) benchmarks/bench_core.py
+
+clean:
+	rm -rf build $(VENV) *.egg-info bedl_torch/*.so

@@ -1,0 +1,234 @@
+"""Core benchmarks: bedl_torch against edist (1.2.2, PyPI) in the same run.
+
+Run: ``make bench`` or ``.venv/bin/python benchmarks/bench_core.py [--quick]``.
+edist is a benchmark-only peer: the library never imports it.
+
+Prints a Markdown table of absolute times and ratios; record the output in
+benchmarks/README.md with the machine and the command.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+
+import bedl_torch as bt
+
+try:
+    import edist.multiprocess as edist_mp
+    import edist.ted as edist_ted
+except ImportError:  # pragma: no cover
+    edist_ted = None
+
+
+def random_tree(n: int, alphabet: str, rng: random.Random) -> bt.Tree:
+    """Random preorder tree: each new node hangs off a random node on the rightmost path."""
+    labels = [rng.choice(alphabet) for _ in range(n)]
+    children = [[] for _ in range(n)]
+    path = [0]
+    for i in range(1, n):
+        path = path[: rng.randint(1, len(path))]
+        children[path[-1]].append(i)
+        path.append(i)
+    return bt.Tree(labels, children)
+
+
+def comb_tree(n: int) -> bt.Tree:
+    """A spine whose every node has one leaf child on the left (many keyroots)."""
+    labels, children = [], []
+    # preorder: spine node, its leaf, next spine node, ...
+    k = 0
+    while k < n:
+        labels.append("s")
+        children.append([])
+        if k + 1 < n:
+            labels.append("l")
+            children.append([])
+            children[k].append(k + 1)
+            if k + 2 < n:
+                children[k].append(k + 2)
+        k += 2
+    return bt.Tree(labels, children)
+
+
+def zigzag_tree(n: int) -> bt.Tree:
+    """A path that hangs alternately left and right of a leaf sibling (keyroots on both sides)."""
+
+    def build(remaining: int, left: bool):
+        if remaining <= 1:
+            return ("z",)
+        if remaining == 2:
+            return ("z", ("z",))
+        inner = build(remaining - 2, not left)
+        return ("z", inner, ("z",)) if left else ("z", ("z",), inner)
+
+    return bt.Tree.from_tuple(build(n, True))
+
+
+def timeit(fn, repeat: int = 5, min_time: float = 0.2) -> float:
+    """Best-of-``repeat`` seconds per call, each timing loops until ``min_time``."""
+    best = float("inf")
+    for _ in range(repeat):
+        calls, start = 0, time.perf_counter()
+        while True:
+            fn()
+            calls += 1
+            elapsed = time.perf_counter() - start
+            if elapsed >= min_time:
+                break
+        best = min(best, elapsed / calls)
+    return best
+
+
+def euclidean_setup(x: bt.Tree, y: bt.Tree, dim: int = 5, seed: int = 0):
+    alphabet = sorted(set(x.labels) | set(y.labels))
+    gen = torch.Generator().manual_seed(seed)
+    emb = torch.randn(len(alphabet), dim, generator=gen, dtype=torch.float64)
+    cost = bt.EuclideanCost(alphabet, emb)
+    vec = {a: emb[k].numpy() for k, a in enumerate(alphabet)}
+
+    def delta(a, b):
+        if a is None:
+            return float(np.linalg.norm(vec[b]))
+        if b is None:
+            return float(np.linalg.norm(vec[a]))
+        return float(np.linalg.norm(vec[a] - vec[b]))
+
+    return cost, delta
+
+
+def bench_pair_100(rows, quick):
+    torch.set_num_threads(1)
+    rng = random.Random(1)
+    pairs = [(random_tree(100, "abcde", rng), random_tree(100, "abcde", rng)) for _ in range(3 if quick else 10)]
+    t_ours_cb = t_ours_unit = t_ours_p = t_ed_cb = t_ed_unit = 0.0
+    for x, y in pairs:
+        cost, delta = euclidean_setup(x, y)
+        batch = bt.PairBatch([x], [y])
+        unit = bt.UnitCost(sorted(set(x.labels) | set(y.labels)))
+        with torch.no_grad():
+            d_ours = float(batch.distances(cost)[0])
+            t_ours_cb += timeit(lambda: batch.distances(cost))
+            t_ours_unit += timeit(lambda: batch.distances(unit))
+            t_ours_p += timeit(lambda: batch.coopt(cost))
+        xa = [list(c) for c in x.children]
+        ya = [list(c) for c in y.children]
+        xl, yl = list(x.labels), list(y.labels)
+        if edist_ted is not None:
+            d_ed = edist_ted.ted(xl, xa, yl, ya, delta)
+            assert abs(d_ed - d_ours) < 1e-9, (d_ed, d_ours)
+            t_ed_cb += timeit(lambda: edist_ted.ted(xl, xa, yl, ya, delta), repeat=3)
+            t_ed_unit += timeit(lambda: edist_ted.standard_ted(xl, xa, yl, ya), repeat=3)
+    k = len(pairs)
+    rows.append(("100-node random trees, 1 thread, Euclidean costs (callback in edist)",
+                 t_ours_cb / k, t_ed_cb / k if edist_ted else None))
+    rows.append(("100-node random trees, 1 thread, unit costs", t_ours_unit / k, t_ed_unit / k if edist_ted else None))
+    rows.append(("100-node random trees, 1 thread, distance + P (ours) vs our distance",
+                 t_ours_p / k, t_ours_cb / k))
+
+
+def bench_pairwise_30(rows, quick):
+    torch.set_num_threads(2)
+    rng = random.Random(2)
+    n = 40 if quick else 100
+    trees = [random_tree(30, "abcde", rng) for _ in range(n)]
+    with torch.no_grad():
+        t_ours = timeit(lambda: bt.pairwise_distances(trees), repeat=3, min_time=0.5)
+        d_ours = bt.pairwise_distances(trees).numpy()
+    t_ed = None
+    if edist_ted is not None:
+        forms = [(list(t.labels), [list(c) for c in t.children]) for t in trees]
+        start = time.perf_counter()
+        d_ed = edist_mp.pairwise_distances_symmetric(forms, edist_ted.ted, num_jobs=2)
+        t_ed = time.perf_counter() - start
+        assert np.allclose(d_ed, d_ours), "pairwise distances disagree with edist"
+    rows.append((f"{n}x{n} matrix of 30-node trees, 2 threads, unit costs", t_ours, t_ed))
+    torch.set_num_threads(1)
+
+
+def bench_sequences(rows, quick):
+    torch.set_num_threads(1)
+    gen = torch.Generator().manual_seed(3)
+    n = 1000
+    x = list(np.random.default_rng(0).integers(0, 20, n))
+    y = list(np.random.default_rng(1).integers(0, 20, n))
+    C = torch.rand(n + 1, n + 1, generator=gen, dtype=torch.float64)
+    batch = bt.PairBatch([x], [y])
+    with torch.no_grad():
+        t = timeit(lambda: batch.distances(C[None]), repeat=5)
+        tp = timeit(lambda: batch.coopt(C[None]), repeat=3)
+    cells = (n + 1) * (n + 1)
+    rows.append(("sequences of length 1000, arbitrary costs: ns per DP cell (distance)", t / cells * 1e9, None))
+    rows.append(("sequences of length 1000, arbitrary costs: ns per DP cell (distance + P)", tp / cells * 1e9, None))
+
+
+_MEM_SNIPPET = r"""
+import json, resource, sys, time, torch, random
+sys.path.insert(0, {bench_dir!r})
+import bench_core as bc, bedl_torch as bt
+torch.set_num_threads(1)
+shape, n, with_p = {shape!r}, {n}, {with_p}
+rng = random.Random(5)
+if shape == "random":
+    x, y = bc.random_tree(n, "abcde", rng), bc.random_tree(n, "abcde", rng)
+elif shape == "comb":
+    x, y = bc.comb_tree(n), bc.comb_tree(n)
+else:
+    x, y = bc.zigzag_tree(n), bc.zigzag_tree(n)
+batch = bt.PairBatch([x], [y])
+unit = bt.UnitCost(sorted(set(x.labels) | set(y.labels)))
+C = batch.costs(unit)
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+start = time.perf_counter()
+out = batch.coopt(C) if with_p else batch.distances(C)
+elapsed = time.perf_counter() - start
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({{"seconds": elapsed, "peak_mb": peak / 1024, "extra_mb": (peak - base) / 1024}}))
+"""
+
+
+def bench_large(rows, quick):
+    sizes = [300] if quick else [300, 1000]
+    bench_dir = os.path.dirname(os.path.abspath(__file__))
+    for shape in ["random", "comb", "zigzag"]:
+        for n in sizes:
+            for with_p in (False, True):
+                code = _MEM_SNIPPET.format(bench_dir=bench_dir, shape=shape, n=n, with_p=with_p)
+                out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+                res = json.loads(out.stdout.strip().splitlines()[-1])
+                what = "distance + P" if with_p else "distance"
+                rows.append((f"{n}-node {shape} trees, {what}, 1 thread: seconds (peak RSS {res['peak_mb']:.0f} MB, "
+                             f"+{res['extra_mb']:.0f} MB for the call)", res["seconds"], None))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer pairs and sizes")
+    args = parser.parse_args()
+    rows = []
+    bench_pair_100(rows, args.quick)
+    bench_pairwise_30(rows, args.quick)
+    bench_sequences(rows, args.quick)
+    bench_large(rows, args.quick)
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"torch {torch.__version__}, bedl_torch {bt.__version__}, edist "
+          f"{'1.2.2' if edist_ted else 'not installed'}")
+    print()
+    print("| measurement | bedl_torch | peer | ratio (peer / ours) |")
+    print("|---|---|---|---|")
+    for name, ours, peer in rows:
+        ratio = f"{peer / ours:.1f}x" if peer else "-"
+        peer_s = f"{peer:.4g}" if peer else "-"
+        print(f"| {name} | {ours:.4g} | {peer_s} | {ratio} |")
+
+
+if __name__ == "__main__":
+    main()
