@@ -13,7 +13,7 @@ $(VENV)/.deps_installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(TORCH_SPEC) numpy ninja "setuptools>=64" wheel
-	$(PY) -m pip install --quiet pytest hypothesis scikit-learn scipy matplotlib tqdm nbclient nbformat ipykernel
+	$(PY) -m pip install --quiet pytest hypothesis scikit-learn scipy matplotlib tqdm clarabel nbclient nbformat ipykernel
 	touch $@
 
 # Builds the extension in place once; rebuilt only when csrc/ or setup.py change.

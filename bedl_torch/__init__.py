@@ -21,6 +21,8 @@ from .ops import (
     pairwise_distances,
     pseudo_edit_distance,
 )
+from .pretrained import CosineCost
+from .learning import BEDL, MedianGLVQ
 from . import datasets
 
 __all__ = [
@@ -36,5 +38,8 @@ __all__ = [
     "coopt_matrix_batch",
     "pairwise_distances",
     "default_rel_tol",
+    "CosineCost",
+    "BEDL",
+    "MedianGLVQ",
     "datasets",
 ]

@@ -123,8 +123,10 @@ def simplex_embedding(num_symbols: int, dtype=None, device=None) -> torch.Tensor
     gram = (torch.eye(num_symbols, dtype=torch.float64) + 1.0) / 2.0
     if num_symbols == 0:
         return torch.zeros(0, 0, dtype=dtype, device=device)
+    # The Cholesky factor is column-major; optimisers such as LBFGS view
+    # parameters and gradients flat, so hand back a contiguous tensor.
     coords = torch.linalg.cholesky(gram)
-    return coords.to(dtype=dtype, device=device)
+    return coords.to(dtype=dtype, device=device).contiguous()
 
 
 class EuclideanCost(SymbolCost):
