@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -27,11 +28,14 @@ struct Count {
   bool is_zero() const { return m == 0.0; }
 };
 
-inline Count normalized(double m, int64_t e) {
-  if (m == 0.0) return Count{};
-  int shift;
-  const double f = std::frexp(m, &shift);  // f in [0.5, 1)
-  return Count{f, e + shift};
+// 2^e as a double by writing the exponent bits (std::ldexp is a libm call and
+// was the hot spot of the counting passes); 0 below the normal range.
+inline double pow2(int64_t e) {
+  if (e < -1022) return 0.0;
+  const uint64_t bits = static_cast<uint64_t>(e + 1023) << 52;
+  double out;
+  std::memcpy(&out, &bits, sizeof(out));
+  return out;
 }
 
 inline Count operator*(const Count& a, const Count& b) {
@@ -52,7 +56,7 @@ inline Count operator+(const Count& a, const Count& b) {
   const Count& lo = a.e >= b.e ? b : a;
   const int64_t shift = hi.e - lo.e;
   if (shift > 60) return hi;  // below double precision
-  double m = hi.m + std::ldexp(lo.m, static_cast<int>(-shift));
+  double m = hi.m + lo.m * pow2(-shift);
   int64_t e = hi.e;
   if (m >= 1.0) {
     m *= 0.5;
@@ -64,9 +68,10 @@ inline Count operator+(const Count& a, const Count& b) {
 // num / den as a double (the fraction of all co-optimal mappings).
 inline double ratio(const Count& num, const Count& den) {
   if (num.m == 0.0) return 0.0;
+  // P entries are fractions <= 1, so e <= 2 and only underflow needs care.
   const int64_t e = num.e - den.e;
-  if (e < -1100) return 0.0;
-  return std::ldexp(num.m / den.m, static_cast<int>(e));
+  if (e < -1022) return 0.0;
+  return (num.m / den.m) * pow2(e);
 }
 
 // Two alternatives tie when they differ by at most rel_tol times the magnitude
