@@ -140,9 +140,12 @@ std::vector<double> cost_scales(const scalar_t* c, int64_t batch, int64_t rows, 
 // workspace per chunk so buffers are reused across the pairs of a chunk. Each
 // pair is computed by one thread from start to end, so results do not depend
 // on the thread count.
+// Small pairs are grouped so that a thread gets at least ~64k DP cells: waking
+// threads for a few hundred cells costs more than it saves.
 template <typename Workspace, typename Fn>
-void for_each_pair(int64_t batch, const Fn& fn) {
-  at::parallel_for(0, batch, 1, [&](int64_t begin, int64_t end) {
+void for_each_pair(int64_t batch, int64_t cells_per_pair, const Fn& fn) {
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, cells_per_pair));
+  at::parallel_for(0, batch, grain, [&](int64_t begin, int64_t end) {
     Workspace ws;
     for (int64_t b = begin; b < end; ++b) fn(b, ws);
   });

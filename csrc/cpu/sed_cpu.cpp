@@ -186,7 +186,7 @@ std::tuple<at::Tensor, at::Tensor> sed_cpu(const at::Tensor& costs_in, const at:
     scalar_t* p = need_coopt ? coopt.data_ptr<scalar_t>() : nullptr;
     const std::vector<double> scales = dp::cost_scales(
         c, batch, rows, cols, [&](int64_t b) { return std::make_pair(xl_p[b], yl_p[b]); });
-    dp::for_each_pair<SedWorkspace>(batch, [&](int64_t b, SedWorkspace& ws) {
+    dp::for_each_pair<SedWorkspace>(batch, rows * cols, [&](int64_t b, SedWorkspace& ws) {
       const scalar_t* cb = c + b * rows * cols;
       const int64_t m = xl_p[b], n = yl_p[b];
       d[b] = static_cast<scalar_t>(

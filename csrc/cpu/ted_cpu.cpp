@@ -387,7 +387,7 @@ std::tuple<at::Tensor, at::Tensor> ted_cpu(const at::Tensor& costs_in, const at:
     const std::vector<double> scales = dp::cost_scales(c, batch, rows, cols, [&](int64_t b) {
       return std::make_pair(xs[px_p[b]].left.n, ys[py_p[b]].left.n);
     });
-    dp::for_each_pair<TedWorkspace>(batch, [&](int64_t b, TedWorkspace& ws) {
+    dp::for_each_pair<TedWorkspace>(batch, rows * cols, [&](int64_t b, TedWorkspace& ws) {
       const int64_t off = b * rows * cols;
       d[b] = static_cast<scalar_t>(ted_pair(xs[px_p[b]], ys[py_p[b]], c + off, cols, need_coopt,
                                             dp::Tie{rel_tol, scales[b]},
