@@ -151,6 +151,12 @@ class PairBatch:
 
     @classmethod
     def from_tables(cls, x_table: "_Table", y_table: "_Table", pair_x, pair_y) -> "PairBatch":
+        """Pairs ``(x_table[pair_x[k]], y_table[pair_y[k]])`` over tables flattened once.
+
+        ``x_table``/``y_table`` are the ``x_table``/``y_table`` attributes of another
+        ``PairBatch`` (or ``_Table(objects, name)``); their structure and symbol indices are
+        shared, so sub-batches (chunks, data-to-prototype pairs) cost no re-flattening.
+        """
         self = cls.__new__(cls)
         self._init(x_table, y_table, torch.as_tensor(pair_x, dtype=torch.long),
                    torch.as_tensor(pair_y, dtype=torch.long))
