@@ -310,3 +310,21 @@ def test_cuda_device_matches_cpu(strings):
     assert gpu.cost_.embedding.device.type == "cuda"
     assert np.array_equal(gpu.predict(Xte), cpu.predict(Xte))
     assert torch.allclose(gpu.cost_.embedding.cpu(), cpu.cost_.embedding, atol=1e-6)
+
+
+def test_fit_keeps_the_state_with_the_best_actual_loss():
+    """Pseudo mode optimises a surrogate; the fitted state must be the round with the
+    lowest loss on actual distances, recomputed here independently."""
+    from bedl_torch.datasets import make_strings
+
+    X, y = make_strings(60, seed=0)
+    model = BEDL(max_rounds=4, random_state=0).fit(X, y)
+    history = model.actual_loss_history_
+    assert len(history) >= 1
+    D = model.pairwise_distances(X, model.prototypes_)
+    y = np.asarray(y)
+    same = y[:, None] == np.asarray(model.prototype_labels_)[None, :]
+    d_plus = np.where(same, D, np.inf).min(1)
+    d_minus = np.where(~same, D, np.inf).min(1)
+    recomputed = model._objective(torch.as_tensor(d_plus), torch.as_tensor(d_minus), model.cost_)
+    assert float(recomputed) == pytest.approx(min(history), rel=1e-9)

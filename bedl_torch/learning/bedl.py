@@ -218,8 +218,11 @@ class BEDL(_ParamsMixin):
     learned cost module), prototypes_ (the prototype training objects), prototype_indices_
     (their indices in the training data), prototype_labels_, loss_history_ (objective,
     i.e. GLVQ loss plus regularisers, at the start of the first metric step and after each
-    metric step), n_rounds_ (metric steps run), n_evals_ (L-BFGS evaluations per step),
-    stop_reason_, fit_time_ (seconds).
+    metric step), actual_loss_history_ (the same objective on actual edit distances with the
+    prototypes chosen on them, at each round's start; the fit keeps the round where it is
+    lowest: in pseudo mode a later round can lower the surrogate but not the actual loss),
+    n_rounds_ (metric steps run), n_evals_ (L-BFGS evaluations per step), stop_reason_,
+    fit_time_ (seconds).
 
     Alternation (``design/bedl-method.md``): per round, the exact learned distances between
     all training points, median GLVQ warm-started from the previous prototypes, then a
@@ -360,8 +363,10 @@ class BEDL(_ParamsMixin):
         X_idx = _encode_padded(X, cost, "gap" if unknown == "gap" else "error")
 
         protos = None
+        best = None  # (actual objective, parameters, prototypes)
         seen = set()
         self.loss_history_ = []
+        self.actual_loss_history_ = []  # objective on actual distances at each round's start
         self.n_evals_ = []
         self.stop_reason_ = "max_rounds"
         n_rounds = 0
@@ -374,6 +379,22 @@ class BEDL(_ParamsMixin):
             else:
                 start = protos
             new, _, _ = median_glvq_em(D, y_idx, start, max_iter=100 * max(1, len(start)))
+            # Pseudo mode optimises a surrogate frozen at the round's start; keep the
+            # state whose *actual* objective (exact distances, the prototypes chosen on
+            # them, the regularisers) is best, and stop once a round no longer lowers it.
+            objective = self._exact_objective(D, new, y_idx, cost)
+            self.actual_loss_history_.append(objective)
+            if best is not None and not objective < best[0]:
+                with torch.no_grad():
+                    for p, saved in zip(params, best[1]):
+                        p.copy_(saved)
+                protos = best[2]
+                self.stop_reason_ = "actual loss not improved"
+                if self.verbose:
+                    print(f"[BEDL] round {rnd}: actual loss {objective:.6g} not below "
+                          f"{best[0]:.6g}; keep the previous embedding and stop")
+                break
+            best = (objective, [p.detach().clone() for p in params], new)
             key = frozenset(int(i) for i in new)
             changed = protos is None or key != frozenset(int(i) for i in protos)
             n_moved = len(new) if protos is None else int(np.sum(~np.isin(new, protos)))
@@ -423,6 +444,16 @@ class BEDL(_ParamsMixin):
         self.n_rounds_ = n_rounds
         self.fit_time_ = time.perf_counter() - t_start
         return self
+
+    def _exact_objective(self, D: np.ndarray, protos, y_idx: np.ndarray, cost) -> float:
+        """GLVQ loss plus regularisers from a matrix of actual distances."""
+        Dp = torch.as_tensor(D[:, protos], dtype=torch.float64)
+        same = torch.as_tensor(y_idx[:, None] == y_idx[protos][None, :])
+        inf = torch.tensor(float("inf"), dtype=torch.float64)
+        d_plus = torch.where(same, Dp, inf).min(dim=1).values
+        d_minus = torch.where(~same, Dp, inf).min(dim=1).values
+        with torch.no_grad():
+            return float(self._objective(d_plus.to(cost.device), d_minus.to(cost.device), cost))
 
     def _objective(self, d_plus, d_minus, cost) -> torch.Tensor:
         loss = glvq_loss(d_plus, d_minus, self.phi)
