@@ -12,7 +12,7 @@ SOURCES := $(wildcard csrc/*.cpp csrc/*.h csrc/cpu/*.cpp csrc/cpu/*.h) setup.py
 $(VENV)/.deps_installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet $(TORCH_SPEC) numpy ninja "setuptools>=64" wheel
+	$(PY) -m pip install --quiet $(TORCH_SPEC) numpy ninja "setuptools>=77" wheel
 	$(PY) -m pip install --quiet pytest hypothesis scikit-learn scipy matplotlib tqdm clarabel nbclient nbformat ipykernel
 	touch $@
 
