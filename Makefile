@@ -1,5 +1,7 @@
 # Quickstart: `make demo` and `make test`. Both create .venv, install the CPU build
 # of torch 2.13.0 and the package, and build the C++ extension once.
+# edist (GPL) is installed only as a test reference and benchmark peer; the library
+# never imports it.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -13,7 +15,7 @@ $(VENV)/.deps_installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(TORCH_SPEC) numpy ninja "setuptools>=77" wheel
-	$(PY) -m pip install --quiet pytest hypothesis scikit-learn scipy matplotlib tqdm clarabel nbclient nbformat ipykernel
+	$(PY) -m pip install --quiet pytest hypothesis scikit-learn scipy matplotlib tqdm clarabel nbclient nbformat ipykernel edist==1.2.2
 	touch $@
 
 # Builds the extension in place once; rebuilt only when csrc/ or setup.py change.
@@ -30,7 +32,6 @@ demo: $(EXT_STAMP)
 	$(PY) -m bedl_torch.demo
 
 bench: $(EXT_STAMP)
-	$(PY) -m pip install --quiet edist==1.2.2
 	$(PY) benchmarks/bench_core.py
 
 clean:
