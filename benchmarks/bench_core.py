@@ -88,23 +88,6 @@ def timeit(fn, repeat: int = 5, min_time: float = 0.2) -> float:
     return best
 
 
-def euclidean_setup(x: bt.Tree, y: bt.Tree, dim: int = 5, seed: int = 0):
-    alphabet = sorted(set(x.labels) | set(y.labels))
-    gen = torch.Generator().manual_seed(seed)
-    emb = torch.randn(len(alphabet), dim, generator=gen, dtype=torch.float64)
-    cost = bt.EuclideanCost(alphabet, emb)
-    vec = {a: emb[k].numpy() for k, a in enumerate(alphabet)}
-
-    def delta(a, b):
-        if a is None:
-            return float(np.linalg.norm(vec[b]))
-        if b is None:
-            return float(np.linalg.norm(vec[a]))
-        return float(np.linalg.norm(vec[a] - vec[b]))
-
-    return cost, delta
-
-
 def bench_pair_100(rows, quick):
     """Per-pair time on 100-node random trees, one thread: ours as one batched call over
     all pairs (the normal workload) divided by the number of pairs, and as single calls;
