@@ -708,8 +708,9 @@ def save_embedding_plot(embedding: dict, path, max_points: int = 400, seed: int 
     ax.set_xlabel("PC 1")
     ax.set_ylabel("PC 2")
     ax.set_title(f"PCA of the learned embedding ({embedding.get('title', '')})")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    # bbox_inches="tight" instead of tight_layout(): the latter warns for figures
+    # with long symbol labels and then does nothing.
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
 
 
