@@ -327,4 +327,4 @@ def test_fit_keeps_the_state_with_the_best_actual_loss():
     d_plus = np.where(same, D, np.inf).min(1)
     d_minus = np.where(~same, D, np.inf).min(1)
     recomputed = model._objective(torch.as_tensor(d_plus), torch.as_tensor(d_minus), model.cost_)
-    assert float(recomputed) == pytest.approx(min(history), rel=1e-9)
+    assert float(recomputed.detach()) == pytest.approx(min(history), rel=1e-9)
