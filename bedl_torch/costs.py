@@ -6,7 +6,6 @@ gap (deletion / insertion partner) has index ``len(alphabet)``.
 """
 from __future__ import annotations
 
-import math
 from typing import Hashable, Iterable, Optional, Sequence
 
 import torch

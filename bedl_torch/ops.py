@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from typing import Hashable, List, Optional, Sequence, Tuple, Union
+from typing import Hashable, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
