@@ -396,7 +396,6 @@ def run_experiment(config: ExperimentConfig, result: Optional[ExperimentResult] 
     """Run the protocol. Records are appended to ``result`` as they are produced (pass your own
     ``result`` to keep the partial results when a KeyboardInterrupt stops the run; the interrupt
     is re-raised). ``on_fold(result)`` is called after each completed outer fold."""
-    import torch
     from sklearn.model_selection import StratifiedKFold
 
     cfg = config.resolved()
@@ -405,7 +404,6 @@ def run_experiment(config: ExperimentConfig, result: Optional[ExperimentResult] 
     cfg_dict = cfg.to_dict()
     cfg_dict["grid"] = dataclasses.asdict(cfg.grid)
     result.config = cfg_dict
-    grid = cfg.grid
     ds = cfg.dataset
     X, y = _load(ds)
     N = len(X)
