@@ -20,3 +20,5 @@ if _built.split(".")[:2] != _running.split(".")[:2]:  # pragma: no cover
 
 ted_cpu = _C.ted_cpu
 sed_cpu = _C.sed_cpu
+ted_symbols_cpu = _C.ted_symbols_cpu
+sed_symbols_cpu = _C.sed_symbols_cpu

@@ -14,6 +14,19 @@ from torch import nn
 __all__ = ["SymbolCost", "EuclideanCost", "UnitCost", "simplex_embedding"]
 
 
+def table_of(cost: "SymbolCost") -> Optional[torch.Tensor]:
+    """``cost.symbol_table()`` where it is sure to agree with ``cost.forward``, else ``None``.
+
+    A table counts only if the class that defines ``symbol_table`` also provides the
+    ``forward`` in use, so a subclass that changes ``forward`` alone is never bypassed.
+    """
+    cls = type(cost)
+    owner = next(k for k in cls.__mro__ if "symbol_table" in vars(k))
+    if owner is SymbolCost or cls.forward is not owner.forward:
+        return None
+    return cost.symbol_table()
+
+
 class SymbolCost(nn.Module):
     """Base class of cost modules over a finite alphabet.
 
@@ -78,6 +91,18 @@ class SymbolCost(nn.Module):
                 + " (pass unknown='gap' to map them to the gap)"
             )
         return torch.tensor(out, dtype=torch.long)
+
+    def symbol_table(self) -> Optional[torch.Tensor]:
+        """The ``(U + 1, U + 1)`` table of all symbol costs (gap last), or ``None``.
+
+        Where a module returns its table (differentiable in its parameters), the
+        kernels gather each pair's costs from it themselves, so a batch never
+        materialises a ``(B, M+1, N+1)`` cost tensor and the gradient arrives as
+        one ``(U + 1, U + 1)`` tensor. It must agree with :meth:`forward`: a
+        subclass that overrides ``forward`` and not this method is treated as
+        having no table. The default, ``None``, means: always call ``forward``.
+        """
+        return None
 
     def forward(self, x_idx: torch.Tensor, y_idx: torch.Tensor) -> torch.Tensor:
         """Costs ``(B, M, N)`` between the symbols ``x_idx (B, M)`` and ``y_idx (B, N)``.
@@ -180,6 +205,11 @@ class EuclideanCost(SymbolCost):
         v = self.vectors()
         return _euclidean(v[None], v[None])[0]
 
+    def symbol_table(self) -> Optional[torch.Tensor]:
+        if len(self.alphabet) + 1 <= self.table_limit:
+            return self.symbol_costs()
+        return None
+
     def forward(self, x_idx: torch.Tensor, y_idx: torch.Tensor) -> torch.Tensor:
         dev = self.embedding.device
         x_idx = x_idx.to(dev)
@@ -219,6 +249,11 @@ class UnitCost(SymbolCost):
     @property
     def device(self) -> torch.device:
         return self._anchor.device
+
+    def symbol_table(self) -> torch.Tensor:
+        size = len(self.alphabet) + 1
+        eye = torch.eye(size, dtype=self._anchor.dtype, device=self._anchor.device)
+        return 1.0 - eye
 
     def forward(self, x_idx: torch.Tensor, y_idx: torch.Tensor) -> torch.Tensor:
         dev = self._anchor.device

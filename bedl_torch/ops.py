@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from . import _ext
-from .costs import SymbolCost, UnitCost
+from .costs import SymbolCost, UnitCost, table_of
 from .tree import Tree
 
 __all__ = [
@@ -85,12 +85,11 @@ class _Table:
         self.objects = objects
         self.kind = kinds.pop() if kinds else None
         self.lengths = torch.tensor([len(o) for o in objects], dtype=torch.long)
+        # Objects concatenated: object t holds elements [ptr[t], ptr[t + 1]).
+        self.ptr = torch.zeros(len(objects) + 1, dtype=torch.long)
+        torch.cumsum(self.lengths, 0, out=self.ptr[1:])
         if self.kind == "tree":
-            sizes = [s for o in objects for s in o.subtree_sizes()]
-            self.sizes = torch.tensor(sizes, dtype=torch.long)
-            ptr = torch.zeros(len(objects) + 1, dtype=torch.long)
-            torch.cumsum(self.lengths, 0, out=ptr[1:])
-            self.ptr = ptr
+            self.sizes = torch.tensor([s for o in objects for s in o.subtree_sizes()], dtype=torch.long)
         self._encoded = weakref.WeakKeyDictionary()
 
     def __len__(self) -> int:
@@ -108,6 +107,16 @@ class _Table:
                     out[k, : len(o)] = cost.encode(_labels_of(o), unknown=unknown)
             per_cost.clear()
             per_cost[key] = out
+        return per_cost[key]
+
+    def flat_labels(self, cost: SymbolCost, unknown: str) -> torch.Tensor:
+        """Symbol index of every node (element), concatenated in table order (like ``sizes``)."""
+        per_cost = self._encoded.setdefault(cost, {})
+        key = ("flat", len(cost.alphabet), unknown)
+        if key not in per_cost:
+            enc = self.encoded(cost, unknown)
+            mask = torch.arange(enc.shape[1])[None, :] < self.lengths[:, None]
+            per_cost[key] = enc[mask]
         return per_cost[key]
 
 
@@ -231,6 +240,40 @@ class PairBatch:
             p = p.to(device)
         return d, p
 
+    def _run_symbols(self, table: torch.Tensor, cost: SymbolCost, unknown: str, need_coopt: bool,
+                     rel_tol: float):
+        """Kernels on a ``(U+1, U+1)`` symbol table; P stays on the CPU (padded)."""
+        t = table.detach()
+        if t.device.type != "cpu":
+            t = t.cpu()
+        xl = self.x_table.flat_labels(cost, unknown)
+        yl = self.y_table.flat_labels(cost, unknown)
+        if self.kind == "tree":
+            return _ext.ted_symbols_cpu(t, xl, self.x_table.sizes, self.x_table.ptr, yl,
+                                        self.y_table.sizes, self.y_table.ptr, self.pair_x,
+                                        self.pair_y, need_coopt, rel_tol)
+        return _ext.sed_symbols_cpu(t, xl, self.x_table.ptr, yl, self.y_table.ptr,
+                                    self.pair_x, self.pair_y, need_coopt, rel_tol)
+
+    def _table_costs(self, cost, unknown: str) -> Optional[torch.Tensor]:
+        """The cost module's symbol table if the kernels can gather from it, else None."""
+        if not isinstance(cost, SymbolCost):
+            return None
+        table = table_of(cost)
+        if table is None:
+            return None
+        # Fail early, naming unknown labels, as the padded path does.
+        self.x_table.encoded(cost, unknown)
+        self.y_table.encoded(cost, unknown)
+        size = len(cost.alphabet) + 1
+        if not isinstance(table, torch.Tensor) or tuple(table.shape) != (size, size):
+            raise ValueError(
+                f"{type(cost).__name__}.symbol_table() must return a ({size}, {size}) tensor, got "
+                f"{tuple(table.shape) if isinstance(table, torch.Tensor) else type(table).__name__}"
+            )
+        _check_costs(table, "symbol_table()")
+        return table
+
     def distances(self, cost_or_costs, mode: str = "exact", reference=None, *,
                   rel_tol: Optional[float] = None, unknown: str = "error") -> torch.Tensor:
         """Distances ``(B,)`` of all pairs, differentiable in the costs.
@@ -241,6 +284,12 @@ class PairBatch:
                 P0 at ``reference``: a cost module, a padded tensor or a P0 tensor
                 from :meth:`coopt`; default the current costs, detached).
         """
+        if mode == "exact":
+            table = self._table_costs(cost_or_costs, unknown)
+            if table is not None:
+                tol = _check_rel_tol(rel_tol, table.dtype)
+                d, _ = _SymbolEditDistanceFn.apply(table, self, cost_or_costs, unknown, tol, False)
+                return d
         costs = self._as_costs(cost_or_costs, unknown)
         if mode == "exact":
             tol = _check_rel_tol(rel_tol, costs.dtype)
@@ -260,6 +309,11 @@ class PairBatch:
               unknown: str = "error") -> Tuple[torch.Tensor, torch.Tensor]:
         """Distances ``(B,)`` and co-optimal matrices ``(B, M+1, N+1)``, without gradient."""
         with torch.no_grad():
+            table = self._table_costs(cost_or_costs, unknown)
+            if table is not None:
+                tol = _check_rel_tol(rel_tol, table.dtype)
+                d, p = self._run_symbols(table, cost_or_costs, unknown, True, tol)
+                return d.to(table.device), p.to(table.device)
             costs = self._as_costs(cost_or_costs, unknown)
             tol = _check_rel_tol(rel_tol, costs.dtype)
             return self._run(costs, True, tol)
@@ -291,6 +345,39 @@ class _EditDistanceFn(torch.autograd.Function):
     def backward(ctx, grad_d, grad_p):
         (p,) = ctx.saved_tensors
         return grad_d.reshape(-1, 1, 1).to(p.dtype) * p, None, None, None
+
+
+class _SymbolEditDistanceFn(torch.autograd.Function):
+    """Distances from a symbol cost table; backward sums P into the table's entries."""
+
+    @staticmethod
+    def forward(ctx, table, batch: PairBatch, cost: SymbolCost, unknown: str, rel_tol: float,
+                want_coopt: bool):
+        need = bool(ctx.needs_input_grad[0]) or want_coopt
+        d, p = batch._run_symbols(table, cost, unknown, need, rel_tol)
+        if ctx.needs_input_grad[0]:
+            ctx.batch, ctx.cost, ctx.unknown = batch, cost, unknown
+            ctx.table_shape = table.shape
+            ctx.save_for_backward(p)
+        d = d.to(table.device)
+        p = p.to(table.device)
+        if need:
+            ctx.mark_non_differentiable(p)
+        return d, p
+
+    @staticmethod
+    def backward(ctx, grad_d, grad_p):
+        (p,) = ctx.saved_tensors  # on the CPU: the scatter runs there, one small table goes back
+        batch = ctx.batch
+        size = ctx.table_shape[0]
+        rows, cols = p.shape[1], p.shape[2]
+        x_idx = batch.x_table.encoded(ctx.cost, ctx.unknown)[batch.pair_x, :rows]
+        y_idx = batch.y_table.encoded(ctx.cost, ctx.unknown)[batch.pair_y, :cols]
+        # Pad beyond each pair's block is the gap, and P is zero there.
+        flat = (x_idx[:, :, None] * size + y_idx[:, None, :]).reshape(-1)
+        weights = (grad_d.detach().to("cpu", p.dtype).reshape(-1, 1, 1) * p).reshape(-1)
+        grad = torch.zeros(size * size, dtype=p.dtype).index_add_(0, flat, weights)
+        return grad.view(size, size).to(grad_d.device), None, None, None, None, None
 
 
 # ---------------------------------------------------------------------------

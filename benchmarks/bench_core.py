@@ -216,12 +216,14 @@ def bench_large(rows, quick):
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer pairs and sizes")
+    benches = {"pair100": bench_pair_100, "pairwise30": bench_pairwise_30,
+               "sequences": bench_sequences, "large": bench_large}
+    parser.add_argument("--only", nargs="+", choices=sorted(benches), default=list(benches),
+                        help="run only these benchmarks")
     args = parser.parse_args()
     rows = []
-    bench_pair_100(rows, args.quick)
-    bench_pairwise_30(rows, args.quick)
-    bench_sequences(rows, args.quick)
-    bench_large(rows, args.quick)
+    for name in args.only:
+        benches[name](rows, args.quick)
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"torch {torch.__version__}, bedl_torch {bt.__version__}, edist "
           f"{'1.2.2' if edist_ted else 'not installed'}")

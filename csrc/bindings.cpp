@@ -12,5 +12,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("sed_cpu", &bedl::sed_cpu,
         "Sequence edit distances (and co-optimal matrices) of a batch of pairs", py::arg("costs"),
         py::arg("x_len"), py::arg("y_len"), py::arg("need_coopt"), py::arg("rel_tol"));
+  m.def("ted_symbols_cpu", &bedl::ted_symbols_cpu,
+        "Tree edit distances with costs from a symbol cost table", py::arg("symbol_costs"),
+        py::arg("x_labels"), py::arg("x_sizes"), py::arg("x_ptr"), py::arg("y_labels"),
+        py::arg("y_sizes"), py::arg("y_ptr"), py::arg("pair_x"), py::arg("pair_y"),
+        py::arg("need_coopt"), py::arg("rel_tol"));
+  m.def("sed_symbols_cpu", &bedl::sed_symbols_cpu,
+        "Sequence edit distances with costs from a symbol cost table", py::arg("symbol_costs"),
+        py::arg("x_labels"), py::arg("x_ptr"), py::arg("y_labels"), py::arg("y_ptr"),
+        py::arg("pair_x"), py::arg("pair_y"), py::arg("need_coopt"), py::arg("rel_tol"));
   m.attr("torch_version") = TORCH_VERSION;
 }

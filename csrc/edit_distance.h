@@ -28,11 +28,39 @@ std::tuple<at::Tensor, at::Tensor> ted_cpu(const at::Tensor& costs,
                                            bool need_coopt,
                                            double rel_tol);
 
+// The same for costs given as a (S, S) symbol cost table (last row and column
+// the gap) and a symbol index per node (x_labels, concatenated like x_sizes):
+// pair b's costs are gathered inside the kernel, never materialised per pair.
+// P comes back padded (B, max |x| + 1, max |y| + 1) in the layout above.
+std::tuple<at::Tensor, at::Tensor> ted_symbols_cpu(const at::Tensor& symbol_costs,
+                                                   const at::Tensor& x_labels,
+                                                   const at::Tensor& x_sizes,
+                                                   const at::Tensor& x_ptr,
+                                                   const at::Tensor& y_labels,
+                                                   const at::Tensor& y_sizes,
+                                                   const at::Tensor& y_ptr,
+                                                   const at::Tensor& pair_x,
+                                                   const at::Tensor& pair_y,
+                                                   bool need_coopt,
+                                                   double rel_tol);
+
 // Sequence edit distance for B pairs of lengths (x_len[b], y_len[b]).
 std::tuple<at::Tensor, at::Tensor> sed_cpu(const at::Tensor& costs,
                                            const at::Tensor& x_len,
                                            const at::Tensor& y_len,
                                            bool need_coopt,
                                            double rel_tol);
+
+// Sequence edit distance with symbol-table costs: sequence t of x is
+// x_labels[x_ptr[t] .. x_ptr[t + 1]).
+std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_costs,
+                                                   const at::Tensor& x_labels,
+                                                   const at::Tensor& x_ptr,
+                                                   const at::Tensor& y_labels,
+                                                   const at::Tensor& y_ptr,
+                                                   const at::Tensor& pair_x,
+                                                   const at::Tensor& pair_y,
+                                                   bool need_coopt,
+                                                   double rel_tol);
 
 }  // namespace bedl

@@ -26,6 +26,7 @@ struct Count {
   static Count one() { return Count{0.5, 1}; }
   static Count zero() { return Count{}; }
   bool is_zero() const { return m == 0.0; }
+  bool usable_total() const { return m > 0.0; }
 };
 
 // 2^e as a double by writing the exponent bits (std::ldexp is a libm call and
@@ -74,6 +75,28 @@ inline double ratio(const Count& num, const Count& den) {
   return (num.m / den.m) * pow2(e);
 }
 
+// A count as a plain double: the fast path. Where no count reaches 2^1024 it
+// gives bit-identical results to Count (same 53-bit mantissa, and scaling by
+// powers of two is exact); the kernels check the total and fall back to
+// Count where it overflowed.
+struct FastCount {
+  double m = 0.0;
+
+  static FastCount one() { return FastCount{1.0}; }
+  static FastCount zero() { return FastCount{}; }
+  bool is_zero() const { return m == 0.0; }
+  bool usable_total() const { return std::isfinite(m) && m > 0.0; }
+};
+
+inline FastCount operator*(const FastCount& a, const FastCount& b) {
+  // 0 * inf stays 0, as for Count (an overflowed count off every optimal path
+  // must not poison others with NaN).
+  if (a.m == 0.0 || b.m == 0.0) return FastCount{};
+  return FastCount{a.m * b.m};
+}
+inline FastCount operator+(const FastCount& a, const FastCount& b) { return FastCount{a.m + b.m}; }
+inline double ratio(const FastCount& num, const FastCount& den) { return num.m / den.m; }
+
 // Two alternatives tie when they differ by at most rel_tol times the magnitude
 // involved: the larger of both values and of the largest absolute cost of the
 // pair (rounding in a sum of costs scales with the costs, not only with the sum).
@@ -101,6 +124,27 @@ inline void check_index(const at::Tensor& t, const char* name, int64_t len) {
   TORCH_CHECK(t.dim() == 1, name, " must be 1-D, got ", t.dim(), "-D");
   if (len >= 0) {
     TORCH_CHECK(t.size(0) == len, name, " must have ", len, " entries, got ", t.size(0));
+  }
+}
+
+// A (S, S) symbol cost table: rows and columns are symbols, the last one the gap.
+inline void check_symbol_costs(const at::Tensor& table) {
+  TORCH_CHECK(table.device().is_cpu(), "symbol_costs must be a CPU tensor in the CPU kernel, got ",
+              table.device());
+  TORCH_CHECK(table.dim() == 2 && table.size(0) == table.size(1) && table.size(0) >= 1,
+              "symbol_costs must be a square 2-D (symbols + gap, symbols + gap) table, got shape ",
+              table.sizes());
+  TORCH_CHECK(table.scalar_type() == at::kFloat || table.scalar_type() == at::kDouble,
+              "symbol_costs must be float32 or float64, got ", table.scalar_type());
+  TORCH_CHECK(at::isfinite(table).all().item<bool>(), "symbol_costs contain NaN or inf");
+}
+
+// Node labels index rows and columns of a symbol table of size S.
+inline void check_labels(const at::Tensor& labels, int64_t S, const char* name) {
+  const int64_t* l = labels.data_ptr<int64_t>();
+  for (int64_t k = 0; k < labels.size(0); ++k) {
+    TORCH_CHECK(l[k] >= 0 && l[k] < S, name, "[", k, "] = ", l[k],
+                " is not a row of the symbol cost table (size ", S, ")");
   }
 }
 

@@ -25,6 +25,7 @@ struct SedWorkspace {
   std::vector<uint8_t> coopt;               // co-optimal incoming edges per cell
   std::vector<Count> out_any, out_ins;      // outside counts, two rows each
   std::vector<double> p_acc;                // P accumulator, (m+1)(n+1)
+  std::vector<double> cost;                 // a pair's costs gathered from a symbol table
 };
 
 template <typename scalar_t>
@@ -39,22 +40,23 @@ double sed_distance(const scalar_t* c, int64_t m, int64_t n, int64_t stride, Sed
   for (int64_t i = 1; i <= m; ++i) {
     const scalar_t* row = c + (i - 1) * stride;
     const double del = static_cast<double>(row[n]);
-    cur[0] = prev[0] + del;
+    // The left neighbour stays in a register: only the insertion waits on it.
+    double left = prev[0] + del;
+    cur[0] = left;
     for (int64_t j = 1; j <= n; ++j) {
-      const double rep = prev[j - 1] + static_cast<double>(row[j - 1]);
-      const double d = prev[j] + del;
-      const double in = cur[j - 1] + static_cast<double>(ins[j - 1]);
-      cur[j] = std::min(std::min(rep, d), in);  // only `in` waits on the previous cell
+      const double rep_or_del = std::min(prev[j - 1] + static_cast<double>(row[j - 1]), prev[j] + del);
+      left = std::min(rep_or_del, left + static_cast<double>(ins[j - 1]));
+      cur[j] = left;
     }
     std::swap(prev, cur);
   }
   return prev[n];
 }
 
-// Fills p (padded row stride `stride`) with the co-optimal matrix and returns the distance.
-template <typename scalar_t>
+// Fills p (row stride p_stride) with the co-optimal matrix and returns the distance.
+template <typename scalar_t, typename out_t>
 double sed_coopt(const scalar_t* c, int64_t m, int64_t n, int64_t stride, const dp::Tie& tie,
-                 scalar_t* p, SedWorkspace& ws) {
+                 out_t* p, int64_t p_stride, SedWorkspace& ws) {
   const int64_t w = n + 1;
   const int64_t cells = (m + 1) * w;
   ws.in_del.assign(cells, Count::zero());
@@ -150,10 +152,35 @@ double sed_coopt(const scalar_t* c, int64_t m, int64_t n, int64_t stride, const 
   for (int64_t i = 0; i <= m; ++i) {
     for (int64_t j = 0; j <= n; ++j) {
       if (i == m && j == n) continue;
-      p[i * stride + j] = static_cast<scalar_t>(acc[i * w + j]);
+      p[i * p_stride + j] = static_cast<out_t>(acc[i * w + j]);
     }
   }
   return distance;
+}
+
+// A pair's costs gathered from a (S, S) symbol table into ws.cost, in the
+// padded layout with row stride n + 1; returns the tie scale (largest
+// absolute cost over the entries the layout uses).
+template <typename scalar_t>
+double fill_symbols(const scalar_t* table, int64_t S, const int64_t* x, int64_t m,
+                    const int64_t* y, int64_t n, SedWorkspace& ws) {
+  const int64_t w = n + 1, gap = S - 1;
+  ws.cost.resize((m + 1) * w);
+  double* cost = ws.cost.data();
+  double scale = 0.0;
+  for (int64_t i = 0; i <= m; ++i) {
+    const scalar_t* row = table + (i < m ? x[i] : gap) * S;
+    double* out = cost + i * w;
+    for (int64_t j = 0; j < n; ++j) {
+      out[j] = static_cast<double>(row[y[j]]);
+      scale = std::max(scale, std::fabs(out[j]));
+    }
+    if (i < m) {
+      out[n] = static_cast<double>(row[gap]);
+      scale = std::max(scale, std::fabs(out[n]));
+    }
+  }
+  return scale;
 }
 
 }  // namespace
@@ -190,8 +217,72 @@ std::tuple<at::Tensor, at::Tensor> sed_cpu(const at::Tensor& costs_in, const at:
       const scalar_t* cb = c + b * rows * cols;
       const int64_t m = xl_p[b], n = yl_p[b];
       d[b] = static_cast<scalar_t>(
-          need_coopt ? sed_coopt(cb, m, n, cols, dp::Tie{rel_tol, scales[b]}, p + b * rows * cols, ws)
+          need_coopt ? sed_coopt(cb, m, n, cols, dp::Tie{rel_tol, scales[b]}, p + b * rows * cols, cols, ws)
                      : sed_distance(cb, m, n, cols, ws));
+    });
+  });
+  return {dist, coopt};
+}
+
+std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_costs_in,
+                                                   const at::Tensor& x_labels,
+                                                   const at::Tensor& x_ptr,
+                                                   const at::Tensor& y_labels,
+                                                   const at::Tensor& y_ptr,
+                                                   const at::Tensor& pair_x,
+                                                   const at::Tensor& pair_y, bool need_coopt,
+                                                   double rel_tol) {
+  dp::check_symbol_costs(symbol_costs_in);
+  const int64_t S = symbol_costs_in.size(0);
+  dp::check_index(x_labels, "x_labels", -1);
+  dp::check_index(y_labels, "y_labels", -1);
+  dp::check_index(x_ptr, "x_ptr", -1);
+  dp::check_index(y_ptr, "y_ptr", -1);
+  dp::check_index(pair_x, "pair_x", -1);
+  const int64_t batch = pair_x.size(0);
+  dp::check_index(pair_y, "pair_y", batch);
+  TORCH_CHECK(rel_tol >= 0.0 && std::isfinite(rel_tol), "rel_tol must be finite and >= 0");
+  const at::Tensor table = symbol_costs_in.contiguous();
+  const at::Tensor xl = x_labels.contiguous(), yl = y_labels.contiguous();
+  dp::check_labels(xl, S, "x_labels");
+  dp::check_labels(yl, S, "y_labels");
+  const at::Tensor xptr = x_ptr.contiguous(), yptr = y_ptr.contiguous();
+  const at::Tensor px = pair_x.contiguous(), py = pair_y.contiguous();
+  const int64_t* xptr_p = xptr.data_ptr<int64_t>();
+  const int64_t* yptr_p = yptr.data_ptr<int64_t>();
+  const int64_t* px_p = px.data_ptr<int64_t>();
+  const int64_t* py_p = py.data_ptr<int64_t>();
+  const int64_t nx = xptr.size(0) - 1, ny = yptr.size(0) - 1;
+  TORCH_CHECK(nx >= 0 && xptr_p[0] == 0 && xptr_p[nx] == xl.size(0),
+              "x_ptr must start at 0 and end at the number of labels");
+  TORCH_CHECK(ny >= 0 && yptr_p[0] == 0 && yptr_p[ny] == yl.size(0),
+              "y_ptr must start at 0 and end at the number of labels");
+  for (int64_t t = 0; t < nx; ++t) TORCH_CHECK(xptr_p[t + 1] >= xptr_p[t], "x_ptr must be non-decreasing");
+  for (int64_t t = 0; t < ny; ++t) TORCH_CHECK(yptr_p[t + 1] >= yptr_p[t], "y_ptr must be non-decreasing");
+  int64_t rows = 1, cols = 1;
+  for (int64_t b = 0; b < batch; ++b) {
+    TORCH_CHECK(px_p[b] >= 0 && px_p[b] < nx, "pair_x[", b, "] = ", px_p[b], " is not a sequence index");
+    TORCH_CHECK(py_p[b] >= 0 && py_p[b] < ny, "pair_y[", b, "] = ", py_p[b], " is not a sequence index");
+    rows = std::max(rows, xptr_p[px_p[b] + 1] - xptr_p[px_p[b]] + 1);
+    cols = std::max(cols, yptr_p[py_p[b] + 1] - yptr_p[py_p[b]] + 1);
+  }
+  at::Tensor dist = at::empty({batch}, table.options());
+  at::Tensor coopt = need_coopt ? at::zeros({batch, rows, cols}, table.options())
+                                : at::empty({0}, table.options());
+  AT_DISPATCH_FLOATING_TYPES(table.scalar_type(), "sed_symbols_cpu", [&] {
+    const scalar_t* t = table.data_ptr<scalar_t>();
+    const int64_t* xl_p = xl.data_ptr<int64_t>();
+    const int64_t* yl_p = yl.data_ptr<int64_t>();
+    scalar_t* d = dist.data_ptr<scalar_t>();
+    scalar_t* p = need_coopt ? coopt.data_ptr<scalar_t>() : nullptr;
+    dp::for_each_pair<SedWorkspace>(batch, rows * cols, [&](int64_t b, SedWorkspace& ws) {
+      const int64_t x0 = xptr_p[px_p[b]], y0 = yptr_p[py_p[b]];
+      const int64_t m = xptr_p[px_p[b] + 1] - x0, n = yptr_p[py_p[b] + 1] - y0;
+      const double scale = fill_symbols(t, S, xl_p + x0, m, yl_p + y0, n, ws);
+      const double* cb = ws.cost.data();
+      d[b] = static_cast<scalar_t>(
+          need_coopt ? sed_coopt(cb, m, n, n + 1, dp::Tie{rel_tol, scale}, p + b * rows * cols, cols, ws)
+                     : sed_distance(cb, m, n, n + 1, ws));
     });
   });
   return {dist, coopt};

@@ -26,7 +26,6 @@
 namespace bedl {
 namespace {
 
-using dp::Count;
 
 enum : uint8_t { kDel = 1, kIns = 2, kMatch = 4 };
 
@@ -36,6 +35,8 @@ struct TreeIndex {
   std::vector<int64_t> pre_of_post;  // 1-based postorder -> 0-based preorder (index 0 unused)
   std::vector<int64_t> leftmost;     // 1-based postorder -> 1-based postorder leftmost leaf
   std::vector<int64_t> keyroots;     // 1-based, ascending
+  // Leftmost path of keyroots[k]: path_nodes[path_begin[k] .. path_begin[k + 1]), ascending.
+  std::vector<int64_t> path_begin, path_nodes;
   double work = 0.0;                 // sum of the keyroots' subtree sizes
 };
 
@@ -54,6 +55,18 @@ void finish_index(TreeIndex& t) {
       t.work += static_cast<double>(i - t.leftmost[i] + 1);
     }
   }
+  // Every node lies on exactly one keyroot's leftmost path: the nodes that
+  // share its leftmost leaf.
+  std::vector<int64_t> slot(n + 1, 0);  // leftmost leaf -> path length, then write position
+  for (int64_t i = 1; i <= n; ++i) ++slot[t.leftmost[i]];
+  t.path_begin.assign(t.keyroots.size() + 1, 0);
+  for (size_t k = 0; k < t.keyroots.size(); ++k) {
+    const int64_t leaf = t.leftmost[t.keyroots[k]];
+    t.path_begin[k + 1] = t.path_begin[k] + slot[leaf];
+    slot[leaf] = t.path_begin[k];
+  }
+  t.path_nodes.assign(n, 0);
+  for (int64_t i = 1; i <= n; ++i) t.path_nodes[slot[t.leftmost[i]]++] = i;
 }
 
 OrientedTree index_tree(const int64_t* size, int64_t n, int64_t tree_id, const char* side) {
@@ -94,28 +107,113 @@ OrientedTree index_tree(const int64_t* size, int64_t n, int64_t tree_id, const c
   return o;
 }
 
+// Counts of co-optimal derivations, (m+1)(n+1) each, in one count type.
+template <typename C>
+struct CountBuffers {
+  std::vector<C> tdm_count;          // counts of the root-matched subtree distances
+  std::vector<C> in_del, in_other;   // inside counts of the current table
+  std::vector<C> out_any, out_ins, out_tdm;  // outside counts
+};
+
 struct TedWorkspace {
   std::vector<double> cost;      // (m+1)(n+1) postorder: [i][j] replace, [i][0] delete, [0][j] insert
   std::vector<double> fd;        // forest distances of the current table
   std::vector<double> tdm;       // root-matched subtree distances, all tables
-  std::vector<Count> tdm_count;  // their counts
-  std::vector<Count> in_del, in_other;  // inside counts of the current table
   std::vector<uint8_t> coopt;    // co-optimal incoming edges of the current table
-  std::vector<Count> out_any, out_ins, out_tdm;
+  CountBuffers<dp::FastCount> fast;  // counts as doubles: the usual case
+  CountBuffers<dp::Count> exact;     // counts with an exponent: where doubles overflow
   std::vector<double> p_acc;
-  std::vector<int64_t> path_x, path_y;
+  // Insertions of y[l(j) .. j-1] (deletions of x[l(i) .. i-1]), summed from
+  // the path's leaf up exactly as a forest table's first row (column) does.
+  std::vector<double> below_ins, below_del;
+  std::vector<int64_t> y_symbol;  // y's labels in postorder (symbol-table costs)
 };
 
+template <typename Count>
 struct TedPair {
   const TreeIndex& x;
   const TreeIndex& y;
   TedWorkspace& ws;
+  CountBuffers<Count>& cnt;
   int64_t w;  // row stride of all (m+1)(n+1) arrays
   dp::Tie tie;
 
   double del(int64_t i) const { return ws.cost[i * w]; }
   double ins(int64_t j) const { return ws.cost[j]; }
-  Count total(int64_t cell) const { return ws.in_del[cell] + ws.in_other[cell]; }
+  Count total(int64_t cell) const { return cnt.in_del[cell] + cnt.in_other[cell]; }
+
+  static const int64_t* path_of(const TreeIndex& t, size_t k, int64_t* len) {
+    *len = t.path_begin[k + 1] - t.path_begin[k];
+    return t.path_nodes.data() + t.path_begin[k];
+  }
+
+  void prepare_leaf_sums() {
+    const int64_t m = x.n, n = y.n;
+    ws.below_ins.resize(n + 1);
+    ws.below_del.resize(m + 1);
+    for (int64_t ky : y.keyroots) {
+      const int64_t leaf = y.leftmost[ky];
+      double sum = 0.0;
+      for (int64_t j = leaf; j <= ky; ++j) {
+        if (y.leftmost[j] == leaf) ws.below_ins[j] = sum;
+        sum = sum + ins(j);
+      }
+    }
+    for (int64_t kx : x.keyroots) {
+      const int64_t leaf = x.leftmost[kx];
+      double sum = 0.0;
+      for (int64_t i = leaf; i <= kx; ++i) {
+        if (x.leftmost[i] == leaf) ws.below_del[i] = sum;
+        sum = sum + del(i);
+      }
+    }
+  }
+
+  // A keyroot that is a leaf has a one-row (one-column) table whose only
+  // lasting output, tdm, has a closed form: the other forest is inserted
+  // (deleted) except its root, which is matched. One derivation each.
+  template <bool kCount>
+  void leaf_x(int64_t kx) {
+    const int64_t row = kx * w;
+    for (int64_t j = 1; j <= y.n; ++j) {
+      ws.tdm[row + j] = ws.below_ins[j] + ws.cost[row + j];
+      if (kCount) cnt.tdm_count[row + j] = Count::one();
+    }
+  }
+
+  template <bool kCount>
+  void leaf_y(size_t kx_index, int64_t ky) {
+    int64_t len;
+    const int64_t* path = path_of(x, kx_index, &len);
+    for (int64_t k = 0; k < len; ++k) {
+      const int64_t cell = path[k] * w + ky;
+      ws.tdm[cell] = ws.below_del[path[k]] + ws.cost[cell];
+      if (kCount) cnt.tdm_count[cell] = Count::one();
+    }
+  }
+
+  // All tables of the inside pass, in keyroot order.
+  template <bool kCount>
+  void inside() {
+    prepare_leaf_sums();
+    const int64_t m = x.n, n = y.n;
+    for (size_t a = 0; a < x.keyroots.size(); ++a) {
+      const int64_t kx = x.keyroots[a];
+      const bool x_leaf = x.leftmost[kx] == kx;
+      if (x_leaf) {
+        leaf_x<kCount>(kx);
+        if (kx == m) table<kCount>(kx, n);  // a one-node x: the final table
+        continue;
+      }
+      for (int64_t ky : y.keyroots) {
+        if (y.leftmost[ky] == ky && !(kx == m && ky == n)) {
+          leaf_y<kCount>(a, ky);
+        } else {
+          table<kCount>(kx, ky);
+        }
+      }
+    }
+  }
 
   // Fills the forest table of keyroots (kx, ky); with kCount also the inside
   // counts and co-optimal flags.
@@ -128,16 +226,16 @@ struct TedPair {
     const int64_t corner = r0 * w + c0;
     fd[corner] = 0.0;
     if (kCount) {
-      ws.in_del[corner] = Count::zero();
-      ws.in_other[corner] = Count::one();
+      cnt.in_del[corner] = Count::zero();
+      cnt.in_other[corner] = Count::one();
       ws.coopt[corner] = 0;
     }
     for (int64_t i = r0 + 1; i <= kx; ++i) {
       const int64_t cell = i * w + c0;
       fd[cell] = fd[cell - w] + del(i);
       if (kCount) {
-        ws.in_del[cell] = total(cell - w);
-        ws.in_other[cell] = Count::zero();
+        cnt.in_del[cell] = total(cell - w);
+        cnt.in_other[cell] = Count::zero();
         ws.coopt[cell] = kDel;
       }
     }
@@ -145,8 +243,8 @@ struct TedPair {
       const int64_t cell = r0 * w + j;
       fd[cell] = fd[cell - 1] + ins(j);
       if (kCount) {
-        ws.in_del[cell] = Count::zero();
-        ws.in_other[cell] = Count::one();
+        cnt.in_del[cell] = Count::zero();
+        cnt.in_other[cell] = Count::one();
         ws.coopt[cell] = kIns;
       }
     }
@@ -156,15 +254,60 @@ struct TedPair {
       const bool x_on_path = li == r0 + 1;
       const double del_i = del(i);
       const int64_t row = i * w;
-      if (!kCount && !x_on_path) {
-        // The common row of the distance pass: every jump comes from row li - 1.
-        const double* jump_row = fd + (li - 1) * w - 1;
-        for (int64_t j = c0 + 1; j <= ky; ++j) {
-          const int64_t cell = row + j;
-          const double a = fd[cell - w] + del_i;
-          const double c = jump_row[ly[j]] + tdm[cell];
-          const double ac = std::min(a, c);
-          fd[cell] = std::min(ac, fd[cell - 1] + cost[j]);
+      if (!kCount) {
+        // The distance pass carries the left neighbour in a register: the
+        // insertion alternative is the only chain from cell to cell.
+        if (!x_on_path && i < kx && x.leftmost[i + 1] != r0 + 1) {
+          // Two ordinary rows at once, the second one cell behind: two
+          // independent chains for the processor to overlap.
+          const int64_t row2 = row + w;
+          const double del2 = del(i + 1);
+          const double* jump1 = fd + (li - 1) * w - 1;
+          const double* jump2 = fd + (x.leftmost[i + 1] - 1) * w - 1;
+          double left1 = fd[row + c0], left2 = fd[row2 + c0];
+          int64_t j = c0 + 1;
+          left1 = std::min(std::min(fd[row - w + j] + del_i, jump1[ly[j]] + tdm[row + j]), left1 + cost[j]);
+          fd[row + j] = left1;
+          for (j = c0 + 2; j <= ky; ++j) {
+            left1 = std::min(std::min(fd[row - w + j] + del_i, jump1[ly[j]] + tdm[row + j]),
+                             left1 + cost[j]);
+            fd[row + j] = left1;
+            const int64_t k = j - 1;
+            left2 = std::min(std::min(fd[row + k] + del2, jump2[ly[k]] + tdm[row2 + k]),
+                             left2 + cost[k]);
+            fd[row2 + k] = left2;
+          }
+          left2 = std::min(std::min(fd[row + ky] + del2, jump2[ly[ky]] + tdm[row2 + ky]),
+                           left2 + cost[ky]);
+          fd[row2 + ky] = left2;
+          ++i;
+          continue;
+        }
+        double left = fd[row + c0];
+        if (!x_on_path) {
+          // Every jump comes from row li - 1.
+          const double* jump_row = fd + (li - 1) * w - 1;
+          for (int64_t j = c0 + 1; j <= ky; ++j) {
+            const int64_t cell = row + j;
+            const double ac = std::min(fd[cell - w] + del_i, jump_row[ly[j]] + tdm[cell]);
+            left = std::min(ac, left + cost[j]);
+            fd[cell] = left;
+          }
+        } else {
+          // Jumps come from row r0; cells on y's path define tdm.
+          const double* jump_row = fd + r0 * w - 1;
+          for (int64_t j = c0 + 1; j <= ky; ++j) {
+            const int64_t cell = row + j;
+            double c;
+            if (ly[j] == c0 + 1) {
+              tdm[cell] = fd[cell - w - 1] + cost[cell];
+              c = fd[corner] + tdm[cell];
+            } else {
+              c = jump_row[ly[j]] + tdm[cell];
+            }
+            left = std::min(std::min(fd[cell - w] + del_i, c), left + cost[j]);
+            fd[cell] = left;
+          }
         }
         continue;
       }
@@ -177,7 +320,7 @@ struct TedPair {
         if (x_on_path && lj == c0 + 1) {
           // Both forests are whole trees: define tdm(i, j) here.
           tdm[cell] = fd[cell - w - 1] + cost[cell];
-          if (kCount) ws.tdm_count[cell] = total(cell - w - 1);
+          cnt.tdm_count[cell] = total(cell - w - 1);
           source = corner;
         } else {
           source = (li - 1) * w + (lj - 1);
@@ -186,43 +329,38 @@ struct TedPair {
         // Only b waits on the previous cell, so a and c are combined off that chain.
         const double best = std::min(std::min(a, c), b);
         fd[cell] = best;
-        if (kCount) {
-          uint8_t flags = 0;
-          Count in_d, in_o;
-          if (tie(a, best)) {
-            flags |= kDel;
-            in_d = total(cell - w);
-          }
-          if (tie(b, best)) {
-            flags |= kIns;
-            in_o = ws.in_other[cell - 1];
-          }
-          if (tie(c, best)) {
-            flags |= kMatch;
-            in_o = in_o + total(source) * ws.tdm_count[cell];
-          }
-          ws.in_del[cell] = in_d;
-          ws.in_other[cell] = in_o;
-          ws.coopt[cell] = flags;
+        uint8_t flags = 0;
+        Count in_d, in_o;
+        if (tie(a, best)) {
+          flags |= kDel;
+          in_d = total(cell - w);
         }
+        if (tie(b, best)) {
+          flags |= kIns;
+          in_o = cnt.in_other[cell - 1];
+        }
+        if (tie(c, best)) {
+          flags |= kMatch;
+          in_o = in_o + total(source) * cnt.tdm_count[cell];
+        }
+        cnt.in_del[cell] = in_d;
+        cnt.in_other[cell] = in_o;
+        ws.coopt[cell] = flags;
       }
     }
   }
 
-  // True if some replacement defined in the table (kx, ky) lies on a
-  // co-optimal mapping; only then does the outside pass need the table.
-  bool has_outside(int64_t kx, int64_t ky) {
-    if (kx == x.n && ky == y.n) return true;
-    const int64_t lx = x.leftmost[kx], ly = y.leftmost[ky];
-    ws.path_x.clear();
-    ws.path_y.clear();
-    for (int64_t i = lx; i <= kx; ++i)
-      if (x.leftmost[i] == lx) ws.path_x.push_back(i);
-    for (int64_t j = ly; j <= ky; ++j)
-      if (y.leftmost[j] == ly) ws.path_y.push_back(j);
-    for (int64_t i : ws.path_x)
-      for (int64_t j : ws.path_y)
-        if (!ws.out_tdm[i * w + j].is_zero()) return true;
+  // True if some replacement defined in the table of keyroots x.keyroots[a],
+  // y.keyroots[b] lies on a co-optimal mapping; only then does the outside
+  // pass need the table.
+  bool has_outside(size_t a, size_t b) const {
+    if (x.keyroots[a] == x.n && y.keyroots[b] == y.n) return true;
+    int64_t len_x, len_y;
+    const int64_t* px = path_of(x, a, &len_x);
+    const int64_t* py = path_of(y, b, &len_y);
+    for (int64_t s = 0; s < len_x; ++s)
+      for (int64_t t = 0; t < len_y; ++t)
+        if (!cnt.out_tdm[px[s] * w + py[t]].is_zero()) return true;
     return false;
   }
 
@@ -230,9 +368,9 @@ struct TedPair {
   // which must have just been recomputed with counts, and accumulates P.
   void sweep(int64_t kx, int64_t ky, const Count& all) {
     const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1;
-    Count* out_any = ws.out_any.data();
-    Count* out_ins = ws.out_ins.data();
-    Count* out_tdm = ws.out_tdm.data();
+    Count* out_any = cnt.out_any.data();
+    Count* out_ins = cnt.out_ins.data();
+    Count* out_tdm = cnt.out_tdm.data();
     double* acc = ws.p_acc.data();
     for (int64_t i = r0; i <= kx; ++i) {
       std::fill(out_any + i * w + c0, out_any + i * w + ky + 1, Count::zero());
@@ -255,11 +393,11 @@ struct TedPair {
           }
           if (flags & kIns) {
             out_ins[cell - 1] = out_ins[cell - 1] + out_o;
-            acc[j] += dp::ratio(ws.in_other[cell - 1] * out_o, all);
+            acc[j] += dp::ratio(cnt.in_other[cell - 1] * out_o, all);
           }
           if (flags & kMatch) {
             const int64_t source = defines_tdm ? r0 * w + c0 : (li - 1) * w + (lj - 1);
-            out_any[source] = out_any[source] + out_o * ws.tdm_count[cell];
+            out_any[source] = out_any[source] + out_o * cnt.tdm_count[cell];
             out_tdm[cell] = out_tdm[cell] + out_o * total(source);
           }
         }
@@ -267,7 +405,7 @@ struct TedPair {
         // are in, so the replacement i -> j is final and its inside lies in
         // this table at (i - 1, j - 1).
         if (defines_tdm && !out_tdm[cell].is_zero()) {
-          acc[cell] += dp::ratio(ws.tdm_count[cell] * out_tdm[cell], all);
+          acc[cell] += dp::ratio(cnt.tdm_count[cell] * out_tdm[cell], all);
           out_any[cell - w - 1] = out_any[cell - w - 1] + out_tdm[cell];
         }
       }
@@ -275,15 +413,18 @@ struct TedPair {
   }
 };
 
+// Each pair runs in the orientation whose keyroot tables are smaller.
+inline bool mirrored(const OrientedTree& xo, const OrientedTree& yo) {
+  return xo.right.work * yo.right.work < xo.left.work * yo.left.work;
+}
+
+// Costs of a pair from its padded block (row stride `stride`, preorder),
+// into the workspace in postorder so the DP reads rows contiguously.
 template <typename scalar_t>
-double ted_pair(const OrientedTree& xo, const OrientedTree& yo, const scalar_t* c, int64_t stride,
-                bool need_coopt, const dp::Tie& tie, scalar_t* p, TedWorkspace& ws) {
-  const bool mirror = xo.right.work * yo.right.work < xo.left.work * yo.left.work;
-  const TreeIndex& x = mirror ? xo.right : xo.left;
-  const TreeIndex& y = mirror ? yo.right : yo.left;
-  const int64_t m = x.n, n = y.n, w = n + 1, cells = (m + 1) * w;
-  // Costs in postorder, so the DP reads rows contiguously.
-  ws.cost.resize(cells);
+void fill_padded(const TreeIndex& x, const TreeIndex& y, const scalar_t* c, int64_t stride,
+                 TedWorkspace& ws) {
+  const int64_t m = x.n, n = y.n, w = n + 1;
+  ws.cost.resize((m + 1) * w);
   double* cost = ws.cost.data();
   cost[0] = 0.0;
   for (int64_t j = 1; j <= n; ++j) cost[j] = static_cast<double>(c[m * stride + y.pre_of_post[j]]);
@@ -292,34 +433,95 @@ double ted_pair(const OrientedTree& xo, const OrientedTree& yo, const scalar_t* 
     cost[i * w] = static_cast<double>(row[n]);
     for (int64_t j = 1; j <= n; ++j) cost[i * w + j] = static_cast<double>(row[y.pre_of_post[j]]);
   }
-  ws.fd.resize(cells);
-  ws.tdm.resize(cells);
-  TedPair pair{x, y, ws, w, tie};
-  if (!need_coopt) {
-    for (int64_t kx : x.keyroots)
-      for (int64_t ky : y.keyroots) pair.table<false>(kx, ky);
-    return ws.fd[m * w + n];
+}
+
+// Costs of a pair gathered from a (S, S) symbol cost table (gap = S - 1) by
+// the nodes' labels (preorder); returns the largest absolute cost, the tie
+// scale, over the same entries the padded layout would hold.
+template <typename scalar_t>
+double fill_symbols(const TreeIndex& x, const TreeIndex& y, const scalar_t* table, int64_t S,
+                    const int64_t* x_labels, const int64_t* y_labels, TedWorkspace& ws) {
+  const int64_t m = x.n, n = y.n, w = n + 1, gap = S - 1;
+  ws.cost.resize((m + 1) * w);
+  ws.y_symbol.resize(n + 1);
+  int64_t* y_symbol = ws.y_symbol.data();
+  for (int64_t j = 1; j <= n; ++j) y_symbol[j] = y_labels[y.pre_of_post[j]];
+  double* cost = ws.cost.data();
+  double scale = 0.0;
+  cost[0] = 0.0;
+  const scalar_t* gap_row = table + gap * S;
+  for (int64_t j = 1; j <= n; ++j) {
+    cost[j] = static_cast<double>(gap_row[y_symbol[j]]);
+    scale = std::max(scale, std::fabs(cost[j]));
   }
-  ws.tdm_count.resize(cells);
-  ws.in_del.resize(cells);
-  ws.in_other.resize(cells);
+  for (int64_t i = 1; i <= m; ++i) {
+    const scalar_t* row = table + x_labels[x.pre_of_post[i]] * S;
+    double* out = cost + i * w;
+    out[0] = static_cast<double>(row[gap]);
+    double s = std::fabs(out[0]);
+    for (int64_t j = 1; j <= n; ++j) {
+      out[j] = static_cast<double>(row[y_symbol[j]]);
+      s = std::max(s, std::fabs(out[j]));
+    }
+    scale = std::max(scale, s);
+  }
+  return scale;
+}
+
+// The distance (and, with need_coopt, P in ws.p_acc) of the pair whose costs
+// are in ws.cost.
+// Inside and outside passes with counts of type Count; false (and nothing
+// accumulated) if the total count is not representable in that type.
+template <typename Count>
+bool ted_coopt(const TreeIndex& x, const TreeIndex& y, const dp::Tie& tie, TedWorkspace& ws,
+               CountBuffers<Count>& cnt, double* distance) {
+  const int64_t m = x.n, n = y.n, w = n + 1, cells = (m + 1) * w;
+  cnt.tdm_count.resize(cells);
+  cnt.in_del.resize(cells);
+  cnt.in_other.resize(cells);
+  cnt.out_any.resize(cells);
+  cnt.out_ins.resize(cells);
   ws.coopt.resize(cells);
-  ws.out_any.resize(cells);
-  ws.out_ins.resize(cells);
-  ws.out_tdm.assign(cells, Count::zero());
-  ws.p_acc.assign(cells, 0.0);
-  for (int64_t kx : x.keyroots)
-    for (int64_t ky : y.keyroots) pair.table<true>(kx, ky);
-  const double distance = ws.fd[m * w + n];
+  TedPair<Count> pair{x, y, ws, cnt, w, tie};
+  pair.template inside<true>();
+  *distance = ws.fd[m * w + n];  // the outside pass reuses fd
   const Count all = pair.total(m * w + n);
-  for (auto ix = x.keyroots.rbegin(); ix != x.keyroots.rend(); ++ix) {
-    for (auto iy = y.keyroots.rbegin(); iy != y.keyroots.rend(); ++iy) {
-      if (!pair.has_outside(*ix, *iy)) continue;
-      pair.table<true>(*ix, *iy);
-      pair.sweep(*ix, *iy, all);
+  if (!all.usable_total()) return false;
+  cnt.out_tdm.assign(cells, Count::zero());
+  ws.p_acc.assign(cells, 0.0);
+  for (size_t a = x.keyroots.size(); a-- > 0;) {
+    for (size_t b = y.keyroots.size(); b-- > 0;) {
+      if (!pair.has_outside(a, b)) continue;
+      pair.template table<true>(x.keyroots[a], y.keyroots[b]);
+      pair.sweep(x.keyroots[a], y.keyroots[b], all);
     }
   }
-  // Back to preorder and the cost layout.
+  return true;
+}
+
+// The distance (and, with need_coopt, P in ws.p_acc) of the pair whose costs
+// are in ws.cost.
+double ted_solve(const TreeIndex& x, const TreeIndex& y, bool need_coopt, const dp::Tie& tie,
+                 TedWorkspace& ws) {
+  const int64_t m = x.n, n = y.n, w = n + 1, cells = (m + 1) * w;
+  ws.fd.resize(cells);
+  ws.tdm.resize(cells);
+  if (!need_coopt) {
+    TedPair<dp::FastCount> pair{x, y, ws, ws.fast, w, tie};
+    pair.inside<false>();
+    return ws.fd[m * w + n];
+  }
+  // Counts as doubles unless they overflow (massive ties in large trees).
+  double distance;
+  if (!ted_coopt(x, y, tie, ws, ws.fast, &distance)) ted_coopt(x, y, tie, ws, ws.exact, &distance);
+  return distance;
+}
+
+// P from ws.p_acc back to preorder and the padded cost layout.
+template <typename scalar_t>
+void write_coopt(const TreeIndex& x, const TreeIndex& y, const TedWorkspace& ws, scalar_t* p,
+                 int64_t stride) {
+  const int64_t m = x.n, n = y.n, w = n + 1;
   const double* acc = ws.p_acc.data();
   for (int64_t i = 1; i <= m; ++i) {
     scalar_t* row = p + x.pre_of_post[i] * stride;
@@ -327,7 +529,6 @@ double ted_pair(const OrientedTree& xo, const OrientedTree& yo, const scalar_t* 
     for (int64_t j = 1; j <= n; ++j) row[y.pre_of_post[j]] = static_cast<scalar_t>(acc[i * w + j]);
   }
   for (int64_t j = 1; j <= n; ++j) p[m * stride + y.pre_of_post[j]] = static_cast<scalar_t>(acc[j]);
-  return distance;
 }
 
 std::vector<OrientedTree> index_trees(const at::Tensor& sizes, const at::Tensor& ptr,
@@ -344,6 +545,17 @@ std::vector<OrientedTree> index_trees(const at::Tensor& sizes, const at::Tensor&
     trees[t] = index_tree(size_p + ptr_p[t], ptr_p[t + 1] - ptr_p[t], t, side);
   }
   return trees;
+}
+
+// Checks the pair indices against the tree tables (serially, so errors name the pair).
+void check_pairs(const std::vector<OrientedTree>& xs, const std::vector<OrientedTree>& ys,
+                 const int64_t* px, const int64_t* py, int64_t batch) {
+  for (int64_t b = 0; b < batch; ++b) {
+    TORCH_CHECK(px[b] >= 0 && px[b] < static_cast<int64_t>(xs.size()), "pair_x[", b, "] = ", px[b],
+                " is not a tree index");
+    TORCH_CHECK(py[b] >= 0 && py[b] < static_cast<int64_t>(ys.size()), "pair_y[", b, "] = ", py[b],
+                " is not a tree index");
+  }
 }
 
 }  // namespace
@@ -369,11 +581,8 @@ std::tuple<at::Tensor, at::Tensor> ted_cpu(const at::Tensor& costs_in, const at:
   const int64_t* px_p = px.data_ptr<int64_t>();
   const int64_t* py_p = py.data_ptr<int64_t>();
   const int64_t rows = costs.size(1), cols = costs.size(2);
+  check_pairs(xs, ys, px_p, py_p, batch);
   for (int64_t b = 0; b < batch; ++b) {
-    TORCH_CHECK(px_p[b] >= 0 && px_p[b] < static_cast<int64_t>(xs.size()), "pair_x[", b,
-                "] = ", px_p[b], " is not a tree index");
-    TORCH_CHECK(py_p[b] >= 0 && py_p[b] < static_cast<int64_t>(ys.size()), "pair_y[", b,
-                "] = ", py_p[b], " is not a tree index");
     TORCH_CHECK(xs[px_p[b]].left.n + 1 <= rows && ys[py_p[b]].left.n + 1 <= cols, "pair ", b,
                 " has trees of ", xs[px_p[b]].left.n, " and ", ys[py_p[b]].left.n,
                 " nodes, which do not fit costs of shape ", costs.sizes());
@@ -388,10 +597,74 @@ std::tuple<at::Tensor, at::Tensor> ted_cpu(const at::Tensor& costs_in, const at:
       return std::make_pair(xs[px_p[b]].left.n, ys[py_p[b]].left.n);
     });
     dp::for_each_pair<TedWorkspace>(batch, rows * cols, [&](int64_t b, TedWorkspace& ws) {
+      const OrientedTree& xo = xs[px_p[b]];
+      const OrientedTree& yo = ys[py_p[b]];
+      const bool mirror = mirrored(xo, yo);
+      const TreeIndex& x = mirror ? xo.right : xo.left;
+      const TreeIndex& y = mirror ? yo.right : yo.left;
       const int64_t off = b * rows * cols;
-      d[b] = static_cast<scalar_t>(ted_pair(xs[px_p[b]], ys[py_p[b]], c + off, cols, need_coopt,
-                                            dp::Tie{rel_tol, scales[b]},
-                                            need_coopt ? p + off : nullptr, ws));
+      fill_padded(x, y, c + off, cols, ws);
+      d[b] = static_cast<scalar_t>(ted_solve(x, y, need_coopt, dp::Tie{rel_tol, scales[b]}, ws));
+      if (need_coopt) write_coopt(x, y, ws, p + off, cols);
+    });
+  });
+  return {dist, coopt};
+}
+
+std::tuple<at::Tensor, at::Tensor> ted_symbols_cpu(
+    const at::Tensor& symbol_costs_in, const at::Tensor& x_labels, const at::Tensor& x_sizes,
+    const at::Tensor& x_ptr, const at::Tensor& y_labels, const at::Tensor& y_sizes,
+    const at::Tensor& y_ptr, const at::Tensor& pair_x, const at::Tensor& pair_y, bool need_coopt,
+    double rel_tol) {
+  dp::check_symbol_costs(symbol_costs_in);
+  const int64_t S = symbol_costs_in.size(0);
+  dp::check_index(x_sizes, "x_sizes", -1);
+  dp::check_index(y_sizes, "y_sizes", -1);
+  dp::check_index(x_labels, "x_labels", x_sizes.size(0));
+  dp::check_index(y_labels, "y_labels", y_sizes.size(0));
+  dp::check_index(x_ptr, "x_ptr", -1);
+  dp::check_index(y_ptr, "y_ptr", -1);
+  dp::check_index(pair_x, "pair_x", -1);
+  const int64_t batch = pair_x.size(0);
+  dp::check_index(pair_y, "pair_y", batch);
+  TORCH_CHECK(rel_tol >= 0.0 && std::isfinite(rel_tol), "rel_tol must be finite and >= 0");
+  const at::Tensor table = symbol_costs_in.contiguous();
+  const at::Tensor xl = x_labels.contiguous(), yl = y_labels.contiguous();
+  dp::check_labels(xl, S, "x_labels");
+  dp::check_labels(yl, S, "y_labels");
+  const std::vector<OrientedTree> xs = index_trees(x_sizes.contiguous(), x_ptr.contiguous(), "x");
+  const std::vector<OrientedTree> ys = index_trees(y_sizes.contiguous(), y_ptr.contiguous(), "y");
+  const at::Tensor px = pair_x.contiguous(), py = pair_y.contiguous();
+  const at::Tensor xptr = x_ptr.contiguous(), yptr = y_ptr.contiguous();
+  const int64_t* px_p = px.data_ptr<int64_t>();
+  const int64_t* py_p = py.data_ptr<int64_t>();
+  const int64_t* xptr_p = xptr.data_ptr<int64_t>();
+  const int64_t* yptr_p = yptr.data_ptr<int64_t>();
+  check_pairs(xs, ys, px_p, py_p, batch);
+  int64_t rows = 1, cols = 1;
+  for (int64_t b = 0; b < batch; ++b) {
+    rows = std::max(rows, xs[px_p[b]].left.n + 1);
+    cols = std::max(cols, ys[py_p[b]].left.n + 1);
+  }
+  at::Tensor dist = at::empty({batch}, table.options());
+  at::Tensor coopt = need_coopt ? at::zeros({batch, rows, cols}, table.options())
+                                : at::empty({0}, table.options());
+  AT_DISPATCH_FLOATING_TYPES(table.scalar_type(), "ted_symbols_cpu", [&] {
+    const scalar_t* t = table.data_ptr<scalar_t>();
+    const int64_t* xl_p = xl.data_ptr<int64_t>();
+    const int64_t* yl_p = yl.data_ptr<int64_t>();
+    scalar_t* d = dist.data_ptr<scalar_t>();
+    scalar_t* p = need_coopt ? coopt.data_ptr<scalar_t>() : nullptr;
+    dp::for_each_pair<TedWorkspace>(batch, rows * cols, [&](int64_t b, TedWorkspace& ws) {
+      const OrientedTree& xo = xs[px_p[b]];
+      const OrientedTree& yo = ys[py_p[b]];
+      const bool mirror = mirrored(xo, yo);
+      const TreeIndex& x = mirror ? xo.right : xo.left;
+      const TreeIndex& y = mirror ? yo.right : yo.left;
+      const double scale =
+          fill_symbols(x, y, t, S, xl_p + xptr_p[px_p[b]], yl_p + yptr_p[py_p[b]], ws);
+      d[b] = static_cast<scalar_t>(ted_solve(x, y, need_coopt, dp::Tie{rel_tol, scale}, ws));
+      if (need_coopt) write_coopt(x, y, ws, p + b * rows * cols, cols);
     });
   });
   return {dist, coopt};

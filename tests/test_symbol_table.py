@@ -1,0 +1,187 @@
+"""Costs from a symbol table: the kernels gather each pair's costs from a (U+1, U+1) table.
+
+Cost modules that expose ``symbol_table()`` (UnitCost, EuclideanCost up to its table
+limit) take this path in PairBatch.distances/coopt and pairwise_distances. References:
+the padded path (costs materialised by the module's ``forward``), which the rest of the
+suite checks against enumeration and recursion oracles.
+"""
+import random
+
+import pytest
+import torch
+
+import bedl_torch
+from bedl_torch import _ext
+from bedl_torch.costs import table_of
+from oracles import random_tree
+
+
+def lib(x):
+    return bedl_torch.Tree(x[0], x[1]) if isinstance(x, tuple) else x
+
+
+def _trees(count, seed, alphabet="abcd", max_size=12):
+    rng = random.Random(seed)
+    return [lib(random_tree(rng.randint(1, max_size), alphabet, rng.randrange(10**6))) for _ in range(count)]
+
+
+def _strings(count, seed, alphabet="abcd", max_len=12):
+    rng = random.Random(seed)
+    return ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, max_len))) for _ in range(count)]
+
+
+def _all_pairs(objs):
+    xs = [a for a in objs for _ in objs]
+    ys = [b for _ in objs for b in objs]
+    return bedl_torch.PairBatch(xs, ys)
+
+
+def _euclidean(alphabet, seed, dim=3, integer=False):
+    gen = torch.Generator().manual_seed(seed)
+    if integer:  # small integer coordinates: many exact ties
+        emb = torch.randint(-1, 2, (len(alphabet), dim), generator=gen).to(torch.float64)
+    else:
+        emb = torch.randn(len(alphabet), dim, generator=gen, dtype=torch.float64)
+    return bedl_torch.EuclideanCost(alphabet, emb)
+
+
+@pytest.mark.parametrize("kind", ["tree", "sequence"])
+@pytest.mark.parametrize("cost_kind", ["unit", "euclidean", "euclidean-ties", "float32"])
+def test_table_path_equals_padded_path(kind, cost_kind):
+    objs = _trees(9, 1) if kind == "tree" else _strings(9, 1)
+    alphabet = list("abcd")
+    cost = {
+        "unit": lambda: bedl_torch.UnitCost(alphabet),
+        "euclidean": lambda: _euclidean(alphabet, 2),
+        "euclidean-ties": lambda: _euclidean(alphabet, 3, integer=True),
+        "float32": lambda: bedl_torch.EuclideanCost(alphabet, dtype=torch.float32),
+    }[cost_kind]()
+    assert table_of(cost) is not None
+    batch = _all_pairs(objs)
+    with torch.no_grad():
+        padded = batch.costs(cost)
+        d_table = batch.distances(cost)
+        d_padded = batch.distances(padded)
+        dt, Pt = batch.coopt(cost)
+        dp, Pp = batch.coopt(padded)
+    assert d_table.dtype == cost.dtype
+    assert torch.equal(d_table, d_padded)
+    assert torch.equal(dt, dp)
+    assert Pt.shape == Pp.shape
+    assert torch.equal(Pt, Pp)
+
+
+@pytest.mark.parametrize("kind", ["tree", "sequence"])
+def test_table_path_gradient_equals_padded_path(kind):
+    objs = _trees(7, 4) if kind == "tree" else _strings(7, 4)
+    alphabet = list("abcd")
+    batch = _all_pairs(objs)
+    weights = torch.linspace(0.5, 2.0, len(batch), dtype=torch.float64)
+
+    cost_a = _euclidean(alphabet, 5)
+    (batch.distances(cost_a) * weights).sum().backward()
+
+    cost_b = _euclidean(alphabet, 5)
+    (batch.distances(batch.costs(cost_b)) * weights).sum().backward()
+
+    assert cost_a.embedding.grad is not None
+    torch.testing.assert_close(cost_a.embedding.grad, cost_b.embedding.grad, rtol=1e-12, atol=1e-12)
+
+
+def test_table_gradient_is_P_summed_per_symbol_pair():
+    """The gradient with respect to the table is sum over pairs and nodes of P at (label, label)."""
+    objs = _trees(5, 6)
+    alphabet = list("abcd")
+    batch = _all_pairs(objs)
+    cost = _euclidean(alphabet, 7)
+    table = cost.symbol_table().detach().requires_grad_(True)
+
+    class Fixed(bedl_torch.SymbolCost):
+        def symbol_table(self):
+            return table
+
+        def forward(self, x_idx, y_idx):
+            return table[x_idx[:, :, None], y_idx[:, None, :]]
+
+    fixed = Fixed(alphabet)
+    batch.distances(fixed).sum().backward()
+    _, P = batch.coopt(cost)
+    x_idx = batch.x_table.encoded(cost, "error")[batch.pair_x, : P.shape[1]]
+    y_idx = batch.y_table.encoded(cost, "error")[batch.pair_y, : P.shape[2]]
+    want = torch.zeros_like(table)
+    for b in range(len(batch)):
+        for i in range(P.shape[1]):
+            for j in range(P.shape[2]):
+                want[x_idx[b, i], y_idx[b, j]] += P[b, i, j]
+    torch.testing.assert_close(table.grad, want, rtol=1e-12, atol=1e-12)
+
+
+def test_pairwise_distances_table_path_matches_padded_with_gap_for_unknown():
+    objs = _trees(8, 8, alphabet="abcde")
+    cost = _euclidean(list("abcd"), 9)  # 'e' is unknown
+
+    class NoTable(bedl_torch.EuclideanCost):
+        def forward(self, x_idx, y_idx):  # overriding forward alone disables the table
+            return super().forward(x_idx, y_idx)
+
+    no_table = NoTable(list("abcd"), cost.embedding.detach())
+    assert table_of(no_table) is None
+    with torch.no_grad():
+        D = bedl_torch.pairwise_distances(objs, cost=cost, unknown="gap")
+        D_ref = bedl_torch.pairwise_distances(objs, cost=no_table, unknown="gap")
+    assert torch.equal(D, D_ref)
+    with pytest.raises(ValueError, match="missing from the cost's alphabet"):
+        bedl_torch.pairwise_distances(objs, cost=cost)
+
+
+def test_subclass_changing_forward_is_not_bypassed():
+    class Doubled(bedl_torch.UnitCost):
+        def forward(self, x_idx, y_idx):
+            return 2.0 * super().forward(x_idx, y_idx)
+
+    objs = _strings(5, 10)
+    with torch.no_grad():
+        D2 = bedl_torch.pairwise_distances(objs, cost=Doubled(list("abcd")))
+        D1 = bedl_torch.pairwise_distances(objs, cost=bedl_torch.UnitCost(list("abcd")))
+    assert torch.equal(D2, 2.0 * D1)
+
+
+def test_bad_symbol_tables_raise_clear_errors():
+    objs = _strings(3, 11)
+
+    class WrongShape(bedl_torch.SymbolCost):
+        def symbol_table(self):
+            return torch.zeros(2, 3, dtype=torch.float64)
+
+        def forward(self, x_idx, y_idx):
+            raise AssertionError("not reached")
+
+    class NotFinite(WrongShape):
+        def symbol_table(self):
+            t = torch.ones(5, 5, dtype=torch.float64)
+            t[1, 2] = float("nan")
+            return t
+
+    with pytest.raises(ValueError, match=r"symbol_table\(\) must return a \(5, 5\) tensor"):
+        bedl_torch.pairwise_distances(objs, cost=WrongShape(list("abcd")))
+    with pytest.raises(ValueError, match="must be finite"):
+        bedl_torch.pairwise_distances(objs, cost=NotFinite(list("abcd")))
+
+
+def test_kernel_checks_labels_and_table_shape():
+    t = torch.ones(3, 3, dtype=torch.float64)
+    sizes = torch.tensor([2, 1], dtype=torch.long)
+    ptr = torch.tensor([0, 2], dtype=torch.long)
+    pair = torch.tensor([0], dtype=torch.long)
+    good = torch.tensor([0, 1], dtype=torch.long)
+    d, _ = _ext.ted_symbols_cpu(t, good, sizes, ptr, good, sizes, ptr, pair, pair, False, 1e-9)
+    assert float(d) == 2.0  # every entry 1, diagonal included: two replacements beat 4 indels
+    with pytest.raises(RuntimeError, match=r"x_labels\[1\] = 3 is not a row of the symbol cost table"):
+        _ext.ted_symbols_cpu(t, torch.tensor([0, 3]), sizes, ptr, good, sizes, ptr, pair, pair, False, 1e-9)
+    with pytest.raises(RuntimeError, match="symbol_costs must be a square 2-D"):
+        _ext.ted_symbols_cpu(torch.ones(3, 2, dtype=torch.float64), good, sizes, ptr, good, sizes, ptr,
+                             pair, pair, False, 1e-9)
+    with pytest.raises(RuntimeError, match="symbol_costs contain NaN or inf"):
+        _ext.sed_symbols_cpu(torch.full((3, 3), float("inf")), good, ptr, good, ptr, pair, pair, False, 1e-9)
+    with pytest.raises(RuntimeError, match="pair_y"):
+        _ext.sed_symbols_cpu(t, good, ptr, good, ptr, pair, torch.tensor([1]), False, 1e-9)
