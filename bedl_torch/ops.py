@@ -447,6 +447,10 @@ def pseudo_edit_distance(x, y, costs: torch.Tensor, reference_costs: torch.Tenso
         raise ValueError(
             f"reference_costs must have the shape of costs {tuple(costs.shape)}, got {tuple(reference_costs.shape)}"
         )
+    if reference_costs.device != costs.device:
+        raise ValueError(
+            f"reference_costs must be on the costs' device ({costs.device}), got {reference_costs.device}"
+        )
     _, p0 = coopt_matrix(x, y, reference_costs.detach(), rel_tol=rel_tol)
     return (p0.to(device=costs.device, dtype=costs.dtype) * costs).sum()
 
@@ -468,8 +472,10 @@ def _pad_costs(batch: PairBatch, costs) -> Tuple[torch.Tensor, bool]:
         return torch.zeros(0, 1, 1, dtype=torch.float64), True
     dtypes = {c.dtype for c in padded}
     devices = {c.device for c in padded}
-    if len(dtypes) > 1 or len(devices) > 1:
-        raise TypeError("all cost matrices of a batch must share one dtype and device")
+    if len(dtypes) > 1:
+        raise TypeError(f"all cost matrices of a batch must share one dtype, got {sorted(map(str, dtypes))}")
+    if len(devices) > 1:
+        raise ValueError(f"all cost matrices of a batch must be on one device, got {sorted(map(str, devices))}")
     return torch.stack(padded), True
 
 
