@@ -7,10 +7,13 @@ import torch
 from bedl_torch.costs import EuclideanCost
 from bedl_torch.learning.losses import (
     frobenius_regularizer,
+    frobenius_regularizer_and_grad,
     glvq_loss,
+    glvq_loss_and_grad,
     glvq_mu,
     gram_matrix,
     logdet_regularizer,
+    logdet_regularizer_and_grad,
 )
 from bedl_torch.ops import PairBatch, pairwise_distances
 
@@ -91,6 +94,45 @@ def test_logdet_singular_is_finite_with_finite_gradient():
     A = torch.eye(3, dtype=F64, requires_grad=True)
     logdet_regularizer(A, 1.0).backward()
     assert torch.allclose(A.grad, -2 * torch.eye(3, dtype=F64))
+
+
+@pytest.mark.parametrize("phi", ["log4", "identity", "sigmoid", lambda mu: mu ** 3 + mu])
+def test_closed_form_glvq_gradient_equals_autograd(phi):
+    gen = torch.Generator().manual_seed(11)
+    dp = torch.rand(40, dtype=F64, generator=gen) * 3
+    dm = torch.rand(40, dtype=F64, generator=gen) * 3
+    dp[:3] = 0.0
+    dm[0] = 0.0  # the guard: both 0
+    dm[5] = 0.0
+    a, b = dp.clone().requires_grad_(), dm.clone().requires_grad_()
+    loss = glvq_loss(a, b, phi)
+    loss.backward()
+    value, g_plus, g_minus = glvq_loss_and_grad(dp, dm, phi)
+    assert value.item() == pytest.approx(loss.item(), rel=1e-14, abs=1e-14)
+    assert torch.allclose(g_plus, a.grad, rtol=1e-12, atol=1e-14)
+    assert torch.allclose(g_minus, b.grad, rtol=1e-12, atol=1e-14)
+    assert g_plus[0].item() == 0.0 and g_minus[0].item() == 0.0
+    assert g_plus.abs().max().item() > 0.1  # not trivially zero
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5)])
+def test_closed_form_regularizer_gradients_equal_autograd(shape):
+    gen = torch.Generator().manual_seed(sum(shape))
+    A0 = torch.randn(*shape, dtype=F64, generator=gen)
+    for beta in (0.0, 0.3):
+        A = A0.clone().requires_grad_()
+        (logdet_regularizer(A, beta) + frobenius_regularizer(A, beta)).backward()
+        v1, g1 = logdet_regularizer_and_grad(A0, beta)
+        v2, g2 = frobenius_regularizer_and_grad(A0, beta)
+        assert (v1 + v2).item() == pytest.approx(
+            (logdet_regularizer(A0, beta) + frobenius_regularizer(A0, beta)).item(), rel=1e-13, abs=0
+        )
+        assert torch.allclose(g1 + g2, A.grad, rtol=1e-11, atol=1e-13)
+    # singular: the clamped singular values get gradient 0, as with autograd
+    S = torch.tensor([[1.0, 0.0], [0.0, 0.0], [0.0, 0.0]], dtype=F64)
+    v, g = logdet_regularizer_and_grad(S, 0.5)
+    assert v.item() == pytest.approx(logdet_regularizer(S, 0.5).item())
+    assert torch.equal(g, torch.tensor([[-1.0, 0.0], [0.0, 0.0], [0.0, 0.0]], dtype=F64))
 
 
 # ---------------------------------------------------------------------------
