@@ -91,6 +91,72 @@ def test_figure_one_a_and_b_near_the_origin(seed):
     assert C[0, 1] < 0.1 * C[0, 2]
 
 
+class _ProbeLBFGS:
+    """Stands in for torch.optim.LBFGS: evaluates the closure at the start point and at two
+    perturbed points, records loss and gradient, and leaves the parameters as they were."""
+
+    records = []
+
+    def __init__(self, params, **kwargs):
+        self.params = list(params)
+
+    def step(self, closure):
+        (p,) = self.params
+        start = p.detach().clone()
+        gen = torch.Generator().manual_seed(0)
+        out = []
+        for scale in (0.0, 0.05, 0.3):
+            with torch.no_grad():
+                p.copy_(start + scale * torch.randn(start.shape, generator=gen, dtype=start.dtype))
+            loss = closure()
+            out.append((float(loss.detach()), p.grad.detach().clone()))
+        with torch.no_grad():
+            p.copy_(start)
+        _ProbeLBFGS.records.append(out)
+        return torch.tensor(out[0][0])
+
+
+@pytest.mark.parametrize("n_prototypes", [1, 2])
+def test_metric_step_evaluators_agree(monkeypatch, n_prototypes):
+    """The three evaluators of the metric step give the same loss and gradient: numpy in
+    closed form (the default EuclideanCost on the CPU), torch in closed form on the symbol
+    cost table, and autograd through PairBatch.pseudo_distances (the fallback for large
+    alphabets). A generic starting embedding avoids ties between prototypes."""
+    X, y = make_strings(40, seed=9)
+    gen = torch.Generator().manual_seed(4)
+    start = torch.randn(4, 3, dtype=torch.float64, generator=gen)
+    calls = {}
+
+    def spy(name):
+        orig = getattr(BEDL, name)
+
+        def wrapped(self, *args, **kwargs):
+            calls[name] = calls.get(name, 0) + 1
+            return orig(self, *args, **kwargs)
+
+        monkeypatch.setattr(BEDL, name, wrapped)
+
+    for name in ("_numpy_evaluator", "_table_evaluator", "_autograd_evaluator"):
+        spy(name)
+    monkeypatch.setattr(torch.optim, "LBFGS", _ProbeLBFGS)
+    _ProbeLBFGS.records = []
+    for path in ("numpy", "table", "autograd"):
+        with monkeypatch.context() as mp:
+            if path != "numpy":
+                mp.setattr(BEDL, "_numpy_path_ok", staticmethod(lambda cost, params: False))
+            if path == "autograd":
+                mp.setattr(BEDL, "_TABLE_LIMIT", 0)
+            cost = EuclideanCost(list("abcd"), embedding=start)
+            BEDL(n_prototypes=n_prototypes, max_rounds=1, cost=cost).fit(X, y)
+    assert calls == {"_numpy_evaluator": 1, "_table_evaluator": 1, "_autograd_evaluator": 1}
+    numpy_rec, table_rec, autograd_rec = _ProbeLBFGS.records
+    for k, (loss, grad) in enumerate(autograd_rec):
+        assert grad.abs().max() > 0.01
+        for other in (numpy_rec, table_rec):
+            assert other[k][0] == pytest.approx(loss, rel=1e-12)
+            assert torch.allclose(other[k][1], grad, rtol=1e-9, atol=1e-11)
+
+
 def test_logdet_prevents_rank_collapse():
     X, y = make_strings(100, seed=1)
     ratios = {}

@@ -19,7 +19,15 @@ import torch
 from ..costs import EuclideanCost, SymbolCost, simplex_embedding
 from ..ops import PairBatch, pairwise_distances
 from ..tree import Tree
-from .losses import frobenius_regularizer, glvq_loss, logdet_regularizer
+from .losses import (
+    _phi_derivative,
+    frobenius_regularizer,
+    frobenius_regularizer_and_grad,
+    glvq_loss,
+    glvq_loss_and_grad,
+    logdet_regularizer,
+    logdet_regularizer_and_grad,
+)
 from .mglvq import _ParamsMixin, init_prototypes, median_glvq_em
 
 __all__ = ["BEDL", "initial_embedding"]
@@ -211,7 +219,6 @@ class BEDL(_ParamsMixin):
     random_state : None or int
         Unused: initialisation (simplex, class medoids), median GLVQ and L-BFGS are
         deterministic. Kept for the scikit-learn interface.
-
     Fitted attributes
     -----------------
     classes_, alphabet_ (list, rows of ``cost_.embedding`` for the Euclidean cost), cost_ (the
@@ -372,8 +379,7 @@ class BEDL(_ParamsMixin):
         n_rounds = 0
         for rnd in range(int(self.max_rounds) + 1):
             t_round = time.perf_counter()
-            with torch.no_grad():
-                D = pairwise_distances(X, None, cost, unknown=unknown).cpu().numpy()
+            D = self._train_distances(cost, x_table, y_table, m, unknown)
             if protos is None:
                 start = init_prototypes(D, y_idx, int(self.n_prototypes))
             else:
@@ -445,15 +451,59 @@ class BEDL(_ParamsMixin):
         self.fit_time_ = time.perf_counter() - t_start
         return self
 
-    def _exact_objective(self, D: np.ndarray, protos, y_idx: np.ndarray, cost) -> float:
-        """GLVQ loss plus regularisers from a matrix of actual distances."""
-        Dp = torch.as_tensor(D[:, protos], dtype=torch.float64)
-        same = torch.as_tensor(y_idx[:, None] == y_idx[protos][None, :])
-        inf = torch.tensor(float("inf"), dtype=torch.float64)
-        d_plus = torch.where(same, Dp, inf).min(dim=1).values
-        d_minus = torch.where(~same, Dp, inf).min(dim=1).values
+    #: cost cells per kernel call when computing the training distance matrix
+    _CHUNK_CELLS = 1 << 22
+
+    def _train_distances(self, cost, x_table, y_table, m, unknown) -> np.ndarray:
+        """The ``(m, m)`` matrix of actual distances between the training objects, from the
+        tables flattened (and encoded) once per fit; as :func:`~bedl_torch.ops.pairwise_distances`
+        computes it (only ``i <= j`` for a symmetric cost, mirrored)."""
+        symmetric = bool(getattr(cost, "symmetric", False))
+        if symmetric:
+            ii, jj = torch.triu_indices(m, m, offset=0)
+        else:
+            ii = torch.arange(m).repeat_interleave(m)
+            jj = torch.arange(m).repeat(m)
+        cells = (int(x_table.lengths.max()) + 1) * (int(y_table.lengths.max()) + 1)
+        chunk = max(1, self._CHUNK_CELLS // cells)
         with torch.no_grad():
-            return float(self._objective(d_plus.to(cost.device), d_minus.to(cost.device), cost))
+            vals = torch.cat([
+                PairBatch.from_tables(x_table, y_table, ii[s:s + chunk], jj[s:s + chunk])
+                .distances(cost, unknown=unknown).cpu()
+                for s in range(0, len(ii), chunk)
+            ])
+        v = vals.numpy()
+        D = np.zeros((m, m), dtype=v.dtype)
+        D[ii.numpy(), jj.numpy()] = v
+        if symmetric:
+            D[jj.numpy(), ii.numpy()] = v
+        return D
+
+    def _exact_objective(self, D: np.ndarray, protos, y_idx: np.ndarray, cost) -> float:
+        """GLVQ loss plus regularisers from a matrix of actual distances (as :meth:`_objective`;
+        the GLVQ part in numpy: a handful of tiny operations per round, which in torch can
+        each wait for an intra-op thread pool on a busy machine)."""
+        Dp = np.asarray(D[:, protos], dtype=np.float64)
+        same = y_idx[:, None] == y_idx[protos][None, :]
+        d_plus = np.where(same, Dp, np.inf).min(axis=1)
+        d_minus = np.where(same, np.inf, Dp).min(axis=1)
+        s = d_plus + d_minus
+        nonzero = s != 0
+        mu = np.where(nonzero, (d_plus - d_minus) / np.where(nonzero, s, 1.0), 0.0)
+        phi = self.phi
+        if isinstance(phi, str) and phi == "log4":
+            loss = float(np.log(4.0 + mu).sum())
+        else:
+            loss = float(_phi_derivative(phi, torch.from_numpy(mu))[0].sum())
+        if self.regularizer is not None and self.beta > 0:
+            with torch.no_grad():
+                A = _regularized_matrix(cost)
+                if A is not None:
+                    if self.regularizer in ("logdet", "both"):
+                        loss += float(logdet_regularizer(A, self.beta))
+                    if self.regularizer in ("frobenius", "both"):
+                        loss += float(frobenius_regularizer(A, self.beta))
+        return loss
 
     def _objective(self, d_plus, d_minus, cost) -> torch.Tensor:
         loss = glvq_loss(d_plus, d_minus, self.phi)
@@ -486,10 +536,19 @@ class BEDL(_ParamsMixin):
         B, R, C = P0.shape
         if n_sym * n_sym > max(R * C, 1) or n_sym * n_sym > self._TABLE_LIMIT:
             return None
-        xi = X_idx[batch.pair_x, :R].to(P0.device)  # (B, R)
-        yi = X_idx[batch.pair_y, :C].to(P0.device)  # (B, C)
+        S = n_sym * n_sym
+        if P0.device.type == "cpu":  # numpy: one bincount over (pair, symbol pair) bins
+            xi = X_idx[batch.pair_x, :R].numpy()  # (B, R)
+            yi = X_idx[batch.pair_y, :C].numpy()  # (B, C)
+            bins = (xi[:, :, None] * n_sym + yi[:, None, :]).reshape(B, -1)
+            bins += (np.arange(B) * S)[:, None]
+            F = np.bincount(bins.ravel(), weights=P0.reshape(-1).numpy().astype(np.float64),
+                            minlength=B * S).reshape(B, S)
+            return torch.from_numpy(F).to(cost.dtype)
+        xi = X_idx[batch.pair_x, :R].to(P0.device)
+        yi = X_idx[batch.pair_y, :C].to(P0.device)
         flat = (xi[:, :, None] * n_sym + yi[:, None, :]).reshape(B, -1)
-        F = torch.zeros(B, n_sym * n_sym, dtype=P0.dtype, device=P0.device)
+        F = torch.zeros(B, S, dtype=P0.dtype, device=P0.device)
         F.scatter_add_(1, flat, P0.reshape(B, -1))
         return F.to(cost.dtype)
 
@@ -502,6 +561,12 @@ class BEDL(_ParamsMixin):
         are computed with gradient (in pseudo mode from the ``P0`` frozen at the start of the
         step). With exactly two prototypes (two classes, one each) the selection is fixed and
         the gradient-free pass is skipped.
+
+        Pseudo mode with a small alphabet (:meth:`_symbol_frequencies`) takes the closed-form
+        path: every distance is ``F @ table`` with the ``(U+1)^2`` symbol cost table, the loss
+        and its gradient with respect to the distances and to the regularised matrix are
+        computed in closed form (:func:`glvq_loss_and_grad`, ...), and autograd only runs
+        through the cost module (``table`` and the regularised matrix from the parameters).
         """
         m, P = len(y_idx), len(protos)
         device = cost.device
@@ -515,6 +580,8 @@ class BEDL(_ParamsMixin):
         inf = torch.tensor(math.inf, dtype=cost.dtype, device=device)
         fixed = P == 2
         n_eval = [0]
+        rows = torch.cat([arange_dev, arange_dev])
+        fixed_sel = (same.to(torch.long).argmax(1), (~same).to(torch.long).argmax(1))
 
         P0 = F = None
         if pseudo:
@@ -522,74 +589,25 @@ class BEDL(_ParamsMixin):
             P0 = P0.to(device)
             F = self._symbol_frequencies(cost, full, P0, X_idx)
             if F is not None:
-                F = F.view(m, P, -1)
                 P0 = None
             else:
                 P0 = P0.view(m, P, *P0.shape[1:])
-        n_sym = cost.gap_index + 1
 
-        def symbol_table():
-            # the (U+1) x (U+1) costs between all symbols and the gap, with gradient
-            fn = getattr(cost, "symbol_costs", None)
-            if callable(fn):
-                return fn().reshape(-1)
-            idx = torch.arange(n_sym, device=device)[None]
-            return cost(idx, idx)[0].reshape(-1)
-
-        def select(table):
-            if fixed:
-                return fixed_sel
-            with torch.no_grad():
-                if F is not None:
-                    d_all = F @ table.detach()
-                elif pseudo:
-                    d_all = full.pseudo_distances(cost, P0.view(m * P, *P0.shape[2:]), unknown=unknown)
-                else:
-                    d_all = full.distances(cost, unknown=unknown)
-                d_all = d_all.view(m, P)
-                return (torch.where(same, d_all, inf).argmin(1),
-                        torch.where(same, inf, d_all).argmin(1))
-
-        rows = torch.cat([arange_dev, arange_dev])
-        fixed_sel = (same.to(torch.long).argmax(1), (~same).to(torch.long).argmax(1))
-        F_fixed = None
-        if fixed and F is not None:
-            F_fixed = F[rows, torch.cat(fixed_sel)]
-        cache = {}
-
-        def evaluate(backward: bool):
-            table = symbol_table() if F is not None else None
-            if F_fixed is not None:
-                d = F_fixed @ table
-            else:
-                ks = torch.cat(select(table))
-                if F is not None:
-                    d = F[rows, ks] @ table
-                else:
-                    key = ks.cpu().numpy().tobytes()
-                    entry = cache.get(key)
-                    if entry is None:
-                        batch = PairBatch.from_tables(
-                            x_table, y_table, torch.cat([arange_m, arange_m]), protos_t[ks.cpu()]
-                        )
-                        entry = (batch, P0[rows, ks] if pseudo else None)
-                        cache.clear()
-                        cache[key] = entry
-                    batch, p0 = entry
-                    if pseudo:
-                        d = batch.pseudo_distances(cost, p0, unknown=unknown)
-                    else:
-                        d = batch.distances(cost, unknown=unknown)
-            loss = self._objective(d[:m], d[m:], cost)
-            if backward:
-                loss.backward()
-                n_eval[0] += 1
-            return loss
+        no_autograd = F is not None and self._numpy_path_ok(cost, params)
+        if no_autograd:
+            closure_eval = self._numpy_evaluator(cost, F.view(m, P, -1), same, fixed, fixed_sel, n_eval)
+        elif F is not None:
+            closure_eval = self._table_evaluator(cost, F.view(m, P, -1), same, fixed, fixed_sel, rows,
+                                                 inf, n_eval)
+        else:
+            closure_eval = self._autograd_evaluator(cost, x_table, y_table, full, P0, protos_t, same,
+                                                    fixed, fixed_sel, rows, arange_m, inf, unknown,
+                                                    n_eval)
 
         def closure():
             for p in params:  # (cheaper than optimizer.zero_grad())
                 p.grad = None
-            return evaluate(True)
+            return closure_eval(True)
 
         optimizer = torch.optim.LBFGS(
             params,
@@ -602,9 +620,12 @@ class BEDL(_ParamsMixin):
             history_size=self._LBFGS_HISTORY,
         )
         backup = [p.detach().clone() for p in params]
-        loss0 = float(optimizer.step(closure).detach())  # the loss at the step's start
+        # without autograd in the closure, inference mode trims the dispatch overhead of the
+        # optimiser's own small tensor operations
+        with torch.inference_mode(no_autograd):
+            loss0 = float(optimizer.step(closure).detach())  # the loss at the step's start
         with torch.no_grad():
-            final = float(evaluate(False))
+            final = float(closure_eval(False))
         if not math.isfinite(final) or final > loss0:
             # never end a metric step worse than it started (or with NaN/inf)
             with torch.no_grad():
@@ -614,6 +635,206 @@ class BEDL(_ParamsMixin):
         for p in params:
             p.grad = None
         return loss0, final, n_eval[0]
+
+    @staticmethod
+    def _numpy_path_ok(cost, params) -> bool:
+        """The numpy evaluator applies to an :class:`EuclideanCost` (exactly; subclasses may
+        change the costs) on the CPU whose only learned parameter is the embedding."""
+        emb = getattr(cost, "embedding", None)
+        return (
+            type(cost) is EuclideanCost
+            and emb.device.type == "cpu"
+            and emb.dtype in (torch.float64, torch.float32)
+            and len(params) == 1
+            and params[0] is emb
+            and _regularized_matrix(cost) is emb
+        )
+
+    def _symbol_table_fn(self, cost):
+        """A function returning the ``(U+1)^2`` flattened symbol cost table (with gradient)."""
+        fn = getattr(cost, "symbol_costs", None)
+        if callable(fn):
+            return lambda: fn().reshape(-1)
+        idx = torch.arange(cost.gap_index + 1, device=cost.device)[None]
+        return lambda: cost(idx, idx)[0].reshape(-1)
+
+    def _table_evaluator(self, cost, F, same, fixed, fixed_sel, rows, inf, n_eval):
+        """Closed-form objective and gradient on aggregated pseudo distances ``F @ table``."""
+        m = F.shape[0]
+        phi = self.phi
+        symbol_table = self._symbol_table_fn(cost)
+        reg = self.regularizer if self.beta > 0 else None
+        beta = float(self.beta)
+        F_fixed = F[rows, torch.cat(fixed_sel)] if fixed else None  # (2m, S)
+
+        def evaluate(backward: bool):
+            with torch.set_grad_enabled(backward):
+                table = symbol_table()
+                A = _regularized_matrix(cost) if reg is not None else None
+            t = table.detach()
+            if F_fixed is not None:
+                Fs = F_fixed
+            else:
+                d_all = F @ t  # (m, P): the gradient-free selection pass
+                ks = torch.cat([torch.where(same, d_all, inf).argmin(1),
+                                torch.where(same, inf, d_all).argmin(1)])
+                Fs = F[rows, ks]
+            d = Fs @ t
+            loss, g_plus, g_minus = glvq_loss_and_grad(d[:m], d[m:], phi)
+            tensors, grads = [], []
+            if backward:
+                tensors.append(table)
+                grads.append(torch.cat([g_plus, g_minus]) @ Fs)
+            if A is not None:
+                Ad = A.detach()
+                g_A = None
+                if reg in ("logdet", "both"):
+                    v, g_A = logdet_regularizer_and_grad(Ad, beta)
+                    loss = loss + v
+                if reg in ("frobenius", "both"):
+                    v, g = frobenius_regularizer_and_grad(Ad, beta)
+                    loss = loss + v
+                    g_A = g if g_A is None else g_A + g
+                if backward and A.requires_grad:
+                    tensors.append(A)
+                    grads.append(g_A)
+            if backward:
+                if table.requires_grad:
+                    torch.autograd.backward(tensors, grads)
+                elif len(tensors) > 1:
+                    torch.autograd.backward(tensors[1:], grads[1:])
+                n_eval[0] += 1
+            return loss
+
+        return evaluate
+
+    def _numpy_evaluator(self, cost, F, same, fixed, fixed_sel, n_eval):
+        """The closed-form evaluator of :meth:`_table_evaluator` for the default
+        :class:`EuclideanCost` on the CPU, in numpy: the problems are tiny (``(U+1)^2`` table
+        entries, ``U x dim`` parameters), so torch's per-operation dispatch and autograd
+        overhead would dominate every L-BFGS evaluation. Same values and gradients (the cost
+        table ``||v_a - v_b||`` with the zero subgradient where two vectors coincide, the
+        GLVQ loss with its guard, the regularisers); the parameter's gradient is set directly.
+        """
+        m, P, S = F.shape
+        n_sym = cost.gap_index + 1
+        emb = cost.embedding
+        A = emb.detach().numpy()  # a view: L-BFGS updates the parameter in place
+        dtype = A.dtype
+        F = F.cpu().numpy().astype(dtype, copy=False)
+        F_flat = F.reshape(m * P, S)
+        same_np = same.cpu().numpy()
+        rows = np.concatenate([np.arange(m), np.arange(m)])
+        F_fixed = None
+        if fixed:
+            F_fixed = F[rows, np.concatenate([fixed_sel[0].cpu().numpy(), fixed_sel[1].cpu().numpy()])]
+        phi = self.phi
+        log4 = isinstance(phi, str) and phi == "log4"
+        reg = self.regularizer if self.beta > 0 else None
+        logdet = reg in ("logdet", "both") and min(A.shape) > 0
+        frobenius = reg in ("frobenius", "both")
+        beta = float(self.beta)
+        tiny = np.finfo(dtype).tiny
+        V = np.zeros((n_sym, A.shape[1]), dtype=dtype)  # the embedding with the gap (origin)
+
+        def evaluate(backward: bool):
+            V[:-1] = A
+            diff = V[:, None, :] - V[None, :, :]
+            C = np.sqrt(np.einsum("abk,abk->ab", diff, diff))
+            t = C.reshape(-1)
+            if F_fixed is not None:
+                Fs = F_fixed
+            else:  # the gradient-free selection of the closest prototypes
+                d_all = (F_flat @ t).reshape(m, P)
+                kp = np.where(same_np, d_all, np.inf).argmin(1)
+                km = np.where(same_np, np.inf, d_all).argmin(1)
+                Fs = F[rows, np.concatenate([kp, km])]
+            d = Fs @ t
+            dp, dm = d[:m], d[m:]
+            s = dp + dm
+            zero = None if s.all() else s == 0  # the guard of glvq_mu: mu = 0, gradient 0
+            if zero is not None:
+                s = np.where(zero, 1.0, s)
+            mu = (dp - dm) / s
+            if zero is not None:
+                mu[zero] = 0.0
+            if log4:
+                q = mu + 4.0
+                loss = float(np.log(q).sum())
+                dphi = 1.0 / q if backward else None
+            else:
+                value, dphi = _phi_derivative(phi, torch.from_numpy(mu))
+                loss, dphi = float(value.sum()), dphi.numpy()
+            grad = None
+            if backward:
+                scale = 2.0 * dphi / (s * s)
+                if zero is not None:
+                    scale[zero] = 0.0
+                G = (np.concatenate((scale * dm, -scale * dp)) @ Fs).reshape(n_sym, n_sym)
+                G += G.T
+                W = np.divide(G, C, out=np.zeros_like(G), where=C > 0)  # dE/dC / C
+                grad = (W.sum(1)[:, None] * V - W @ V)[:-1]
+            if logdet:
+                U, sv, Vh = np.linalg.svd(A, full_matrices=False)
+                s2 = sv * sv
+                loss -= beta * float(np.log(np.maximum(s2, tiny)).sum())
+                if backward:
+                    inv = np.divide(1.0, sv, out=np.zeros_like(sv), where=s2 > tiny)
+                    grad -= (2.0 * beta) * ((U * inv) @ Vh)
+            if frobenius:
+                loss += beta * float(np.vdot(A, A))
+                if backward:
+                    grad += (2.0 * beta) * A
+            if backward:
+                emb.grad = torch.from_numpy(np.ascontiguousarray(grad, dtype=dtype))
+                n_eval[0] += 1
+            return torch.tensor(loss, dtype=emb.dtype)
+
+        return evaluate
+
+    def _autograd_evaluator(self, cost, x_table, y_table, full, P0, protos_t, same, fixed, fixed_sel,
+                            rows, arange_m, inf, unknown, n_eval):
+        """Objective with autograd through the edit distances (exact mode, or pseudo mode with
+        per-pair co-optimal matrices ``P0`` when the symbol table would be too large)."""
+        m, P = same.shape
+        pseudo = P0 is not None
+        cache = {}
+
+        def select():
+            if fixed:
+                return fixed_sel
+            with torch.no_grad():
+                if pseudo:
+                    d_all = full.pseudo_distances(cost, P0.view(m * P, *P0.shape[2:]), unknown=unknown)
+                else:
+                    d_all = full.distances(cost, unknown=unknown)
+                d_all = d_all.view(m, P)
+                return (torch.where(same, d_all, inf).argmin(1),
+                        torch.where(same, inf, d_all).argmin(1))
+
+        def evaluate(backward: bool):
+            ks = torch.cat(select())
+            key = ks.cpu().numpy().tobytes()
+            entry = cache.get(key)
+            if entry is None:
+                batch = PairBatch.from_tables(
+                    x_table, y_table, torch.cat([arange_m, arange_m]), protos_t[ks.cpu()]
+                )
+                entry = (batch, P0[rows, ks] if pseudo else None)
+                cache.clear()
+                cache[key] = entry
+            batch, p0 = entry
+            if pseudo:
+                d = batch.pseudo_distances(cost, p0, unknown=unknown)
+            else:
+                d = batch.distances(cost, unknown=unknown)
+            loss = self._objective(d[:m], d[m:], cost)
+            if backward:
+                loss.backward()
+                n_eval[0] += 1
+            return loss
+
+        return evaluate
 
     # -- prediction -----------------------------------------------------------
 
