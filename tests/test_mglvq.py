@@ -177,7 +177,7 @@ def test_errors():
 
 
 def test_sklearn_compatibility():
-    sklearn = pytest.importorskip("sklearn")
+    pytest.importorskip("sklearn")
     from sklearn.base import clone, is_classifier
     from sklearn.model_selection import GridSearchCV, cross_val_score
 
