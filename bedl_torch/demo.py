@@ -143,10 +143,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("\nmatplotlib is not installed: no figure written")
     else:
         print(f"\nPCA of the learned embedding (cf. the paper's Figure 1) written to {path}")
-        print("  (The paper's Figure 1 has a and b at the origin and c, d far from it. Here the first"
-              " metric step\n   gives that picture for 19 of the training draws of seeds 0-19"
-              " (not for seed 0); later rounds,\n   with alignments under the learned costs, may"
-              " move a and b off the origin. Try --max-rounds 1 --seed 1.)")
+        n = dict(zip(model.alphabet_, norms))
+        holds = max(n["a"], n["b"]) <= 0.5 * min(n["c"], n["d"])
+        print(f"  The paper's Figure 1 has a and b at the origin and c, d together far from it;"
+              f" here a and b are\n  {'within' if holds else 'NOT within'} half the norm of c and d."
+              " With the default settings that holds for 57 of the 61\n  training draws of seeds"
+              " 0-60, not for seed 0 (the demo's default; try --seed 1): there the first\n"
+              "  metric step ends with a = b away from the origin (a local optimum of the objective).")
     return 0
 
 

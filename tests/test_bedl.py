@@ -7,7 +7,7 @@ import torch
 
 from bedl_torch.costs import EuclideanCost, UnitCost
 from bedl_torch.datasets import make_strings
-from bedl_torch.learning import BEDL, MedianGLVQ
+from bedl_torch.learning import BEDL, MedianGLVQ, median_glvq_em
 from bedl_torch.learning.bedl import initial_embedding
 from bedl_torch.ops import PairBatch, pairwise_distances
 from bedl_torch.pretrained import CosineCost
@@ -73,22 +73,60 @@ def _norms(model):
     return dict(zip(model.alphabet_, E.norm(dim=1).tolist()))
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", [1, 2, 3, 13])
 def test_figure_one_a_and_b_near_the_origin(seed):
-    """The paper's Figure 1: a and b end near the origin, c and d far from it.
+    """The paper's Figure 1 with the default settings: a and b end near the origin, c and d
+    together far from it, and the test error (median GLVQ and 1-NN) is at most 2%.
 
-    This is the outcome of the first metric step (P frozen at the unit-cost alignments, as
-    the paper's pseudo edit distance prescribes), hence ``max_rounds=1``. Later rounds start
-    from the learned costs, whose alignments favour replacing a by b over deleting them; the
-    objective then also admits a and b away from the origin (still classifying perfectly).
+    The pseudo distance aligns under the initial costs in every round (``alignments=
+    "initial"``, the paper's ``P_{c0}``). Seed 13: the first metric step raises the loss on
+    actual distances; the alternation goes on (7 rounds) instead of reverting to the initial
+    costs, whose medoid prototypes misclassify half the test set.
     """
     X, y = make_strings(100, seed=seed)
-    model = BEDL(max_rounds=1).fit(X, y)
+    Xte, yte = make_strings(100, seed=seed + 1000)
+    model = BEDL().fit(X, y)
     n = _norms(model)
     assert max(n["a"], n["b"]) <= 0.5 * min(n["c"], n["d"])
     # and a ~ b relative to the distance between the groups
     C = model.cost_.symbol_costs().detach()
     assert C[0, 1] < 0.1 * C[0, 2]
+    assert 1 - model.score(Xte, yte) <= 0.02
+    D = model.pairwise_distances(Xte, X)
+    assert np.mean(y[np.argmin(D, axis=1)] != yte) <= 0.02
+
+
+def test_alternation_stops_when_the_prototypes_stop_changing():
+    """Seed 13: the first metric step raises the actual loss, and the fit goes on until median
+    GLVQ no longer moves a prototype; it returns the round with the lowest actual loss."""
+    X, y = make_strings(100, seed=13)
+    model = BEDL().fit(X, y)
+    h = model.actual_loss_history_
+    assert h[1] > h[0]  # round 0 made the actual loss worse ...
+    assert model.n_rounds_ >= 3 and min(h) < h[0] - 10  # ... and later rounds fixed it
+    assert model.stop_reason_ == "prototypes unchanged"
+    assert len(h) == model.n_rounds_ + 1
+    assert h[model.best_round_] == min(h)
+    # median GLVQ on the final costs, started from the final prototypes, keeps them (the
+    # prototypes of the kept round were chosen on the kept costs)
+    D = model.pairwise_distances(X)
+    again, _, _ = median_glvq_em(D, y, model.prototype_indices_)
+    assert sorted(again.tolist()) == sorted(model.prototype_indices_.tolist())
+
+
+def test_alignments_option():
+    X, y = make_strings(60, seed=3)
+    # the first metric step aligns under the initial costs either way
+    a = BEDL(max_rounds=1, max_eval=30).fit(X, y)
+    b = BEDL(max_rounds=1, max_eval=30, alignments="step").fit(X, y)
+    assert torch.equal(a.cost_.embedding, b.cost_.embedding)
+    # later rounds differ: "step" realigns under the learned costs
+    a = BEDL(max_rounds=2, max_eval=60).fit(X, y)
+    b = BEDL(max_rounds=2, max_eval=60, alignments="step").fit(X, y)
+    assert a.n_rounds_ == 2 and b.n_rounds_ == 2
+    assert not torch.allclose(a.cost_.embedding, b.cost_.embedding)
+    with pytest.raises(ValueError, match="alignments"):
+        BEDL(alignments="current").fit(X, y)
 
 
 class _ProbeLBFGS:

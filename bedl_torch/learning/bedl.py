@@ -185,9 +185,10 @@ class BEDL(_ParamsMixin):
         Weight of the regulariser(s), relative to the GLVQ loss ``sum_i Phi(mu_i)`` (a sum,
         not a mean, over the training points; the paper searches ``2 K m [1e-6, 1e-2]``).
     mode : "pseudo" or "exact"
-        ``"pseudo"``: within a metric step the co-optimal matrices ``P0`` are frozen at the
-        costs of the step's start (one ``PairBatch.coopt`` per round) and distances are
-        ``sum(P0 * C)``; ``"exact"``: the exact edit distance at every evaluation.
+        ``"pseudo"``: within a metric step the co-optimal matrices ``P0`` of the
+        data-prototype pairs are frozen (one ``PairBatch.coopt`` per round, under the costs
+        that ``alignments`` names) and distances are ``sum(P0 * C)``; ``"exact"``: the exact
+        edit distance at every evaluation.
     max_rounds : int, default 10
         Maximum number of metric steps (prototype selection runs once more after the last).
     max_eval : int, default 200
@@ -219,6 +220,20 @@ class BEDL(_ParamsMixin):
     random_state : None or int
         Unused: initialisation (simplex, class medoids), median GLVQ and L-BFGS are
         deterministic. Kept for the scikit-learn interface.
+    alignments : "initial" (default) or "step"
+        Pseudo mode only: the costs whose co-optimal alignments ``P0`` the pseudo distance
+        uses. ``"initial"``: the initial costs ``c0`` in every round (the paper's
+        ``P_{c0}(x_i, w_k)``, recomputed only for the pairs of new prototypes), so every metric
+        step minimises the same surrogate with the current prototypes. ``"step"``: the costs
+        at the start of each metric step (as edist's BEDL does). On Strings (100 training
+        strings, seeds 0-60) both reach 0% test error; ``"initial"`` ends with the paper's
+        Figure 1 (a and b within half the norm of c and d, which coincide) for 57 of 61
+        draws, ``"step"`` for 6: after the first round it follows the learned costs'
+        alignments, which replace a by b instead of deleting them, and the log-det term then
+        moves a and b away from the origin, as in the exact mode. (The loss on actual
+        distances prefers that: with a and b at the origin, deleting and inserting them is
+        free and the classes' strings coincide.)
+
     Fitted attributes
     -----------------
     classes_, alphabet_ (list, rows of ``cost_.embedding`` for the Euclidean cost), cost_ (the
@@ -226,17 +241,19 @@ class BEDL(_ParamsMixin):
     (their indices in the training data), prototype_labels_, loss_history_ (objective,
     i.e. GLVQ loss plus regularisers, at the start of the first metric step and after each
     metric step), actual_loss_history_ (the same objective on actual edit distances with the
-    prototypes chosen on them, at each round's start; the fit keeps the round where it is
-    lowest: in pseudo mode a later round can lower the surrogate but not the actual loss),
-    n_rounds_ (metric steps run), n_evals_ (L-BFGS evaluations per step), stop_reason_,
-    fit_time_ (seconds).
+    prototypes chosen on them, at each round's start), best_round_ (the round whose state the
+    fit returns: the lowest entry of ``actual_loss_history_``; in pseudo mode a metric step
+    lowers the surrogate, not necessarily the actual loss), n_rounds_ (metric steps run),
+    n_evals_ (L-BFGS evaluations per step), stop_reason_, fit_time_ (seconds).
 
-    Alternation (``design/bedl-method.md``): per round, the exact learned distances between
-    all training points, median GLVQ warm-started from the previous prototypes, then a
-    metric step. It stops when the prototypes do not change, when they return to a set seen
-    in an earlier round (an oscillation), when a metric step cannot lower the objective, or
-    after ``max_rounds`` metric steps; the final prototypes are always those median GLVQ
-    chose under the final costs.
+    Alternation (``design/bedl-method.md``, the paper's Section 3.2): per round, the exact
+    learned distances between all training points, median GLVQ warm-started from the previous
+    prototypes, then a metric step. It stops when the prototypes do not change, when they
+    return to a set seen in an earlier round (an oscillation), when a metric step cannot lower
+    its objective, or after ``max_rounds`` metric steps. A round that raises the actual loss
+    does not stop it (later rounds, with other prototypes, often lower it again). The fit
+    returns the costs of round ``best_round_`` with the prototypes median GLVQ chose under
+    those costs.
     """
 
     def __init__(
@@ -255,6 +272,7 @@ class BEDL(_ParamsMixin):
         cost=None,
         verbose: bool = False,
         random_state=None,
+        alignments: str = "initial",
     ):
         self.n_prototypes = n_prototypes
         self.dim = dim
@@ -270,12 +288,15 @@ class BEDL(_ParamsMixin):
         self.cost = cost
         self.verbose = verbose
         self.random_state = random_state
+        self.alignments = alignments
 
     # -- validation -----------------------------------------------------------
 
     def _check_params(self):
         if self.mode not in ("pseudo", "exact"):
             raise ValueError(f"mode must be 'pseudo' or 'exact', got {self.mode!r}")
+        if self.alignments not in ("initial", "step"):
+            raise ValueError(f"alignments must be 'initial' or 'step', got {self.alignments!r}")
         if self.regularizer not in _REGULARIZERS:
             raise ValueError(f"regularizer must be one of {_REGULARIZERS}, got {self.regularizer!r}")
         if self.unknown not in ("error", "origin"):
@@ -369,8 +390,12 @@ class BEDL(_ParamsMixin):
         x_table, y_table = base.x_table, base.y_table
         X_idx = _encode_padded(X, cost, "gap" if unknown == "gap" else "error")
 
+        # the costs under which pseudo mode aligns (None: the current costs of each step)
+        align_cost = None
+        if self.mode == "pseudo" and self.alignments == "initial" and params:
+            align_cost = copy.deepcopy(cost).requires_grad_(False)
         protos = None
-        best = None  # (actual objective, parameters, prototypes)
+        best = None  # (actual objective, parameters, prototypes, round)
         seen = set()
         self.loss_history_ = []
         self.actual_loss_history_ = []  # objective on actual distances at each round's start
@@ -385,22 +410,14 @@ class BEDL(_ParamsMixin):
             else:
                 start = protos
             new, _, _ = median_glvq_em(D, y_idx, start, max_iter=100 * max(1, len(start)))
-            # Pseudo mode optimises a surrogate frozen at the round's start; keep the
-            # state whose *actual* objective (exact distances, the prototypes chosen on
-            # them, the regularisers) is best, and stop once a round no longer lowers it.
+            # Pseudo mode optimises a surrogate; remember the state whose *actual* objective
+            # (exact distances, the prototypes chosen on them, the regularisers) is lowest and
+            # return it at the end. A round that does not lower it does not stop the
+            # alternation (later rounds, with other prototypes, often do).
             objective = self._exact_objective(D, new, y_idx, cost)
             self.actual_loss_history_.append(objective)
-            if best is not None and not objective < best[0]:
-                with torch.no_grad():
-                    for p, saved in zip(params, best[1]):
-                        p.copy_(saved)
-                protos = best[2]
-                self.stop_reason_ = "actual loss not improved"
-                if self.verbose:
-                    print(f"[BEDL] round {rnd}: actual loss {objective:.6g} not below "
-                          f"{best[0]:.6g}; keep the previous embedding and stop")
-                break
-            best = (objective, [p.detach().clone() for p in params], new)
+            if best is None or objective < best[0]:
+                best = (objective, [p.detach().clone() for p in params], new, rnd)
             key = frozenset(int(i) for i in new)
             changed = protos is None or key != frozenset(int(i) for i in protos)
             n_moved = len(new) if protos is None else int(np.sum(~np.isin(new, protos)))
@@ -421,7 +438,8 @@ class BEDL(_ParamsMixin):
                     print(f"[BEDL] round {rnd}: {stop}; stop")
                 break
             loss0, loss1, n_eval = self._metric_step(
-                cost, params, x_table, y_table, protos, y_idx, y_dev, arange_m, unknown, X_idx
+                cost, params, x_table, y_table, protos, y_idx, y_dev, arange_m, unknown, X_idx,
+                align_cost,
             )
             n_rounds += 1
             if not self.loss_history_:
@@ -442,6 +460,15 @@ class BEDL(_ParamsMixin):
                     f"{loss1:.6g} in {n_eval} evaluations ({time.perf_counter() - t_round:.3f} s)"
                 )
 
+        if best[3] != len(self.actual_loss_history_) - 1:
+            # an earlier round had the lower actual objective: return to it
+            with torch.no_grad():
+                for p, saved in zip(params, best[1]):
+                    p.copy_(saved)
+            protos = best[2]
+            if self.verbose:
+                print(f"[BEDL] keep round {best[3]} (actual loss {best[0]:.6g}, the lowest)")
+        self.best_round_ = int(best[3])
         order = np.argsort(y_idx[protos], kind="stable")
         protos = protos[order]
         self.prototype_indices_ = protos
@@ -553,14 +580,15 @@ class BEDL(_ParamsMixin):
         return F.to(cost.dtype)
 
     def _metric_step(self, cost, params, x_table, y_table, protos, y_idx, y_dev, arange_m, unknown,
-                     X_idx):
+                     X_idx, align_cost=None):
         """One L-BFGS run on the GLVQ loss of the data-to-prototype pairs.
 
         Per evaluation: a gradient-free pass over all ``m * P`` data-prototype pairs finds the
         closest correct and wrong prototype of every point, then the ``2 m`` selected distances
-        are computed with gradient (in pseudo mode from the ``P0`` frozen at the start of the
-        step). With exactly two prototypes (two classes, one each) the selection is fixed and
-        the gradient-free pass is skipped.
+        are computed with gradient (in pseudo mode from the ``P0`` frozen for the step, computed
+        under ``align_cost``: the initial costs or those at the step's start). With exactly two
+        prototypes (two classes, one each) the selection is fixed and the gradient-free pass is
+        skipped.
 
         Pseudo mode with a small alphabet (:meth:`_symbol_frequencies`) takes the closed-form
         path: every distance is ``F @ table`` with the ``(U+1)^2`` symbol cost table, the loss
@@ -585,7 +613,7 @@ class BEDL(_ParamsMixin):
 
         P0 = F = None
         if pseudo:
-            _, P0 = full.coopt(cost, unknown=unknown)
+            _, P0 = full.coopt(cost if align_cost is None else align_cost, unknown=unknown)
             P0 = P0.to(device)
             F = self._symbol_frequencies(cost, full, P0, X_idx)
             if F is not None:
