@@ -5,14 +5,18 @@ edist is a benchmark-only peer (GPL; only imported and run here, never by the li
 
 Both fit on the same ``make_strings(n, seed)`` training strings with one prototype per class
 and their default settings; the test error is measured on a fresh draw (median GLVQ with the
-learned distance). Prints a Markdown table. The first bedl_torch fit in a process also pays a
-one-time import inside ``torch.optim`` (torch._dynamo, several seconds); it is reported
-separately ("cold") and excluded from the repeated ("warm") timings.
+learned distance). Prints a Markdown table (wall-clock and CPU seconds: on a loaded machine the
+wall time also counts waiting for a core) and the load average (``os.getloadavg``) before and
+after the timings. The first ``torch.optim.LBFGS`` in a process imports torch._dynamo (1.5-4 s,
+once per process, not fit work); a tiny warm-up fit outside the timings pays it, and its time
+is printed separately ("cold").
 """
 from __future__ import annotations
 
 import argparse
+import os
 import platform
+import resource
 import statistics
 import time
 
@@ -29,29 +33,43 @@ except ImportError:  # pragma: no cover
     edist_bedl = None
 
 
+def _cpu_seconds() -> float:
+    """User + system CPU time of this process and its finished children (edist's BEDL runs
+    its distance matrices and backtraces in a multiprocessing pool)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _timed(fit):
+    t, c = time.perf_counter(), _cpu_seconds()
+    model = fit()
+    return model, time.perf_counter() - t, _cpu_seconds() - c
+
+
 def _time_ours(Xtr, ytr, Xte, yte, repeats, **kw):
-    times, model = [], None
+    times, cpu, model = [], [], None
     for _ in range(repeats):
-        t = time.perf_counter()
-        model = BEDL(**kw).fit(Xtr, ytr)
-        times.append(time.perf_counter() - t)
+        model, wall, c = _timed(lambda: BEDL(**kw).fit(Xtr, ytr))
+        times.append(wall)
+        cpu.append(c)
     err = 1.0 - model.score(Xte, yte)
-    return times, err, model
+    return times, cpu, err, model
 
 
 def _time_edist(Xtr, ytr, Xte, yte, repeats):
     Xl = [list(x) for x in Xtr]
-    times, model = [], None
+    times, cpu, model = [], [], None
     for _ in range(repeats):
-        t = time.perf_counter()
-        model = edist_bedl.BEDL(1).fit(Xl, ytr)
-        times.append(time.perf_counter() - t)
+        model, wall, c = _timed(lambda: edist_bedl.BEDL(1).fit(Xl, ytr))
+        times.append(wall)
+        cpu.append(c)
     # classify the test strings by the closest prototype under edist's learned distance
     protos = model._classifier._w
     plabels = np.asarray(ytr)[protos]
     D = np.array([[edist_sed.sed(list(x), Xl[p], model._delta) for p in protos] for x in Xte])
     err = float(np.mean(plabels[np.argmin(D, axis=1)] != np.asarray(yte)))
-    return times, err
+    return times, cpu, err
 
 
 def main(argv=None):
@@ -70,33 +88,42 @@ def main(argv=None):
 
     rows = []
     t = time.perf_counter()
-    BEDL(max_rounds=1, max_eval=2).fit(Xtr, ytr)
+    BEDL(max_rounds=1, max_eval=2).fit(Xtr, ytr)  # warm-up: the one-time torch._dynamo import
     cold = time.perf_counter() - t
+    load_before = os.getloadavg()
     for label, kw in (
         ("bedl_torch BEDL (pseudo, default)", {}),
         ("bedl_torch BEDL (pseudo, max_rounds=1)", {"max_rounds": 1}),
+        ('bedl_torch BEDL (pseudo, alignments="step")', {"alignments": "step"}),
         ("bedl_torch BEDL (exact)", {"mode": "exact"}),
     ):
-        times, err, model = _time_ours(Xtr, ytr, Xte, yte, args.repeats, **kw)
-        rows.append((label, times, err, f"rounds {model.n_rounds_}, evals {model.n_evals_}"))
+        times, cpu, err, model = _time_ours(Xtr, ytr, Xte, yte, args.repeats, **kw)
+        rows.append((label, times, cpu, err, f"rounds {model.n_rounds_}, evals {model.n_evals_}"))
     if edist_bedl is not None:
-        times, err = _time_edist(Xtr, ytr, Xte, yte, args.edist_repeats)
-        rows.append(("edist.bedl.BEDL(K=1)", times, err, "edist defaults (T=5)"))
+        times, cpu, err = _time_edist(Xtr, ytr, Xte, yte, args.edist_repeats)
+        rows.append(("edist.bedl.BEDL(K=1)", times, cpu, err, "edist defaults (T=5)"))
     else:
-        rows.append(("edist.bedl.BEDL(K=1)", [], float("nan"), "edist not installed"))
+        rows.append(("edist.bedl.BEDL(K=1)", [], [], float("nan"), "edist not installed"))
 
+    load_after = os.getloadavg()
     print(f"Strings, {args.n} training / {args.n} test strings (seed {args.seed}); "
           f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); "
-          f"{platform.processor() or platform.machine()}, {platform.python_version()}")
-    print(f"first bedl_torch fit in the process (one-time torch.optim import): {cold:.2f} s\n")
-    print("| method | fit time median (s) | min (s) | runs | test error | notes |")
-    print("|---|---|---|---|---|---|")
-    for label, times, err, notes in rows:
+          f"{platform.processor() or platform.machine()}, {platform.python_version()}, "
+          f"{os.cpu_count()} CPUs")
+    print(f"load average (1, 5, 15 min) before: {', '.join(f'{v:.2f}' for v in load_before)}; "
+          f"after: {', '.join(f'{v:.2f}' for v in load_after)}")
+    print(f"warm-up fit (pays the one-time torch._dynamo import of torch.optim): {cold:.2f} s\n")
+    ref = statistics.median(rows[-1][1]) if rows[-1][1] else float("nan")
+    print("| method | wall median (s) | wall min (s) | CPU median (s) | runs "
+          "| edist wall / this wall (medians) | test error | notes |")
+    print("|---|---|---|---|---|---|---|---|")
+    for label, times, cpu, err, notes in rows:
         if times:
-            print(f"| {label} | {statistics.median(times):.3f} | {min(times):.3f} | {len(times)} "
-                  f"| {100 * err:.1f}% | {notes} |")
+            med = statistics.median(times)
+            print(f"| {label} | {med:.3f} | {min(times):.3f} | {statistics.median(cpu):.3f} "
+                  f"| {len(times)} | {ref / med:.1f} | {100 * err:.1f}% | {notes} |")
         else:
-            print(f"| {label} | - | - | 0 | - | {notes} |")
+            print(f"| {label} | - | - | - | 0 | - | - | {notes} |")
 
 
 if __name__ == "__main__":
