@@ -73,37 +73,66 @@ def _norms(model):
     return dict(zip(model.alphabet_, E.norm(dim=1).tolist()))
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3, 13])
-def test_figure_one_a_and_b_near_the_origin(seed):
-    """The paper's Figure 1 with the default settings: a and b end near the origin, c and d
-    together far from it, and the test error (median GLVQ and 1-NN) is at most 2%.
+def _test_errors(model, X, y, Xte, yte):
+    """(median GLVQ with the fitted prototypes, 1-NN) test errors with the learned distance."""
+    D = model.pairwise_distances(Xte, X)
+    return 1 - model.score(Xte, yte), float(np.mean(y[np.argmin(D, axis=1)] != yte))
 
-    The pseudo distance aligns under the initial costs in every round (``alignments=
-    "initial"``, the paper's ``P_{c0}``). Seed 13: the first metric step raises the loss on
-    actual distances; the alternation goes on (7 rounds) instead of reverting to the initial
-    costs, whose medoid prototypes misclassify half the test set.
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 13])
+def test_figure_one_with_initial_alignments(seed):
+    """The paper's Figure 1: a and b end near the origin, c and d together far from it.
+
+    It comes from ``alignments="initial"`` (every metric step aligns under the initial costs,
+    the paper's ``P_{c0}``), which gives it on 57 of the 61 draws of seeds 0-60 (not 0, 37,
+    48, 54). Seed 13: the first metric step raises the loss on actual distances; the
+    alternation goes on (7 rounds) instead of reverting to the initial costs, whose medoid
+    prototypes misclassify half the test set.
     """
     X, y = make_strings(100, seed=seed)
     Xte, yte = make_strings(100, seed=seed + 1000)
-    model = BEDL().fit(X, y)
+    model = BEDL(alignments="initial").fit(X, y)
     n = _norms(model)
     assert max(n["a"], n["b"]) <= 0.5 * min(n["c"], n["d"])
-    # and a ~ b relative to the distance between the groups
+    assert max(n["a"], n["b"]) < 0.1  # (0.015-0.08 on these seeds)
     C = model.cost_.symbol_costs().detach()
-    assert C[0, 1] < 0.1 * C[0, 2]
-    assert 1 - model.score(Xte, yte) <= 0.02
-    D = model.pairwise_distances(Xte, X)
-    assert np.mean(y[np.argmin(D, axis=1)] != yte) <= 0.02
+    assert C[0, 1] < 0.1 * C[0, 2]  # a ~ b, relative to the distance between the groups
+    # c ~ d: within 0.3 of their norm (seed 2: 0.27; seeds 1, 3, 13: < 0.01)
+    assert C[2, 3] < 0.3 * min(n["c"], n["d"])
+    assert max(_test_errors(model, X, y, Xte, yte)) <= 0.02
 
 
-def test_alternation_stops_when_the_prototypes_stop_changing():
-    """Seed 13: the first metric step raises the actual loss, and the fit goes on until median
-    GLVQ no longer moves a prototype; it returns the round with the lowest actual loss."""
-    X, y = make_strings(100, seed=13)
+@pytest.mark.parametrize("seed", [0, 13, 37])
+def test_default_fit_reaches_zero_test_error(seed):
+    """The default (``alignments="step"``: realign under the costs of each round's start, as
+    specified and as the authors' code does) on draws where ``"initial"`` misses Figure 1
+    (0, 37) and where the first metric step raises the actual loss (13): median GLVQ and 1-NN
+    are at most 2% wrong on a fresh draw (0% on all 61 draws of seeds 0-60). Its embedding
+    has a = b and c = d, but on these draws a and b sit away from the origin, not as in the
+    paper's Figure 1."""
+    assert BEDL().alignments == "step"
+    X, y = make_strings(100, seed=seed)
+    Xte, yte = make_strings(100, seed=seed + 1000)
     model = BEDL().fit(X, y)
+    err_mglvq, err_knn = _test_errors(model, X, y, Xte, yte)
+    assert err_mglvq <= 0.02 and err_knn <= 0.02
+    n = _norms(model)
+    C = model.cost_.symbol_costs().detach()
+    assert C[0, 1] < 0.1 * C[0, 2] and C[2, 3] < 0.1 * C[0, 2]
+    assert max(n["a"], n["b"]) > 0.5 * min(n["c"], n["d"])  # Figure 1 does not hold here
+
+
+@pytest.mark.parametrize("alignments, rounds", [("step", 3), ("initial", 7)])
+def test_alternation_stops_when_the_prototypes_stop_changing(alignments, rounds):
+    """Seed 13: the first metric step raises the actual loss, and the fit goes on until median
+    GLVQ no longer moves a prototype; it returns the round with the lowest actual loss.
+    (Stopping at the first round that does not lower the actual loss would keep the initial
+    costs: 52% test error.)"""
+    X, y = make_strings(100, seed=13)
+    model = BEDL(alignments=alignments).fit(X, y)
     h = model.actual_loss_history_
     assert h[1] > h[0]  # round 0 made the actual loss worse ...
-    assert model.n_rounds_ >= 3 and min(h) < h[0] - 10  # ... and later rounds fixed it
+    assert model.n_rounds_ == rounds and min(h) < h[0] - 10  # ... and later rounds fixed it
     assert model.stop_reason_ == "prototypes unchanged"
     assert len(h) == model.n_rounds_ + 1
     assert h[model.best_round_] == min(h)
@@ -117,11 +146,11 @@ def test_alternation_stops_when_the_prototypes_stop_changing():
 def test_alignments_option():
     X, y = make_strings(60, seed=3)
     # the first metric step aligns under the initial costs either way
-    a = BEDL(max_rounds=1, max_eval=30).fit(X, y)
-    b = BEDL(max_rounds=1, max_eval=30, alignments="step").fit(X, y)
+    a = BEDL(max_rounds=1, max_eval=30, alignments="initial").fit(X, y)
+    b = BEDL(max_rounds=1, max_eval=30).fit(X, y)
     assert torch.equal(a.cost_.embedding, b.cost_.embedding)
-    # later rounds differ: "step" realigns under the learned costs
-    a = BEDL(max_rounds=2, max_eval=60).fit(X, y)
+    # later rounds differ: "step" (the default) realigns under the learned costs
+    a = BEDL(max_rounds=2, max_eval=60, alignments="initial").fit(X, y)
     b = BEDL(max_rounds=2, max_eval=60, alignments="step").fit(X, y)
     assert a.n_rounds_ == 2 and b.n_rounds_ == 2
     assert not torch.allclose(a.cost_.embedding, b.cost_.embedding)
@@ -238,10 +267,18 @@ def test_demo_runs(tmp_path, capsys):
     from bedl_torch import demo
 
     out = tmp_path / "fig" / "emb.png"
-    assert demo.main(["--out", str(out), "--n", "40", "--max-rounds", "1"]) == 0
+    # the demo's defaults (seed 1, alignments="initial") show the paper's Figure 1
+    assert demo.main(["--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "initial costs" in text and "learned costs" in text and "[BEDL] round 0" in text
+    assert "initial costs" in text and "[BEDL] round 0" in text
+    assert 'alignments="initial"' in text and "realigns under the learned costs" in text
+    assert "learned costs           0.0%     0.0%" in text
+    assert "Figure 1 (a and b at the origin, c and d together far from it): HOLDS here" in text
+    assert 'The default BEDL() (alignments="step") on this draw: test error 0.0%' in text
     assert out.is_file() and out.stat().st_size > 1000
+    # seed 0 is one of the draws where it does not
+    assert demo.main(["--out", str(out), "--seed", "0", "--quiet"]) == 0
+    assert "does NOT hold here" in capsys.readouterr().out
 
 
 def test_dim_option():
@@ -416,15 +453,15 @@ def test_cuda_device_matches_cpu(strings):
     assert torch.allclose(gpu.cost_.embedding.cpu(), cpu.cost_.embedding, atol=1e-6)
 
 
-def test_fit_keeps_the_state_with_the_best_actual_loss():
+@pytest.mark.parametrize("alignments, n, seed", [("step", 100, 43), ("initial", 60, 0)])
+def test_fit_keeps_the_state_with_the_best_actual_loss(alignments, n, seed):
     """Pseudo mode optimises a surrogate; the fitted state must be the round with the
-    lowest loss on actual distances, recomputed here independently."""
-    from bedl_torch.datasets import make_strings
-
-    X, y = make_strings(60, seed=0)
-    model = BEDL(max_rounds=4, random_state=0).fit(X, y)
+    lowest loss on actual distances, recomputed here independently. On these draws the last
+    round is not the best one, so the fit returns to an earlier round."""
+    X, y = make_strings(n, seed=seed)
+    model = BEDL(max_rounds=4, alignments=alignments).fit(X, y)
     history = model.actual_loss_history_
-    assert len(history) >= 1
+    assert model.best_round_ < len(history) - 1 and history[model.best_round_] < history[-1]
     D = model.pairwise_distances(X, model.prototypes_)
     y = np.asarray(y)
     same = y[:, None] == np.asarray(model.prototype_labels_)[None, :]
