@@ -13,7 +13,7 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension
 here = os.path.dirname(os.path.abspath(__file__))
 sources = sorted(glob.glob(os.path.join("csrc", "*.cpp")) + glob.glob(os.path.join("csrc", "cpu", "*.cpp")))
 
-cxx_flags = ["-O3", "-std=c++17"]  # the standard torch itself is built with
+cxx_flags = ["-O3", "-std=c++20"]  # torch 2.13 headers need C++20
 link_flags = []
 # at::parallel_for expands to OpenMP pragmas in the headers when torch was built with
 # OpenMP; without -fopenmp here they would silently run on one thread.

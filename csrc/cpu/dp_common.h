@@ -91,8 +91,8 @@ struct FastCount {
 inline FastCount operator*(const FastCount& a, const FastCount& b) {
   // 0 * inf stays 0, as for Count (an overflowed count off every optimal path
   // must not poison others with NaN).
-  if (a.m == 0.0 || b.m == 0.0) return FastCount{};
-  return FastCount{a.m * b.m};
+  const double product = a.m * b.m;
+  return FastCount{(a.m == 0.0) | (b.m == 0.0) ? 0.0 : product};
 }
 inline FastCount operator+(const FastCount& a, const FastCount& b) { return FastCount{a.m + b.m}; }
 inline double ratio(const FastCount& num, const FastCount& den) { return num.m / den.m; }
@@ -106,6 +106,14 @@ struct Tie {
   inline bool operator()(double value, double best) const {
     const double scale = std::max({std::fabs(value), std::fabs(best), cost_scale});
     return value - best <= rel_tol * scale;
+  }
+  // The same test split in two, so a cell computes the part that depends on
+  // best once: rel_tol * max(|v|, |b|, s) == max(rel_tol * |v|, rel_tol * max(|b|, s))
+  // exactly, since rounding a product is monotone.
+  inline double threshold(double best) const { return rel_tol * std::max(std::fabs(best), cost_scale); }
+  inline bool within(double value, double best, double threshold) const {
+    const double gap = value - best;
+    return (gap <= threshold) | (gap <= rel_tol * std::fabs(value));
   }
 };
 

@@ -37,6 +37,7 @@ struct TreeIndex {
   std::vector<int64_t> keyroots;     // 1-based, ascending
   // Leftmost path of keyroots[k]: path_nodes[path_begin[k] .. path_begin[k + 1]), ascending.
   std::vector<int64_t> path_begin, path_nodes;
+  std::vector<int64_t> keyroot_of;   // 1-based: the keyroot whose leftmost path holds the node
   double work = 0.0;                 // sum of the keyroots' subtree sizes
 };
 
@@ -49,6 +50,8 @@ void finish_index(TreeIndex& t) {
   const int64_t n = t.n;
   std::vector<int64_t> top_of_path(n + 1, 0);
   for (int64_t i = 1; i <= n; ++i) top_of_path[t.leftmost[i]] = i;
+  t.keyroot_of.assign(n + 1, 0);
+  for (int64_t i = 1; i <= n; ++i) t.keyroot_of[i] = top_of_path[t.leftmost[i]];
   for (int64_t i = 1; i <= n; ++i) {
     if (top_of_path[t.leftmost[i]] == i) {
       t.keyroots.push_back(i);
@@ -111,7 +114,7 @@ OrientedTree index_tree(const int64_t* size, int64_t n, int64_t tree_id, const c
 template <typename C>
 struct CountBuffers {
   std::vector<C> tdm_count;          // counts of the root-matched subtree distances
-  std::vector<C> in_del, in_other;   // inside counts of the current table
+  std::vector<C> tot, in_other;      // inside counts of the current table: all, and not entered by a deletion
   std::vector<C> out_any, out_ins, out_tdm;  // outside counts
 };
 
@@ -140,7 +143,7 @@ struct TedPair {
 
   double del(int64_t i) const { return ws.cost[i * w]; }
   double ins(int64_t j) const { return ws.cost[j]; }
-  Count total(int64_t cell) const { return cnt.in_del[cell] + cnt.in_other[cell]; }
+  Count total(int64_t cell) const { return cnt.tot[cell]; }
 
   static const int64_t* path_of(const TreeIndex& t, size_t k, int64_t* len) {
     *len = t.path_begin[k + 1] - t.path_begin[k];
@@ -202,22 +205,23 @@ struct TedPair {
       const bool x_leaf = x.leftmost[kx] == kx;
       if (x_leaf) {
         leaf_x<kCount>(kx);
-        if (kx == m) table<kCount>(kx, n);  // a one-node x: the final table
+        if (kx == m) table<kCount, false>(kx, n);  // a one-node x: the final table
         continue;
       }
       for (int64_t ky : y.keyroots) {
         if (y.leftmost[ky] == ky && !(kx == m && ky == n)) {
           leaf_y<kCount>(a, ky);
         } else {
-          table<kCount>(kx, ky);
+          table<kCount, false>(kx, ky);
         }
       }
     }
   }
 
   // Fills the forest table of keyroots (kx, ky); with kCount also the inside
-  // counts and co-optimal flags.
-  template <bool kCount>
+  // counts, and with kFlags what only the outside pass reads: co-optimal
+  // flags and counts not entered by a deletion.
+  template <bool kCount, bool kFlags = kCount>
   void table(int64_t kx, int64_t ky) {
     double* fd = ws.fd.data();
     double* tdm = ws.tdm.data();
@@ -225,16 +229,16 @@ struct TedPair {
     const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1;
     const int64_t corner = r0 * w + c0;
     fd[corner] = 0.0;
-    if (kCount) {
-      cnt.in_del[corner] = Count::zero();
+    if (kCount) cnt.tot[corner] = Count::one();
+    if (kFlags) {
       cnt.in_other[corner] = Count::one();
       ws.coopt[corner] = 0;
     }
     for (int64_t i = r0 + 1; i <= kx; ++i) {
       const int64_t cell = i * w + c0;
       fd[cell] = fd[cell - w] + del(i);
-      if (kCount) {
-        cnt.in_del[cell] = total(cell - w);
+      if (kCount) cnt.tot[cell] = total(cell - w);
+      if (kFlags) {
         cnt.in_other[cell] = Count::zero();
         ws.coopt[cell] = kDel;
       }
@@ -242,8 +246,8 @@ struct TedPair {
     for (int64_t j = c0 + 1; j <= ky; ++j) {
       const int64_t cell = r0 * w + j;
       fd[cell] = fd[cell - 1] + ins(j);
-      if (kCount) {
-        cnt.in_del[cell] = Count::zero();
+      if (kCount) cnt.tot[cell] = Count::one();
+      if (kFlags) {
         cnt.in_other[cell] = Count::one();
         ws.coopt[cell] = kIns;
       }
@@ -311,41 +315,51 @@ struct TedPair {
         }
         continue;
       }
+      // The counting pass: counts of derivations entering each cell, in
+      // total and "not by a deletion" (an insertion may not follow one).
+      Count* tot = cnt.tot.data();
+      Count* other = cnt.in_other.data();
+      Count* tdm_count = cnt.tdm_count.data();
+      uint8_t* coopt = ws.coopt.data();
+      const int64_t jump_base = (li - 1) * w - 1;  // + l(j): the cell a jump comes from
+      double left = fd[row + c0];
+      Count left_other = Count::zero();  // the first column is entered by deletions
       for (int64_t j = c0 + 1; j <= ky; ++j) {
         const int64_t cell = row + j;
         const int64_t lj = ly[j];
         const double a = fd[cell - w] + del_i;
-        const double b = fd[cell - 1] + ins(j);
+        const double b = left + cost[j];
         int64_t source;  // cell the match (or jump) alternative comes from
         if (x_on_path && lj == c0 + 1) {
           // Both forests are whole trees: define tdm(i, j) here.
           tdm[cell] = fd[cell - w - 1] + cost[cell];
-          cnt.tdm_count[cell] = total(cell - w - 1);
+          tdm_count[cell] = tot[cell - w - 1];
           source = corner;
         } else {
-          source = (li - 1) * w + (lj - 1);
+          source = jump_base + lj;
         }
         const double c = fd[source] + tdm[cell];
-        // Only b waits on the previous cell, so a and c are combined off that chain.
         const double best = std::min(std::min(a, c), b);
+        const double threshold = tie.threshold(best);
+        // Which alternatives tie varies from cell to cell: selects instead of
+        // branches keep the processor from mispredicting at every cell.
+        const bool by_del = tie.within(a, best, threshold);
+        const bool by_ins = tie.within(b, best, threshold);
+        const bool by_match = tie.within(c, best, threshold);
+        const uint8_t flags = static_cast<uint8_t>((by_del ? kDel : 0) | (by_ins ? kIns : 0) |
+                                                   (by_match ? kMatch : 0));
+        const Count in_d = by_del ? tot[cell - w] : Count::zero();
+        const Count via_ins = by_ins ? left_other : Count::zero();
+        const Count via_match = by_match ? tot[source] * tdm_count[cell] : Count::zero();
+        const Count in_o = via_ins + via_match;
         fd[cell] = best;
-        uint8_t flags = 0;
-        Count in_d, in_o;
-        if (tie(a, best)) {
-          flags |= kDel;
-          in_d = total(cell - w);
+        left = best;
+        tot[cell] = in_d + in_o;
+        left_other = in_o;
+        if (kFlags) {
+          other[cell] = in_o;
+          coopt[cell] = flags;
         }
-        if (tie(b, best)) {
-          flags |= kIns;
-          in_o = cnt.in_other[cell - 1];
-        }
-        if (tie(c, best)) {
-          flags |= kMatch;
-          in_o = in_o + total(source) * cnt.tdm_count[cell];
-        }
-        cnt.in_del[cell] = in_d;
-        cnt.in_other[cell] = in_o;
-        ws.coopt[cell] = flags;
       }
     }
   }
@@ -477,7 +491,7 @@ bool ted_coopt(const TreeIndex& x, const TreeIndex& y, const dp::Tie& tie, TedWo
                CountBuffers<Count>& cnt, double* distance) {
   const int64_t m = x.n, n = y.n, w = n + 1, cells = (m + 1) * w;
   cnt.tdm_count.resize(cells);
-  cnt.in_del.resize(cells);
+  cnt.tot.resize(cells);
   cnt.in_other.resize(cells);
   cnt.out_any.resize(cells);
   cnt.out_ins.resize(cells);
@@ -492,7 +506,7 @@ bool ted_coopt(const TreeIndex& x, const TreeIndex& y, const dp::Tie& tie, TedWo
   for (size_t a = x.keyroots.size(); a-- > 0;) {
     for (size_t b = y.keyroots.size(); b-- > 0;) {
       if (!pair.has_outside(a, b)) continue;
-      pair.template table<true>(x.keyroots[a], y.keyroots[b]);
+      pair.template table<true, true>(x.keyroots[a], y.keyroots[b]);
       pair.sweep(x.keyroots[a], y.keyroots[b], all);
     }
   }
