@@ -70,6 +70,10 @@ class SymbolCost(nn.Module):
         if unknown not in ("error", "gap"):
             raise ValueError(f"unknown must be 'error' or 'gap', got {unknown!r}")
         index = self._index
+        try:  # the usual case, every label known: one comprehension
+            return torch.tensor([index[label] for label in labels], dtype=torch.long)
+        except (KeyError, TypeError):
+            pass  # unknown or unhashable labels: the loop below says which
         gap = self.gap_index
         out = []
         missing = []

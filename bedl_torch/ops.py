@@ -102,9 +102,9 @@ class _Table:
         if key not in per_cost:
             width = int(self.lengths.max()) + 1 if len(self) else 1
             out = torch.full((len(self), width), cost.gap_index, dtype=torch.long)
-            for k, o in enumerate(self.objects):
-                if len(o):
-                    out[k, : len(o)] = cost.encode(_labels_of(o), unknown=unknown)
+            # One encode call for the whole table, then scattered into the padded rows.
+            flat = cost.encode([label for o in self.objects for label in _labels_of(o)], unknown=unknown)
+            out[torch.arange(width)[None, :] < self.lengths[:, None]] = flat
             per_cost.clear()
             per_cost[key] = out
         return per_cost[key]
@@ -513,12 +513,16 @@ def coopt_matrix_batch(xs: Sequence, ys: Sequence, costs, *, rel_tol: Optional[f
 
 
 def _alphabet_of(*collections) -> List[Hashable]:
-    seen = {}
+    """The labels of all objects, in order of first appearance."""
+    distinct = []
     for objects in collections:
-        for o in objects:
-            for label in _labels_of(o):
-                seen.setdefault(label, None)
-    return list(seen)
+        if any(objects is seen for seen in distinct):
+            continue
+        distinct.append(objects)
+    try:
+        return list(dict.fromkeys(label for objects in distinct for o in objects for label in _labels_of(o)))
+    except TypeError:
+        raise TypeError("labels must be hashable") from None
 
 
 def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional[SymbolCost] = None, *,
