@@ -120,6 +120,7 @@ struct CountBuffers {
 
 struct TedWorkspace {
   std::vector<double> cost;      // (m+1)(n+1) postorder: [i][j] replace, [i][0] delete, [0][j] insert
+  std::vector<double> dels;      // the deletion costs [i][0] again, contiguous (tables walk them down columns)
   std::vector<double> fd;        // forest distances of the current table
   std::vector<double> tdm;       // root-matched subtree distances, all tables
   std::vector<uint8_t> coopt;    // co-optimal incoming edges of the current table
@@ -141,7 +142,7 @@ struct TedPair {
   int64_t w;  // row stride of all (m+1)(n+1) arrays
   dp::Tie tie;
 
-  double del(int64_t i) const { return ws.cost[i * w]; }
+  double del(int64_t i) const { return ws.dels[i]; }
   double ins(int64_t j) const { return ws.cost[j]; }
   Count total(int64_t cell) const { return cnt.tot[cell]; }
 
@@ -234,18 +235,25 @@ struct TedPair {
       cnt.in_other[corner] = Count::one();
       ws.coopt[corner] = 0;
     }
+    // First column and row: deletions (insertions) only, one derivation each.
+    // The sums stay in a register; reading them back from the strided column
+    // made a store-to-load chain that cost as much as small tables themselves.
+    double sum = 0.0;
     for (int64_t i = r0 + 1; i <= kx; ++i) {
       const int64_t cell = i * w + c0;
-      fd[cell] = fd[cell - w] + del(i);
-      if (kCount) cnt.tot[cell] = total(cell - w);
+      sum = sum + del(i);
+      fd[cell] = sum;
+      if (kCount) cnt.tot[cell] = Count::one();
       if (kFlags) {
         cnt.in_other[cell] = Count::zero();
         ws.coopt[cell] = kDel;
       }
     }
+    sum = 0.0;
     for (int64_t j = c0 + 1; j <= ky; ++j) {
       const int64_t cell = r0 * w + j;
-      fd[cell] = fd[cell - 1] + ins(j);
+      sum = sum + ins(j);
+      fd[cell] = sum;
       if (kCount) cnt.tot[cell] = Count::one();
       if (kFlags) {
         cnt.in_other[cell] = Count::one();
@@ -442,9 +450,10 @@ void fill_padded(const TreeIndex& x, const TreeIndex& y, const scalar_t* c, int6
   double* cost = ws.cost.data();
   cost[0] = 0.0;
   for (int64_t j = 1; j <= n; ++j) cost[j] = static_cast<double>(c[m * stride + y.pre_of_post[j]]);
+  ws.dels.resize(m + 1);
   for (int64_t i = 1; i <= m; ++i) {
     const scalar_t* row = c + x.pre_of_post[i] * stride;
-    cost[i * w] = static_cast<double>(row[n]);
+    cost[i * w] = ws.dels[i] = static_cast<double>(row[n]);
     for (int64_t j = 1; j <= n; ++j) cost[i * w + j] = static_cast<double>(row[y.pre_of_post[j]]);
   }
 }
@@ -461,6 +470,7 @@ double fill_symbols(const TreeIndex& x, const TreeIndex& y, const scalar_t* tabl
   int64_t* y_symbol = ws.y_symbol.data();
   for (int64_t j = 1; j <= n; ++j) y_symbol[j] = y_labels[y.pre_of_post[j]];
   double* cost = ws.cost.data();
+  ws.dels.resize(m + 1);
   double scale = 0.0;
   cost[0] = 0.0;
   const scalar_t* gap_row = table + gap * S;
@@ -471,7 +481,7 @@ double fill_symbols(const TreeIndex& x, const TreeIndex& y, const scalar_t* tabl
   for (int64_t i = 1; i <= m; ++i) {
     const scalar_t* row = table + x_labels[x.pre_of_post[i]] * S;
     double* out = cost + i * w;
-    out[0] = static_cast<double>(row[gap]);
+    out[0] = ws.dels[i] = static_cast<double>(row[gap]);
     double s = std::fabs(out[0]);
     for (int64_t j = 1; j <= n; ++j) {
       out[j] = static_cast<double>(row[y_symbol[j]]);
