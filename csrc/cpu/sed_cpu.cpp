@@ -20,7 +20,7 @@ using dp::Count;
 enum : uint8_t { kDel = 1, kIns = 2, kRep = 4 };
 
 struct SedWorkspace {
-  std::vector<double> row_prev, row_cur;    // distance rows
+  std::vector<double> row_prev, row_cur, row_next;  // distance rows
   std::vector<Count> in_del, in_other;      // inside counts, (m+1)(n+1)
   std::vector<uint8_t> coopt;               // co-optimal incoming edges per cell
   std::vector<Count> out_any, out_ins;      // outside counts, two rows each
@@ -32,20 +32,52 @@ template <typename scalar_t>
 double sed_distance(const scalar_t* c, int64_t m, int64_t n, int64_t stride, SedWorkspace& ws) {
   ws.row_prev.resize(n + 1);
   ws.row_cur.resize(n + 1);
+  ws.row_next.resize(n + 1);
   double* prev = ws.row_prev.data();
   double* cur = ws.row_cur.data();
+  double* next = ws.row_next.data();
   const scalar_t* ins = c + m * stride;
   prev[0] = 0.0;
   for (int64_t j = 1; j <= n; ++j) prev[j] = prev[j - 1] + static_cast<double>(ins[j - 1]);
-  for (int64_t i = 1; i <= m; ++i) {
+  // One cell of row `out` from the row above; the left neighbour stays in a
+  // register: only the insertion waits on it.
+  auto cell = [&](const double* above, const scalar_t* row, double del, double left, int64_t j) {
+    const double rep_or_del = std::min(above[j - 1] + static_cast<double>(row[j - 1]), above[j] + del);
+    return std::min(rep_or_del, left + static_cast<double>(ins[j - 1]));
+  };
+  int64_t i = 1;
+  if (n >= 1) {
+    // Two rows at once, the second one cell behind: two independent chains
+    // for the processor to overlap. Same operations in the same order as row
+    // by row, so the same bits.
+    for (; i + 1 <= m; i += 2) {
+      const scalar_t* row_a = c + (i - 1) * stride;
+      const scalar_t* row_b = c + i * stride;
+      const double del_a = static_cast<double>(row_a[n]), del_b = static_cast<double>(row_b[n]);
+      double left_a = prev[0] + del_a;
+      cur[0] = left_a;
+      double left_b = left_a + del_b;
+      next[0] = left_b;
+      left_a = cell(prev, row_a, del_a, left_a, 1);
+      cur[1] = left_a;
+      for (int64_t j = 2; j <= n; ++j) {
+        left_a = cell(prev, row_a, del_a, left_a, j);
+        cur[j] = left_a;
+        left_b = cell(cur, row_b, del_b, left_b, j - 1);
+        next[j - 1] = left_b;
+      }
+      left_b = cell(cur, row_b, del_b, left_b, n);
+      next[n] = left_b;
+      std::swap(prev, next);
+    }
+  }
+  for (; i <= m; ++i) {
     const scalar_t* row = c + (i - 1) * stride;
     const double del = static_cast<double>(row[n]);
-    // The left neighbour stays in a register: only the insertion waits on it.
     double left = prev[0] + del;
     cur[0] = left;
     for (int64_t j = 1; j <= n; ++j) {
-      const double rep_or_del = std::min(prev[j - 1] + static_cast<double>(row[j - 1]), prev[j] + del);
-      left = std::min(rep_or_del, left + static_cast<double>(ins[j - 1]));
+      left = cell(prev, row, del, left, j);
       cur[j] = left;
     }
     std::swap(prev, cur);
