@@ -162,11 +162,15 @@ def bench_sequences(rows, quick):
     y = list(np.random.default_rng(1).integers(0, 20, n))
     C = torch.rand(n + 1, n + 1, generator=gen, dtype=torch.float64)
     batch = bt.PairBatch([x], [y])
+    from bedl_torch import _ext
+
     with torch.no_grad():
         t = timeit(lambda: batch.distances(C[None]), repeat=5)
+        tk = timeit(lambda: _ext.sed_cpu(C[None], batch.m, batch.n, False, 1e-9), repeat=5)
         tp = timeit(lambda: batch.coopt(C[None]), repeat=3)
     cells = (n + 1) * (n + 1)
     rows.append(("sequences of length 1000, arbitrary costs: ns per DP cell (distance)", t / cells * 1e9, None))
+    rows.append(("same, the kernel alone (_C.sed_cpu, with its own cost checks)", tk / cells * 1e9, None))
     rows.append(("sequences of length 1000, arbitrary costs: ns per DP cell (distance + P)", tp / cells * 1e9, None))
 
 
