@@ -129,11 +129,19 @@ def _check_rel_tol(rel_tol, dtype) -> float:
     return rel_tol
 
 
-def _check_costs(costs, name: str = "costs") -> None:
+def _check_costs(costs, name: str = "costs", finite: bool = True) -> None:
+    """Type and dtype checks; with ``finite`` also NaN/inf (a pass over the data).
+
+    Costs that go straight to a kernel skip the finiteness pass here: the kernel checks
+    every entry it reads in its serial validation pass and :meth:`PairBatch._run` turns
+    that error into the same ValueError, so large cost tensors are not read twice.
+    """
     if not isinstance(costs, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(costs).__name__}")
     if costs.dtype not in (torch.float32, torch.float64):
         raise TypeError(f"{name} must be float32 or float64, got {costs.dtype}")
+    if not finite:
+        return
     # A finite sum proves every entry finite and is cheap; only an overflowing
     # sum of huge finite costs needs the exact check.
     c = costs.detach()
@@ -211,12 +219,12 @@ class PairBatch:
             )
         return out
 
-    def _as_costs(self, cost_or_costs, unknown="error") -> torch.Tensor:
+    def _as_costs(self, cost_or_costs, unknown="error", finite: bool = True) -> torch.Tensor:
         if isinstance(cost_or_costs, SymbolCost):
             costs = self.costs(cost_or_costs, unknown)
         else:
             costs = cost_or_costs
-        _check_costs(costs)
+        _check_costs(costs, finite=finite)
         if costs.dim() != 3 or costs.shape[0] != len(self) or costs.shape[1] < self.rows or costs.shape[2] < self.cols:
             raise ValueError(
                 f"costs must be 3-D (batch, |x|+1, |y|+1) of at least {self.shape}, got {tuple(costs.shape)}"
@@ -230,11 +238,17 @@ class PairBatch:
         c = costs.detach()
         if device.type != "cpu":
             c = c.cpu()
-        if self.kind == "tree":
-            d, p = _ext.ted_cpu(c, self.x_table.sizes, self.x_table.ptr, self.y_table.sizes,
-                                self.y_table.ptr, self.pair_x, self.pair_y, need_coopt, rel_tol)
-        else:
-            d, p = _ext.sed_cpu(c, self.m, self.n, need_coopt, rel_tol)
+        try:
+            if self.kind == "tree":
+                d, p = _ext.ted_cpu(c, self.x_table.sizes, self.x_table.ptr, self.y_table.sizes,
+                                    self.y_table.ptr, self.pair_x, self.pair_y, need_coopt, rel_tol)
+            else:
+                d, p = _ext.sed_cpu(c, self.m, self.n, need_coopt, rel_tol)
+        except RuntimeError as exc:
+            message = str(exc).splitlines()[0]
+            if "NaN or inf" in message:  # the kernel's finiteness check, see _check_costs
+                raise ValueError(f"costs must be finite: {message}") from None
+            raise
         if device.type != "cpu":
             d = d.to(device)
             p = p.to(device)
@@ -290,7 +304,7 @@ class PairBatch:
                 tol = _check_rel_tol(rel_tol, table.dtype)
                 d, _ = _SymbolEditDistanceFn.apply(table, self, cost_or_costs, unknown, tol, False)
                 return d
-        costs = self._as_costs(cost_or_costs, unknown)
+        costs = self._as_costs(cost_or_costs, unknown, finite=mode != "exact")
         if mode == "exact":
             tol = _check_rel_tol(rel_tol, costs.dtype)
             d, _ = _EditDistanceFn.apply(costs, self, tol, False)
@@ -314,7 +328,7 @@ class PairBatch:
                 tol = _check_rel_tol(rel_tol, table.dtype)
                 d, p = self._run_symbols(table, cost_or_costs, unknown, True, tol)
                 return d.to(table.device), p.to(table.device)
-            costs = self._as_costs(cost_or_costs, unknown)
+            costs = self._as_costs(cost_or_costs, unknown, finite=False)
             tol = _check_rel_tol(rel_tol, costs.dtype)
             return self._run(costs, True, tol)
 
@@ -387,7 +401,7 @@ class _SymbolEditDistanceFn(torch.autograd.Function):
 
 def _single(x, y, costs, rel_tol, want_coopt):
     batch = PairBatch([x], [y])
-    _check_costs(costs)
+    _check_costs(costs, finite=False)
     expected = (len(x) + 1, len(y) + 1)
     if tuple(costs.shape) != expected:
         raise ValueError(
@@ -463,7 +477,7 @@ def _pad_costs(batch: PairBatch, costs) -> Tuple[torch.Tensor, bool]:
         raise ValueError(f"got {len(costs)} cost matrices for {len(batch)} pairs")
     padded = []
     for k, c in enumerate(costs):
-        _check_costs(c, f"costs[{k}]")
+        _check_costs(c, f"costs[{k}]", finite=False)
         expected = (int(batch.m[k]) + 1, int(batch.n[k]) + 1)
         if tuple(c.shape) != expected:
             raise ValueError(f"costs[{k}] must have shape (|x|+1, |y|+1) = {expected}, got {tuple(c.shape)}")
@@ -499,7 +513,7 @@ def coopt_matrix_batch(xs: Sequence, ys: Sequence, costs, *, rel_tol: Optional[f
     """
     batch = PairBatch(xs, ys)
     padded, as_list = _pad_costs(batch, costs)
-    padded = batch._as_costs(padded)
+    padded = batch._as_costs(padded, finite=False)
     tol = _check_rel_tol(rel_tol, padded.dtype)
     d, p = _EditDistanceFn.apply(padded, batch, tol, True)
     if as_list:

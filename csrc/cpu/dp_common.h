@@ -171,6 +171,8 @@ double cost_scale(const scalar_t* c, int64_t m, int64_t n, int64_t row_stride) {
       s = std::max(s, std::fabs(v));
     }
   }
+  // [m, n] is unused, but a NaN there is still a caller's mistake worth naming.
+  finite &= std::isfinite(static_cast<double>(c[m * row_stride + n]));
   return finite ? s : std::numeric_limits<double>::quiet_NaN();
 }
 
