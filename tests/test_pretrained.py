@@ -132,12 +132,75 @@ def test_cosine_cost_identity_is_plain_cosine_distance():
 
 
 def test_cosine_cost_gap_and_unlabeled_nodes():
+    # default: gap and unlabeled nodes at the origin (||u - 0||^2 / 4 = 1/4 for a unit u)
     cost, words, _ = _cosine_cost()
     none, gap = len(words), len(words) + 1
     x = torch.tensor([[0, none, gap]])
     C = cost(x, x)[0]
-    assert C.tolist() == [[0.0, 0.5, 0.5], [0.5, 0.0, 0.5], [0.5, 0.5, 0.0]]
+    assert C.tolist() == [[0.0, 0.25, 0.25], [0.25, 0.0, 0.0], [0.25, 0.0, 0.0]]
+    assert cost.gap_cost == 0.25
     assert cost.encode([None, "good", "unknown"], unknown="gap").tolist() == [none, 0, gap]
+    # the word-word part is the squared chord / 4 of the unit vectors
+    u = Fn.normalize(cost.vectors[[0, 2]], dim=1)
+    c02 = cost(torch.tensor([[0]]), torch.tensor([[2]])).item()
+    assert c02 == pytest.approx(((u[0] - u[1]) ** 2).sum().item() / 4)
+    # the costs before issue #4 (every constant 1/2) and an explicit pair
+    _, words, vecs = _cosine_cost()
+    old = CosineCost(words, vecs, gap_cost=0.5, unlabeled=(0.5, 0.5))
+    assert old(x, x)[0].tolist() == [[0.0, 0.5, 0.5], [0.5, 0.0, 0.5], [0.5, 0.5, 0.0]]
+    other = CosineCost(words, vecs, gap_cost=0.3, unlabeled=(1.0, 0.125))
+    assert other(x, x)[0].tolist() == [[0.0, 1.0, 0.3], [1.0, 0.0, 0.125], [0.3, 0.125, 0.0]]
+    assert "gap_cost=0.3" in repr(other)
+
+
+def test_cosine_cost_bad_options():
+    _, words, vecs = _cosine_cost()
+    for kwargs in ({"unlabeled": "word"}, {"unlabeled": (0.5,)}, {"unlabeled": 0.5},
+                   {"gap_cost": -0.1}, {"gap_cost": float("nan")},
+                   {"unlabeled": (0.5, float("inf"))}):
+        with pytest.raises(ValueError):
+            CosineCost(words, vecs, **kwargs)
+
+
+def _random_unlabeled_tree(gen, words, n_leaves):
+    """A random binary tree (nested tuples) with unlabeled inner nodes and word leaves."""
+    nodes = [(words[int(torch.randint(len(words), (1,), generator=gen))],)
+             for _ in range(n_leaves)]
+    while len(nodes) > 1:
+        i = int(torch.randint(len(nodes) - 1, (1,), generator=gen))
+        nodes[i:i + 2] = [(None, nodes[i], nodes[i + 1])]
+    return nodes[0]
+
+
+def test_cosine_cost_unlabeled_trees_reduce_to_leaf_sequences():
+    # With unlabeled nodes at the origin (free to insert/delete) the tree edit distance of
+    # SST-like trees is the sequence edit distance of their leaves; with the old constants
+    # (1/2 for unlabeled nodes) the tree shape adds to it.
+    cost, words, vecs = _cosine_cost()
+    gen = torch.Generator().manual_seed(3)
+    trees = [Tree.from_tuple(_random_unlabeled_tree(gen, words, n)) for n in (1, 2, 3, 4, 5, 6, 7)]
+    leaves = [[t.labels[i] for i in t.leaves()] for t in trees]
+    with torch.no_grad():
+        D_tree = pairwise_distances(trees, None, cost)
+        D_seq = pairwise_distances(leaves, None, cost)
+        torch.testing.assert_close(D_tree, D_seq, rtol=0, atol=1e-12)
+        old = CosineCost(words, vecs, gap_cost=0.5, unlabeled=(0.5, 0.5))
+        D_old = pairwise_distances(trees, None, old)
+        assert (D_old >= pairwise_distances(leaves, None, old) - 1e-12).all()
+        assert D_old[0, 6] >= 0.5 * (len(trees[6]) - 1) - 1e-12  # 12 nodes to insert at least
+
+
+def test_cosine_cost_state_dict_keeps_constant_costs():
+    _, words, vecs = _cosine_cost()
+    src = CosineCost(words, vecs, gap_cost=0.4, unlabeled=(0.6, 0.2))
+    dst = CosineCost(words, vecs)
+    dst.load_state_dict(src.state_dict())
+    assert torch.equal(dst.special, src.special) and dst.gap_cost == pytest.approx(0.4)
+    # a state dict saved before the constants were configurable loads the costs of that version
+    legacy = {k: v for k, v in src.state_dict().items() if k != "special"}
+    dst.load_state_dict(legacy)
+    assert dst.special.tolist() == [[0.0, 0.5, 0.5], [0.5, 0.0, 0.5], [0.5, 0.5, 0.0]]
+    assert dst.to(torch.float32).special.dtype == torch.float32
 
 
 def test_cosine_cost_gradients_nan_free():
@@ -168,6 +231,27 @@ def test_cosine_cost_sequences_and_float32():
     D = pairwise_distances(seqs, None, cost)
     assert D.dtype == torch.float32
     assert D[0, 0].item() == 0.0
-    assert D[3, 2].item() == pytest.approx(0.5)  # insert one word
-    assert D[0, 1].item() == pytest.approx(cost(torch.tensor([[0]]), torch.tensor([[2]]))[0, 0, 0].item())
+    assert D[3, 2].item() == pytest.approx(0.25)  # insert one word (gap_cost)
+    # good -> bad (opposite words) costs more than deleting one and inserting the other
+    c = cost(torch.tensor([[0]]), torch.tensor([[2]]))[0, 0, 0].item()
+    assert c > 0.5 and D[0, 1].item() == pytest.approx(min(c, 2 * cost.gap_cost))
+    c = cost(torch.tensor([[0]]), torch.tensor([[1]]))[0, 0, 0].item()  # good -> great
+    assert D[0, 2].item() == pytest.approx(min(c, 2 * cost.gap_cost) + cost.gap_cost)
     assert math.isfinite(D.sum().item())
+
+
+def test_sst_words_are_covered_by_the_shipped_glove_subset():
+    # Guards the tree reading against the GloVe vocabulary (GloVe 6B is uncased; PTB bracket
+    # escapes must be mapped): at the time of writing 0.9% of the word tokens are missing.
+    from bedl_torch import datasets
+
+    X, y = datasets.load("sentiment")
+    words, vectors = datasets.load_glove_subset()
+    vocab = set(words)
+    tokens = [t.labels[i] for t in X for i in t.leaves()]
+    assert all(isinstance(w, str) for w in tokens)
+    missing = sum(1 for w in tokens if w not in vocab)
+    assert missing / len(tokens) < 0.02
+    for w in ("(", ")", "n't", "'s", "good", "bad"):
+        assert w in vocab
+    assert vectors.shape == (len(words), 50)
