@@ -123,7 +123,6 @@ def test_classifier_selection_by_inner_cv():
     y = np.concatenate([np.zeros(30), np.ones(30), [1, 1, 0, 0]]).astype(int)
     D = np.abs(x[:, None] - x[None, :])
     grid = quick_grid()
-    tr = np.arange(len(x))
     err, value, _ = protocol._classify("KNN", grid, D, y, D[:2], y[:2], 5, 0)
     assert value in (3, 5)
 
@@ -166,3 +165,29 @@ def test_cli_grid_overrides(tmp_path):
     assert data["config"]["classifiers"] == ["SVM"]  # no metric learner: no K* needed
     svm = [r for r in data["records"] if r["classifier"] == "SVM"]
     assert len(svm) == 1 and svm[0]["value"] == 5.0 and svm[0]["param"] == "bandwidth"
+
+
+def test_sentiment_costs_put_gap_and_unlabeled_nodes_at_the_origin():
+    # issue #4: with gap and unlabeled inner nodes at 1/2 the tree shape dominated the initial
+    # Sentiment distance; now unlabeled nodes cost like the gap and a word 1/4 to insert/delete,
+    # so the tree distance is the edit distance of the leaf sequences.
+    import torch
+
+    from bedl_torch import datasets
+    from bedl_torch.ops import pairwise_distances
+
+    X, y = datasets.load("sentiment")
+    X_tr, X_te = X[:12], X[12:16]
+    cost, info = protocol._SentimentCosts().make(X_tr, X_tr + X_te)
+    assert cost.gap_cost == 0.25 and info["gap_cost"] == 0.25
+    none, gap = cost.n_words, cost.gap_index
+    idx = torch.tensor([[0, none, gap]])
+    assert cost(idx, idx)[0].tolist() == [[0.0, 0.25, 0.25], [0.25, 0.0, 0.0], [0.25, 0.0, 0.0]]
+    assert 1 <= info["pca_dims"] <= 50 and info["n_words"] == cost.n_words
+    trees = X_tr[:4] + X_te[:2]
+    leaves = [[t.labels[i] for i in t.leaves()] for t in trees]
+    with torch.no_grad():
+        D_tree = pairwise_distances(trees, cost=cost)
+        D_seq = pairwise_distances(leaves, cost=cost)
+    torch.testing.assert_close(D_tree, D_seq, rtol=0, atol=1e-9)
+    assert (D_tree[~torch.eye(len(trees), dtype=torch.bool)] > 0).all()
