@@ -6,7 +6,6 @@ gradcheck away from ties, float32, huge tie counts (600+ node trees, 1000+ seque
 closed forms and the exact-integer sequence DP, pseudo mode, pairwise_distances and the
 Euclidean cost module.
 """
-import math
 
 import numpy as np
 import pytest
@@ -233,7 +232,6 @@ def test_gradcheck_float64_away_from_ties(trees):
 
 @pytest.mark.parametrize("kind", ["unit", "integer", "arbitrary"])
 def test_float32(kind):
-    rng = np.random.default_rng(10)
     for x, y, C in random_pairs(60, 11, kinds=(kind,), hi=10):
         C32 = T(C, torch.float32)
         d32, P32 = bedl_torch.coopt_matrix(lib(x), lib(y), C32)

@@ -155,7 +155,7 @@ def test_fit_pairs_instance_b_with_strings():
 
     g = GESL(lam=4.0).fit_pairs([("b", "ba"), ("b", "ba")], [("b", "baaa")],
                                 alphabet=["a", "b"])
-    a, b, gap = 0, 1, 2
+    a, gap = 0, 2  # b (index 1) matches itself at cost 0
     expected = np.zeros((3, 3))
     expected[gap, a] = 0.25  # C[-, a]; C[b, b] = 0
     np.testing.assert_allclose(g.C_, expected, atol=1e-5)

@@ -1,6 +1,5 @@
 # Device-image check (not in CI): does a torch-only extension survive a TORCH_CHECK message that formats an int64?
 # On the 2026-11 GPU image (torch 2.11.0+cu130, GCC 13.3) it segfaults inside libstdc++ ostream; std::to_string is fine.
-import torch
 from torch.utils.cpp_extension import load_inline
 src = r'''
 #include <torch/extension.h>
