@@ -156,6 +156,32 @@ inline void check_labels(const at::Tensor& labels, int64_t S, const char* name) 
   }
 }
 
+// The arguments the symbol-table kernels share, checked and made contiguous.
+struct SymbolInputs {
+  at::Tensor table, x_labels, y_labels, x_ptr, y_ptr, pair_x, pair_y;
+  int64_t symbols = 0, batch = 0;
+};
+
+inline SymbolInputs check_symbol_inputs(const at::Tensor& table, const at::Tensor& x_labels,
+                                        const at::Tensor& x_ptr, const at::Tensor& y_labels,
+                                        const at::Tensor& y_ptr, const at::Tensor& pair_x,
+                                        const at::Tensor& pair_y, double rel_tol) {
+  check_symbol_costs(table);
+  check_index(x_labels, "x_labels", -1);
+  check_index(y_labels, "y_labels", -1);
+  check_index(x_ptr, "x_ptr", -1);
+  check_index(y_ptr, "y_ptr", -1);
+  check_index(pair_x, "pair_x", -1);
+  check_index(pair_y, "pair_y", pair_x.size(0));
+  TORCH_CHECK(rel_tol >= 0.0 && std::isfinite(rel_tol), "rel_tol must be finite and >= 0");
+  SymbolInputs in{table.contiguous(),  x_labels.contiguous(), y_labels.contiguous(),
+                  x_ptr.contiguous(),  y_ptr.contiguous(),    pair_x.contiguous(),
+                  pair_y.contiguous(), table.size(0),         pair_x.size(0)};
+  check_labels(in.x_labels, in.symbols, "x_labels");
+  check_labels(in.y_labels, in.symbols, "y_labels");
+  return in;
+}
+
 // Largest absolute cost of one pair's (m+1, n+1) block, the tie scale; NaN
 // if the block holds a NaN or an infinity.
 template <typename scalar_t>

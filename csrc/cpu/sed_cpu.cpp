@@ -264,22 +264,11 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_cost
                                                    const at::Tensor& pair_x,
                                                    const at::Tensor& pair_y, bool need_coopt,
                                                    double rel_tol) {
-  dp::check_symbol_costs(symbol_costs_in);
-  const int64_t S = symbol_costs_in.size(0);
-  dp::check_index(x_labels, "x_labels", -1);
-  dp::check_index(y_labels, "y_labels", -1);
-  dp::check_index(x_ptr, "x_ptr", -1);
-  dp::check_index(y_ptr, "y_ptr", -1);
-  dp::check_index(pair_x, "pair_x", -1);
-  const int64_t batch = pair_x.size(0);
-  dp::check_index(pair_y, "pair_y", batch);
-  TORCH_CHECK(rel_tol >= 0.0 && std::isfinite(rel_tol), "rel_tol must be finite and >= 0");
-  const at::Tensor table = symbol_costs_in.contiguous();
-  const at::Tensor xl = x_labels.contiguous(), yl = y_labels.contiguous();
-  dp::check_labels(xl, S, "x_labels");
-  dp::check_labels(yl, S, "y_labels");
-  const at::Tensor xptr = x_ptr.contiguous(), yptr = y_ptr.contiguous();
-  const at::Tensor px = pair_x.contiguous(), py = pair_y.contiguous();
+  const dp::SymbolInputs in =
+      dp::check_symbol_inputs(symbol_costs_in, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, rel_tol);
+  const int64_t S = in.symbols, batch = in.batch;
+  const at::Tensor &table = in.table, &xl = in.x_labels, &yl = in.y_labels;
+  const at::Tensor &xptr = in.x_ptr, &yptr = in.y_ptr, &px = in.pair_x, &py = in.pair_y;
   const int64_t* xptr_p = xptr.data_ptr<int64_t>();
   const int64_t* yptr_p = yptr.data_ptr<int64_t>();
   const int64_t* px_p = px.data_ptr<int64_t>();

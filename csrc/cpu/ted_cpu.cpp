@@ -151,26 +151,24 @@ struct TedPair {
     return t.path_nodes.data() + t.path_begin[k];
   }
 
+  // below[j] = cost of the nodes l(j) .. j-1 (j's subtree but its root), summed
+  // from the leaf up along each leftmost path as a table's first row does.
+  template <typename CostOf>
+  static void sums_below(const TreeIndex& t, const CostOf& cost_of, std::vector<double>& below) {
+    below.resize(t.n + 1);
+    for (int64_t k : t.keyroots) {
+      const int64_t leaf = t.leftmost[k];
+      double sum = 0.0;
+      for (int64_t v = leaf; v <= k; ++v) {
+        if (t.leftmost[v] == leaf) below[v] = sum;
+        sum = sum + cost_of(v);
+      }
+    }
+  }
+
   void prepare_leaf_sums() {
-    const int64_t m = x.n, n = y.n;
-    ws.below_ins.resize(n + 1);
-    ws.below_del.resize(m + 1);
-    for (int64_t ky : y.keyroots) {
-      const int64_t leaf = y.leftmost[ky];
-      double sum = 0.0;
-      for (int64_t j = leaf; j <= ky; ++j) {
-        if (y.leftmost[j] == leaf) ws.below_ins[j] = sum;
-        sum = sum + ins(j);
-      }
-    }
-    for (int64_t kx : x.keyroots) {
-      const int64_t leaf = x.leftmost[kx];
-      double sum = 0.0;
-      for (int64_t i = leaf; i <= kx; ++i) {
-        if (x.leftmost[i] == leaf) ws.below_del[i] = sum;
-        sum = sum + del(i);
-      }
-    }
+    sums_below(y, [this](int64_t j) { return ins(j); }, ws.below_ins);
+    sums_below(x, [this](int64_t i) { return del(i); }, ws.below_del);
   }
 
   // A keyroot that is a leaf has a one-row (one-column) table whose only
@@ -640,26 +638,15 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cpu(
     const at::Tensor& x_ptr, const at::Tensor& y_labels, const at::Tensor& y_sizes,
     const at::Tensor& y_ptr, const at::Tensor& pair_x, const at::Tensor& pair_y, bool need_coopt,
     double rel_tol) {
-  dp::check_symbol_costs(symbol_costs_in);
-  const int64_t S = symbol_costs_in.size(0);
-  dp::check_index(x_sizes, "x_sizes", -1);
-  dp::check_index(y_sizes, "y_sizes", -1);
-  dp::check_index(x_labels, "x_labels", x_sizes.size(0));
-  dp::check_index(y_labels, "y_labels", y_sizes.size(0));
-  dp::check_index(x_ptr, "x_ptr", -1);
-  dp::check_index(y_ptr, "y_ptr", -1);
-  dp::check_index(pair_x, "pair_x", -1);
-  const int64_t batch = pair_x.size(0);
-  dp::check_index(pair_y, "pair_y", batch);
-  TORCH_CHECK(rel_tol >= 0.0 && std::isfinite(rel_tol), "rel_tol must be finite and >= 0");
-  const at::Tensor table = symbol_costs_in.contiguous();
-  const at::Tensor xl = x_labels.contiguous(), yl = y_labels.contiguous();
-  dp::check_labels(xl, S, "x_labels");
-  dp::check_labels(yl, S, "y_labels");
-  const std::vector<OrientedTree> xs = index_trees(x_sizes.contiguous(), x_ptr.contiguous(), "x");
-  const std::vector<OrientedTree> ys = index_trees(y_sizes.contiguous(), y_ptr.contiguous(), "y");
-  const at::Tensor px = pair_x.contiguous(), py = pair_y.contiguous();
-  const at::Tensor xptr = x_ptr.contiguous(), yptr = y_ptr.contiguous();
+  const dp::SymbolInputs in =
+      dp::check_symbol_inputs(symbol_costs_in, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, rel_tol);
+  dp::check_index(x_sizes, "x_sizes", in.x_labels.size(0));
+  dp::check_index(y_sizes, "y_sizes", in.y_labels.size(0));
+  const int64_t S = in.symbols, batch = in.batch;
+  const at::Tensor &table = in.table, &xl = in.x_labels, &yl = in.y_labels;
+  const at::Tensor &xptr = in.x_ptr, &yptr = in.y_ptr, &px = in.pair_x, &py = in.pair_y;
+  const std::vector<OrientedTree> xs = index_trees(x_sizes.contiguous(), xptr, "x");
+  const std::vector<OrientedTree> ys = index_trees(y_sizes.contiguous(), yptr, "y");
   const int64_t* px_p = px.data_ptr<int64_t>();
   const int64_t* py_p = py.data_ptr<int64_t>();
   const int64_t* xptr_p = xptr.data_ptr<int64_t>();
