@@ -434,8 +434,14 @@ struct TedPair {
 };
 
 // Each pair runs in the orientation whose keyroot tables are smaller.
-inline bool mirrored(const OrientedTree& xo, const OrientedTree& yo) {
-  return xo.right.work * yo.right.work < xo.left.work * yo.left.work;
+struct OrientedPair {
+  const TreeIndex& x;
+  const TreeIndex& y;
+};
+
+inline OrientedPair orient(const OrientedTree& xo, const OrientedTree& yo) {
+  const bool mirror = xo.right.work * yo.right.work < xo.left.work * yo.left.work;
+  return mirror ? OrientedPair{xo.right, yo.right} : OrientedPair{xo.left, yo.left};
 }
 
 // Costs of a pair from its padded block (row stride `stride`, preorder),
@@ -619,11 +625,8 @@ std::tuple<at::Tensor, at::Tensor> ted_cpu(const at::Tensor& costs_in, const at:
       return std::make_pair(xs[px_p[b]].left.n, ys[py_p[b]].left.n);
     });
     dp::for_each_pair<TedWorkspace>(batch, rows * cols, [&](int64_t b, TedWorkspace& ws) {
-      const OrientedTree& xo = xs[px_p[b]];
-      const OrientedTree& yo = ys[py_p[b]];
-      const bool mirror = mirrored(xo, yo);
-      const TreeIndex& x = mirror ? xo.right : xo.left;
-      const TreeIndex& y = mirror ? yo.right : yo.left;
+      const OrientedPair pair = orient(xs[px_p[b]], ys[py_p[b]]);
+      const TreeIndex &x = pair.x, &y = pair.y;
       const int64_t off = b * rows * cols;
       fill_padded(x, y, c + off, cols, ws);
       d[b] = static_cast<scalar_t>(ted_solve(x, y, need_coopt, dp::Tie{rel_tol, scales[b]}, ws));
@@ -667,11 +670,8 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cpu(
     scalar_t* d = dist.data_ptr<scalar_t>();
     scalar_t* p = need_coopt ? coopt.data_ptr<scalar_t>() : nullptr;
     dp::for_each_pair<TedWorkspace>(batch, rows * cols, [&](int64_t b, TedWorkspace& ws) {
-      const OrientedTree& xo = xs[px_p[b]];
-      const OrientedTree& yo = ys[py_p[b]];
-      const bool mirror = mirrored(xo, yo);
-      const TreeIndex& x = mirror ? xo.right : xo.left;
-      const TreeIndex& y = mirror ? yo.right : yo.left;
+      const OrientedPair pair = orient(xs[px_p[b]], ys[py_p[b]]);
+      const TreeIndex &x = pair.x, &y = pair.y;
       const double scale =
           fill_symbols(x, y, t, S, xl_p + xptr_p[px_p[b]], yl_p + yptr_p[py_p[b]], ws);
       d[b] = static_cast<scalar_t>(ted_solve(x, y, need_coopt, dp::Tie{rel_tol, scale}, ws));
