@@ -14,15 +14,40 @@ from torch import nn
 __all__ = ["SymbolCost", "EuclideanCost", "UnitCost", "simplex_embedding"]
 
 
+def _owns_forward(cost: "SymbolCost", method: str) -> bool:
+    """Whether the class that defines ``method`` (a table shortcut) also defines the
+    ``forward`` in use; a subclass that changes ``forward`` alone must not be bypassed."""
+    cls = type(cost)
+    owner = next(k for k in cls.__mro__ if method in vars(k))
+    return owner is not SymbolCost and cls.forward is owner.forward
+
+
+def subtable_of(cost: "SymbolCost", symbols: torch.Tensor) -> torch.Tensor:
+    """Costs ``(k, k)`` among the symbol indices ``symbols`` (``(k,)``, gap index allowed),
+    differentiable in the module's parameters: the module's own :meth:`SymbolCost.symbol_subtable`
+    where it is sure to agree with ``forward``, else one ``forward`` call on the symbols."""
+    symbols = symbols.to(cost.device)
+    if _owns_forward(cost, "symbol_subtable"):
+        out = cost.symbol_subtable(symbols)
+    else:
+        out = cost(symbols[None], symbols[None])[0]
+    k = len(symbols)
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (k, k):
+        raise ValueError(
+            f"{type(cost).__name__} returned a symbol table of shape "
+            f"{tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__} "
+            f"for {k} symbols, expected ({k}, {k})"
+        )
+    return out
+
+
 def table_of(cost: "SymbolCost") -> Optional[torch.Tensor]:
     """``cost.symbol_table()`` where it is sure to agree with ``cost.forward``, else ``None``.
 
     A table counts only if the class that defines ``symbol_table`` also provides the
     ``forward`` in use, so a subclass that changes ``forward`` alone is never bypassed.
     """
-    cls = type(cost)
-    owner = next(k for k in cls.__mro__ if "symbol_table" in vars(k))
-    if owner is SymbolCost or cls.forward is not owner.forward:
+    if not _owns_forward(cost, "symbol_table"):
         return None
     return cost.symbol_table()
 
@@ -107,6 +132,18 @@ class SymbolCost(nn.Module):
         having no table. The default, ``None``, means: always call ``forward``.
         """
         return None
+
+    def symbol_subtable(self, symbols: torch.Tensor) -> torch.Tensor:
+        """Costs ``(k, k)`` among the distinct symbol indices ``symbols`` (``(k,)``, int64,
+        gap index allowed), differentiable in the parameters.
+
+        When a module has no whole table (a large alphabet), the ops build a table over only
+        the symbols that occur in the objects at hand and hand the kernels that. The default
+        is one :meth:`forward` call; override it where a direct computation is leaner (it
+        must agree with ``forward``; an override is used only by the class that also
+        defines the ``forward`` in use, as for :meth:`symbol_table`).
+        """
+        return self(symbols[None], symbols[None])[0]
 
     def forward(self, x_idx: torch.Tensor, y_idx: torch.Tensor) -> torch.Tensor:
         """Costs ``(B, M, N)`` between the symbols ``x_idx (B, M)`` and ``y_idx (B, N)``.
@@ -254,8 +291,14 @@ class UnitCost(SymbolCost):
     def device(self) -> torch.device:
         return self._anchor.device
 
-    def symbol_table(self) -> torch.Tensor:
+    #: largest alphabet (plus gap) for which symbol_table() returns the whole table; larger
+    #: alphabets get tables over the symbols in use (never a U x U matrix)
+    table_limit = 2048
+
+    def symbol_table(self) -> Optional[torch.Tensor]:
         size = len(self.alphabet) + 1
+        if size > self.table_limit:
+            return None
         eye = torch.eye(size, dtype=self._anchor.dtype, device=self._anchor.device)
         return 1.0 - eye
 

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from . import _ext
-from .costs import SymbolCost, UnitCost, table_of
+from .costs import SymbolCost, UnitCost, subtable_of, table_of
 from .tree import Tree
 
 __all__ = [
@@ -43,6 +43,11 @@ __all__ = [
 
 # Cells of one chunk's padded cost tensor in pairwise_distances (about 32 MB in float64).
 _CHUNK_CELLS = 1 << 22
+# Largest local symbol table (k x k over the symbols in use) built for a cost module without
+# a whole table: 1024 symbols, 8 MB in float64. The kernels gather a pair's costs from
+# scattered rows and columns, so a larger table is slower than the padded costs (measured:
+# a 4000-word table made 20-word sequence pairs 80 us each, cache misses on every cell).
+_LOCAL_TABLE_CELLS = 1 << 20
 
 
 def default_rel_tol(dtype: torch.dtype) -> float:
@@ -147,6 +152,77 @@ def _check_costs(costs, name: str = "costs", finite: bool = True) -> None:
     c = costs.detach()
     if c.numel() and not bool(torch.isfinite(c.sum())) and not bool(torch.isfinite(c).all()):
         raise ValueError(f"{name} must be finite, but contains NaN or inf")
+
+
+class _SymbolView:
+    """A symbol cost table and the label indices into it, for the symbol-table kernels.
+
+    Either a cost module's whole ``(U+1, U+1)`` table (``lookup`` None: labels are alphabet
+    indices) or a local table over only the symbols in use, gap last (``lookup`` maps an
+    alphabet index to its row), so that alphabets of 30,000+ words never build a U x U
+    matrix and a batch never materialises its padded ``(B, M+1, N+1)`` costs.
+    """
+
+    def __init__(self, table: torch.Tensor, cost: SymbolCost, unknown: str,
+                 lookup: Optional[torch.Tensor] = None):
+        self.table, self.cost, self.unknown, self.lookup = table, cost, unknown, lookup
+
+    @classmethod
+    def local(cls, cost: SymbolCost, unknown: str, labels: Sequence[torch.Tensor],
+              limit: int) -> Optional["_SymbolView"]:
+        """The local view over the symbols in ``labels`` (alphabet indices), or None when its
+        table would exceed ``limit`` cells."""
+        gap = cost.gap_index
+        used = torch.unique(torch.cat([t.reshape(-1) for t in labels]
+                                      + [torch.tensor([gap], dtype=torch.long)]))
+        k = len(used)  # sorted: the gap, the largest index, comes last
+        if k * k > limit:
+            return None
+        table = subtable_of(cost, used)
+        _check_costs(table, f"{type(cost).__name__} costs")
+        lookup = torch.full((gap + 1,), k - 1, dtype=torch.long)
+        lookup[used] = torch.arange(k)
+        return cls(table, cost, unknown, lookup)
+
+    def flat_labels(self, side: "_Table") -> torch.Tensor:
+        flat = side.flat_labels(self.cost, self.unknown)
+        return flat if self.lookup is None else self.lookup[flat]
+
+    def padded_labels(self, side: "_Table", pairs: torch.Tensor, width: int) -> torch.Tensor:
+        enc = side.encoded(self.cost, self.unknown)[pairs, :width]
+        return enc if self.lookup is None else self.lookup[enc]
+
+
+def _matrix_view(x_table: "_Table", y_table: "_Table", cost, unknown: str) -> Optional[_SymbolView]:
+    """One symbol view for every pair of two tables (a whole matrix): the whole table, or a
+    local one over all their symbols if it fits ``_LOCAL_TABLE_CELLS``, else None."""
+    if not isinstance(cost, SymbolCost):
+        return None
+    table = _whole_table(cost, x_table, y_table, unknown)
+    if table is not None:
+        return _SymbolView(table, cost, unknown)
+    labels = [x_table.flat_labels(cost, unknown)]
+    if y_table is not x_table:
+        labels.append(y_table.flat_labels(cost, unknown))
+    return _SymbolView.local(cost, unknown, labels, _LOCAL_TABLE_CELLS)
+
+
+def _whole_table(cost: SymbolCost, x_table: "_Table", y_table: "_Table", unknown: str) -> Optional[torch.Tensor]:
+    """The cost module's whole symbol table if it has one, else None."""
+    table = table_of(cost)
+    if table is None:
+        return None
+    # Fail early, naming unknown labels, as the padded path does.
+    x_table.encoded(cost, unknown)
+    y_table.encoded(cost, unknown)
+    size = len(cost.alphabet) + 1
+    if not isinstance(table, torch.Tensor) or tuple(table.shape) != (size, size):
+        raise ValueError(
+            f"{type(cost).__name__}.symbol_table() must return a ({size}, {size}) tensor, got "
+            f"{tuple(table.shape) if isinstance(table, torch.Tensor) else type(table).__name__}"
+        )
+    _check_costs(table, "symbol_table()")
+    return table
 
 
 class PairBatch:
@@ -254,14 +330,13 @@ class PairBatch:
             p = p.to(device)
         return d, p
 
-    def _run_symbols(self, table: torch.Tensor, cost: SymbolCost, unknown: str, need_coopt: bool,
-                     rel_tol: float):
-        """Kernels on a ``(U+1, U+1)`` symbol table; P stays on the CPU (padded)."""
-        t = table.detach()
+    def _run_symbols(self, view: _SymbolView, need_coopt: bool, rel_tol: float):
+        """Kernels on a symbol view's table; P stays on the CPU (padded)."""
+        t = view.table.detach()
         if t.device.type != "cpu":
             t = t.cpu()
-        xl = self.x_table.flat_labels(cost, unknown)
-        yl = self.y_table.flat_labels(cost, unknown)
+        xl = view.flat_labels(self.x_table)
+        yl = view.flat_labels(self.y_table)
         if self.kind == "tree":
             return _ext.ted_symbols_cpu(t, xl, self.x_table.sizes, self.x_table.ptr, yl,
                                         self.y_table.sizes, self.y_table.ptr, self.pair_x,
@@ -269,24 +344,24 @@ class PairBatch:
         return _ext.sed_symbols_cpu(t, xl, self.x_table.ptr, yl, self.y_table.ptr,
                                     self.pair_x, self.pair_y, need_coopt, rel_tol)
 
-    def _table_costs(self, cost, unknown: str) -> Optional[torch.Tensor]:
-        """The cost module's symbol table if the kernels can gather from it, else None."""
+    def _symbol_view(self, cost, unknown: str) -> Optional[_SymbolView]:
+        """How the kernels can gather this batch's costs from a symbol table: the module's
+        whole table, or a local one over the batch's symbols where that is smaller than the
+        padded cost tensor; None: the padded path (``cost.forward`` per pair)."""
         if not isinstance(cost, SymbolCost):
             return None
-        table = table_of(cost)
-        if table is None:
+        table = _whole_table(cost, self.x_table, self.y_table, unknown)
+        if table is not None:
+            return _SymbolView(table, cost, unknown)
+        if not len(self):
             return None
-        # Fail early, naming unknown labels, as the padded path does.
-        self.x_table.encoded(cost, unknown)
-        self.y_table.encoded(cost, unknown)
-        size = len(cost.alphabet) + 1
-        if not isinstance(table, torch.Tensor) or tuple(table.shape) != (size, size):
-            raise ValueError(
-                f"{type(cost).__name__}.symbol_table() must return a ({size}, {size}) tensor, got "
-                f"{tuple(table.shape) if isinstance(table, torch.Tensor) else type(table).__name__}"
-            )
-        _check_costs(table, "symbol_table()")
-        return table
+        x_enc = self.x_table.encoded(cost, unknown)  # (also names unknown labels)
+        y_enc = self.y_table.encoded(cost, unknown)
+        labels = [x_enc[torch.unique(self.pair_x), : self.rows],
+                  y_enc[torch.unique(self.pair_y), : self.cols]]
+        # worth it only where symbols repeat: the table well below the padded costs
+        padded_cells = len(self) * self.rows * self.cols
+        return _SymbolView.local(cost, unknown, labels, min(padded_cells // 4, _LOCAL_TABLE_CELLS))
 
     def distances(self, cost_or_costs, mode: str = "exact", reference=None, *,
                   rel_tol: Optional[float] = None, unknown: str = "error") -> torch.Tensor:
@@ -298,45 +373,65 @@ class PairBatch:
                 P0 at ``reference``: a cost module, a padded tensor or a P0 tensor
                 from :meth:`coopt`; default the current costs, detached).
         """
+        return self._distances(cost_or_costs, mode, reference, rel_tol, unknown)
+
+    def _distances(self, cost_or_costs, mode="exact", reference=None, rel_tol=None,
+                   unknown="error", view=None):
         if mode == "exact":
-            table = self._table_costs(cost_or_costs, unknown)
-            if table is not None:
-                tol = _check_rel_tol(rel_tol, table.dtype)
-                d, _ = _SymbolEditDistanceFn.apply(table, self, cost_or_costs, unknown, tol, False)
+            if view is None:
+                view = self._symbol_view(cost_or_costs, unknown)
+            if view is not None:
+                tol = _check_rel_tol(rel_tol, view.table.dtype)
+                d, _ = _SymbolEditDistanceFn.apply(view.table, self, view, tol, False)
                 return d
-        costs = self._as_costs(cost_or_costs, unknown, finite=mode != "exact")
-        if mode == "exact":
+            costs = self._as_costs(cost_or_costs, unknown, finite=False)
             tol = _check_rel_tol(rel_tol, costs.dtype)
             d, _ = _EditDistanceFn.apply(costs, self, tol, False)
             return d
         if mode == "pseudo":
             if reference is None:
-                p0 = self.coopt(costs, rel_tol=rel_tol)[1]
-            elif isinstance(reference, SymbolCost):
-                p0 = self.coopt(reference, rel_tol=rel_tol, unknown=unknown)[1]
+                reference = cost_or_costs
+                if isinstance(reference, torch.Tensor):
+                    reference = reference.detach()
+            if isinstance(reference, SymbolCost):
+                p0 = self._coopt(reference, rel_tol, unknown)[1]
             else:
-                p0 = self.coopt(reference, rel_tol=rel_tol)[1]
-            return self.pseudo_distances(costs, p0)
+                p0 = self._coopt(reference, rel_tol)[1]
+            return self._pseudo(cost_or_costs, p0, unknown, view)
         raise ValueError(f"mode must be 'exact' or 'pseudo', got {mode!r}")
 
     def coopt(self, cost_or_costs, *, rel_tol: Optional[float] = None,
               unknown: str = "error") -> Tuple[torch.Tensor, torch.Tensor]:
         """Distances ``(B,)`` and co-optimal matrices ``(B, M+1, N+1)``, without gradient."""
+        return self._coopt(cost_or_costs, rel_tol, unknown)
+
+    def _coopt(self, cost_or_costs, rel_tol=None, unknown="error", view=None):
         with torch.no_grad():
-            table = self._table_costs(cost_or_costs, unknown)
-            if table is not None:
-                tol = _check_rel_tol(rel_tol, table.dtype)
-                d, p = self._run_symbols(table, cost_or_costs, unknown, True, tol)
-                return d.to(table.device), p.to(table.device)
+            if view is None:
+                view = self._symbol_view(cost_or_costs, unknown)
+            if view is not None:
+                tol = _check_rel_tol(rel_tol, view.table.dtype)
+                d, p = self._run_symbols(view, True, tol)
+                return d.to(view.table.device), p.to(view.table.device)
             costs = self._as_costs(cost_or_costs, unknown, finite=False)
             tol = _check_rel_tol(rel_tol, costs.dtype)
             return self._run(costs, True, tol)
 
     def pseudo_distances(self, cost_or_costs, coopt: torch.Tensor, *, unknown: str = "error") -> torch.Tensor:
         """Pseudo edit distances ``sum(P0 * C)`` ``(B,)`` for frozen co-optimal matrices ``P0``."""
-        costs = self._as_costs(cost_or_costs, unknown)
+        return self._pseudo(cost_or_costs, coopt, unknown)
+
+    def _pseudo(self, cost_or_costs, coopt, unknown="error", view=None):
         if not isinstance(coopt, torch.Tensor) or coopt.shape[0] != len(self) or coopt.dim() != 3:
             raise ValueError("coopt must be a (B, M+1, N+1) tensor from PairBatch.coopt")
+        if view is None and isinstance(cost_or_costs, SymbolCost):
+            view = self._symbol_view(cost_or_costs, unknown)
+        if view is not None:  # gather the padded costs from the table (differentiable)
+            xi = view.padded_labels(self.x_table, self.pair_x, self.rows).to(view.table.device)
+            yi = view.padded_labels(self.y_table, self.pair_y, self.cols).to(view.table.device)
+            costs = view.table[xi[:, :, None], yi[:, None, :]]
+        else:
+            costs = self._as_costs(cost_or_costs, unknown)
         rows, cols = min(costs.shape[1], coopt.shape[1]), min(costs.shape[2], coopt.shape[2])
         p0 = coopt[:, :rows, :cols].to(device=costs.device, dtype=costs.dtype)
         return (p0 * costs[:, :rows, :cols]).sum(dim=(1, 2))
@@ -365,12 +460,11 @@ class _SymbolEditDistanceFn(torch.autograd.Function):
     """Distances from a symbol cost table; backward sums P into the table's entries."""
 
     @staticmethod
-    def forward(ctx, table, batch: PairBatch, cost: SymbolCost, unknown: str, rel_tol: float,
-                want_coopt: bool):
+    def forward(ctx, table, batch: PairBatch, view: _SymbolView, rel_tol: float, want_coopt: bool):
         need = bool(ctx.needs_input_grad[0]) or want_coopt
-        d, p = batch._run_symbols(table, cost, unknown, need, rel_tol)
+        d, p = batch._run_symbols(view, need, rel_tol)
         if ctx.needs_input_grad[0]:
-            ctx.batch, ctx.cost, ctx.unknown = batch, cost, unknown
+            ctx.batch, ctx.view = batch, view
             ctx.table_shape = table.shape
             ctx.save_for_backward(p)
         d = d.to(table.device)
@@ -382,16 +476,16 @@ class _SymbolEditDistanceFn(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_d, grad_p):
         (p,) = ctx.saved_tensors  # on the CPU: the scatter runs there, one small table goes back
-        batch = ctx.batch
+        batch, view = ctx.batch, ctx.view
         size = ctx.table_shape[0]
         rows, cols = p.shape[1], p.shape[2]
-        x_idx = batch.x_table.encoded(ctx.cost, ctx.unknown)[batch.pair_x, :rows]
-        y_idx = batch.y_table.encoded(ctx.cost, ctx.unknown)[batch.pair_y, :cols]
+        x_idx = view.padded_labels(batch.x_table, batch.pair_x, rows)
+        y_idx = view.padded_labels(batch.y_table, batch.pair_y, cols)
         # Pad beyond each pair's block is the gap, and P is zero there.
         flat = (x_idx[:, :, None] * size + y_idx[:, None, :]).reshape(-1)
         weights = (grad_d.detach().to("cpu", p.dtype).reshape(-1, 1, 1) * p).reshape(-1)
         grad = torch.zeros(size * size, dtype=p.dtype).index_add_(0, flat, weights)
-        return grad.view(size, size).to(grad_d.device), None, None, None, None, None
+        return grad.view(size, size).to(grad_d.device), None, None, None, None
 
 
 # ---------------------------------------------------------------------------
@@ -539,6 +633,57 @@ def _alphabet_of(*collections) -> List[Hashable]:
         raise TypeError("labels must be hashable") from None
 
 
+def _pair_chunks(x_table: _Table, y_table: _Table, ii: torch.Tensor, jj: torch.Tensor,
+                 chunk_size: Optional[int] = None):
+    """The pairs ``(ii[k], jj[k])`` reordered by size, and chunk boundaries.
+
+    Pairs of similar sizes share a chunk, so a chunk's padded ``(B, M+1, N+1)`` costs and
+    co-optimal matrices waste little on padding (sentences of 5 to 50 words padded to the
+    longest made each pair cost six times its cells); each chunk holds about
+    ``_CHUNK_CELLS`` padded cells, or ``chunk_size`` pairs.
+    """
+    lx, ly = x_table.lengths[ii], y_table.lengths[jj]
+    key = torch.maximum(lx, ly)
+    order = torch.argsort(key, stable=True)
+    ii, jj = ii[order], jj[order]
+    n = len(ii)
+    if chunk_size is not None:
+        return ii, jj, list(range(0, n, chunk_size)) + [n]
+    cells = ((key[order] + 1) ** 2).tolist()  # a chunk's padded cells per pair, at most
+    bounds = [0]
+    while bounds[-1] < n:
+        s = bounds[-1]
+        e = min(n, s + max(1, _CHUNK_CELLS // cells[s]))
+        e = min(n, s + max(1, _CHUNK_CELLS // cells[e - 1]))  # sizes grow within a chunk
+        bounds.append(e)
+    return ii, jj, bounds
+
+
+def _pair_values(x_table: _Table, y_table: _Table, ii: torch.Tensor, jj: torch.Tensor, cost, *,
+                 mode: str = "exact", reference_cost=None, rel_tol=None, unknown: str = "error",
+                 chunk_size: Optional[int] = None):
+    """Distances of the pairs ``(x_table[ii[k]], y_table[jj[k]])`` in memory-bounded chunks.
+    Returns ``(ii, jj, values)`` in the order computed (pairs regrouped by size)."""
+    ii, jj, bounds = _pair_chunks(x_table, y_table, ii, jj, chunk_size)
+    # One symbol table for all chunks (a module's whole table, or one over the symbols of X
+    # and Y); chunks build their own local tables only when that one would be too large.
+    view = _matrix_view(x_table, y_table, cost, unknown)
+    ref = reference_cost if reference_cost is not None else cost
+    ref_view = view if ref is cost else None
+    if mode == "pseudo" and ref_view is None:
+        with torch.no_grad():
+            ref_view = _matrix_view(x_table, y_table, ref, unknown)
+    values = []
+    for s, e in zip(bounds[:-1], bounds[1:]):
+        batch = PairBatch.from_tables(x_table, y_table, ii[s:e], jj[s:e])
+        if mode == "exact":
+            values.append(batch._distances(cost, rel_tol=rel_tol, unknown=unknown, view=view))
+        else:
+            p0 = batch._coopt(ref, rel_tol, unknown, view=ref_view)[1]
+            values.append(batch._pseudo(cost, p0, unknown, view=view))
+    return ii, jj, torch.cat(values)
+
+
 def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional[SymbolCost] = None, *,
                        mode: str = "exact", reference_cost: Optional[SymbolCost] = None,
                        chunk_size: Optional[int] = None, rel_tol: Optional[float] = None,
@@ -598,21 +743,11 @@ def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional
     if len(ii) == 0:
         return torch.zeros(nx, ny, dtype=out_dtype, device=out_device)
 
-    if chunk_size is None:
-        cells = (int(x_table.lengths.max()) + 1) * (int(y_table.lengths.max()) + 1)
-        chunk_size = max(1, _CHUNK_CELLS // cells)
-    if chunk_size < 1:
+    if chunk_size is not None and chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
-    values = []
-    for start in range(0, len(ii), chunk_size):
-        batch = PairBatch.from_tables(x_table, y_table, ii[start:start + chunk_size], jj[start:start + chunk_size])
-        if mode == "exact":
-            values.append(batch.distances(cost, rel_tol=rel_tol, unknown=unknown))
-        else:
-            p0 = batch.coopt(reference_cost if reference_cost is not None else cost,
-                             rel_tol=rel_tol, unknown=unknown)[1]
-            values.append(batch.pseudo_distances(cost, p0, unknown=unknown))
-    vals = torch.cat(values)
+    ii, jj, vals = _pair_values(x_table, y_table, ii, jj, cost, mode=mode,
+                                reference_cost=reference_cost, rel_tol=rel_tol, unknown=unknown,
+                                chunk_size=chunk_size)
     ii, jj = ii.to(out_device), jj.to(out_device)
     if symmetric:
         off = ii != jj

@@ -296,23 +296,36 @@ class CosineCost(SymbolCost):
         norm = torch.sqrt(torch.clamp((W * W).sum(-1, keepdim=True), min=self.eps ** 2))
         return W / norm
 
-    def forward(self, x_idx: torch.Tensor, y_idx: torch.Tensor) -> torch.Tensor:
-        nw = self.n_words
-        none_idx, gap = nw, nw + 1
-        x_idx = x_idx.to(self.Omega.device)
-        y_idx = y_idx.to(self.Omega.device)
+    def _factors(self):
+        """Row factors ``(L, R)`` of every symbol (words, None, gap) with
+        ``c(a, b) = <L[a], R[b]>`` before the clamp and the exact zeros of equal symbols: a
+        word's rows are ``(-u/2, e_word S)`` and ``(u, e_word)``, None's and the gap's carry
+        no vector, ``S`` being the 3 x 3 constant table with ``1/2`` for word - word, so one
+        matrix product gives ``1/2 - 1/2 cos`` between words and the constants elsewhere."""
         U = self.mapped_vectors()
         U = torch.cat([U, U.new_zeros(2, U.shape[1])], 0)  # rows for None and the gap
-        cos = torch.bmm(U[x_idx], U[y_idx].transpose(1, 2))  # (B, M, N)
-        # rounding can push cos(u, u) slightly above 1: clamp, and make equal words exact 0
-        word_cost = torch.clamp(0.5 - 0.5 * cos, min=0.0)
-        equal = x_idx.unsqueeze(-1) == y_idx.unsqueeze(-2)
-        word_cost = torch.where(equal, torch.zeros_like(word_cost), word_cost)
-        # kind: 0 word, 1 None, 2 gap
-        kx = torch.clamp(x_idx - nw + 1, min=0)
-        ky = torch.clamp(y_idx - nw + 1, min=0)
-        table = self.special.to(dtype=word_cost.dtype)
-        special = table[kx.unsqueeze(-1), ky.unsqueeze(-2)]
-        both_words = (kx == 0).unsqueeze(-1) & (ky == 0).unsqueeze(-2)
-        assert none_idx + 1 == gap == self.gap_index
-        return torch.where(both_words, word_cost, special)
+        S = self.special.to(dtype=U.dtype).clone()
+        S[0, 0] = 0.5
+        kind = torch.zeros(len(U), dtype=torch.long, device=U.device)
+        kind[self.n_words] = 1
+        kind[self.n_words + 1] = 2
+        onehot = torch.eye(3, dtype=U.dtype, device=U.device)[kind]
+        return torch.cat([-0.5 * U, onehot @ S], 1), torch.cat([U, onehot], 1)
+
+    def symbol_subtable(self, symbols: torch.Tensor) -> torch.Tensor:
+        """Costs ``(k, k)`` among distinct symbol indices (as :meth:`forward`)."""
+        symbols = symbols.to(self.Omega.device)
+        L, R = self._factors()
+        cost = torch.clamp(L[symbols] @ R[symbols].T, min=0.0)
+        eye = torch.eye(len(symbols), dtype=torch.bool, device=symbols.device)
+        return cost.masked_fill(eye, 0.0)
+
+    def forward(self, x_idx: torch.Tensor, y_idx: torch.Tensor) -> torch.Tensor:
+        assert self.n_words + 1 == self.gap_index
+        x_idx = x_idx.to(self.Omega.device)
+        y_idx = y_idx.to(self.Omega.device)
+        L, R = self._factors()
+        cost = torch.bmm(L[x_idx], R[y_idx].transpose(1, 2))  # (B, M, N)
+        # rounding can push cos(u, u) slightly above 1: clamp, and make equal symbols exact 0
+        cost = torch.clamp(cost, min=0.0)
+        return cost.masked_fill(x_idx.unsqueeze(-1) == y_idx.unsqueeze(-2), 0.0)

@@ -186,9 +186,10 @@ class _ProbeLBFGS:
 @pytest.mark.parametrize("n_prototypes", [1, 2])
 def test_metric_step_evaluators_agree(monkeypatch, n_prototypes):
     """The three evaluators of the metric step give the same loss and gradient: numpy in
-    closed form (the default EuclideanCost on the CPU), torch in closed form on the symbol
-    cost table, and autograd through PairBatch.pseudo_distances (the fallback for large
-    alphabets). A generic starting embedding avoids ties between prototypes."""
+    closed form (the default EuclideanCost on the CPU), torch in closed form on the dense
+    symbol-pair frequencies and the symbol cost table, and torch in closed form on the sparse
+    symbol pairs that carry mass in P0 with costs from the module's forward (the path for
+    large alphabets). A generic starting embedding avoids ties between prototypes."""
     X, y = make_strings(40, seed=9)
     gen = torch.Generator().manual_seed(4)
     start = torch.randn(4, 3, dtype=torch.float64, generator=gen)
@@ -203,21 +204,21 @@ def test_metric_step_evaluators_agree(monkeypatch, n_prototypes):
 
         monkeypatch.setattr(BEDL, name, wrapped)
 
-    for name in ("_numpy_evaluator", "_table_evaluator", "_autograd_evaluator"):
+    for name in ("_numpy_evaluator", "_closed_form_evaluator", "_pair_cost_terms"):
         spy(name)
     monkeypatch.setattr(torch.optim, "LBFGS", _ProbeLBFGS)
     _ProbeLBFGS.records = []
-    for path in ("numpy", "table", "autograd"):
+    for path in ("numpy", "table", "sparse"):
         with monkeypatch.context() as mp:
             if path != "numpy":
                 mp.setattr(BEDL, "_numpy_path_ok", staticmethod(lambda cost, params: False))
-            if path == "autograd":
+            if path == "sparse":
                 mp.setattr(BEDL, "_TABLE_LIMIT", 0)
             cost = EuclideanCost(list("abcd"), embedding=start)
             BEDL(n_prototypes=n_prototypes, max_rounds=1, cost=cost).fit(X, y)
-    assert calls == {"_numpy_evaluator": 1, "_table_evaluator": 1, "_autograd_evaluator": 1}
-    numpy_rec, table_rec, autograd_rec = _ProbeLBFGS.records
-    for k, (loss, grad) in enumerate(autograd_rec):
+    assert calls == {"_numpy_evaluator": 1, "_closed_form_evaluator": 2, "_pair_cost_terms": 1}
+    numpy_rec, table_rec, sparse_rec = _ProbeLBFGS.records
+    for k, (loss, grad) in enumerate(sparse_rec):
         assert grad.abs().max() > 0.01
         for other in (numpy_rec, table_rec):
             assert other[k][0] == pytest.approx(loss, rel=1e-12)

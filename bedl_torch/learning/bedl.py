@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from ..costs import EuclideanCost, SymbolCost, simplex_embedding
-from ..ops import PairBatch, pairwise_distances
+from ..ops import PairBatch, _pair_values, pairwise_distances
 from ..tree import Tree
 from .losses import (
     _phi_derivative,
@@ -492,9 +492,6 @@ class BEDL(_ParamsMixin):
         self.fit_time_ = time.perf_counter() - t_start
         return self
 
-    #: cost cells per kernel call when computing the training distance matrix
-    _CHUNK_CELLS = 1 << 22
-
     def _train_distances(self, cost, x_table, y_table, m, unknown) -> np.ndarray:
         """The ``(m, m)`` matrix of actual distances between the training objects, from the
         tables flattened (and encoded) once per fit; as :func:`~bedl_torch.ops.pairwise_distances`
@@ -505,14 +502,9 @@ class BEDL(_ParamsMixin):
         else:
             ii = torch.arange(m).repeat_interleave(m)
             jj = torch.arange(m).repeat(m)
-        cells = (int(x_table.lengths.max()) + 1) * (int(y_table.lengths.max()) + 1)
-        chunk = max(1, self._CHUNK_CELLS // cells)
         with torch.no_grad():
-            vals = torch.cat([
-                PairBatch.from_tables(x_table, y_table, ii[s:s + chunk], jj[s:s + chunk])
-                .distances(cost, unknown=unknown).cpu()
-                for s in range(0, len(ii), chunk)
-            ])
+            ii, jj, vals = _pair_values(x_table, y_table, ii, jj, cost, unknown=unknown)
+        vals = vals.cpu()
         v = vals.numpy()
         D = np.zeros((m, m), dtype=v.dtype)
         D[ii.numpy(), jj.numpy()] = v
@@ -571,7 +563,7 @@ class BEDL(_ParamsMixin):
         symbol ``b`` (gap included). Computed once per round; every evaluation is then one
         ``(B, (U+1)^2) @ ((U+1)^2,)`` product with the symbol cost table. Used when the table
         is no larger than a pair's padded cost matrix (and at most ``_TABLE_LIMIT`` cells);
-        otherwise returns ``None`` and ``PairBatch.pseudo_distances`` is used.
+        otherwise returns ``None`` and the sparse :meth:`_pair_cost_terms` is used.
         """
         n_sym = cost.gap_index + 1
         B, R, C = P0.shape
@@ -609,6 +601,8 @@ class BEDL(_ParamsMixin):
         and its gradient with respect to the distances and to the regularised matrix are
         computed in closed form (:func:`glvq_loss_and_grad`, ...), and autograd only runs
         through the cost module (``table`` and the regularised matrix from the parameters).
+        With a large alphabet (no dense table) pseudo mode takes the same closed form over
+        the symbol pairs that carry mass in ``P0`` (:meth:`_pair_cost_terms`).
         """
         m, P = len(y_idx), len(protos)
         device = cost.device
@@ -618,11 +612,9 @@ class BEDL(_ParamsMixin):
         full = PairBatch.from_tables(x_table, y_table, pair_x, pair_y)
         same = y_dev[:, None] == torch.as_tensor(y_idx[protos], device=device)[None, :]  # (m, P)
         pseudo = self.mode == "pseudo"
-        arange_dev = torch.arange(m, device=device)
         inf = torch.tensor(math.inf, dtype=cost.dtype, device=device)
         fixed = P == 2
         n_eval = [0]
-        rows = torch.cat([arange_dev, arange_dev])
         fixed_sel = (same.to(torch.long).argmax(1), (~same).to(torch.long).argmax(1))
 
         P0 = F = None
@@ -630,20 +622,23 @@ class BEDL(_ParamsMixin):
             _, P0 = full.coopt(cost if align_cost is None else align_cost, unknown=unknown)
             P0 = P0.to(device)
             F = self._symbol_frequencies(cost, full, P0, X_idx)
-            if F is not None:
-                P0 = None
-            else:
-                P0 = P0.view(m, P, *P0.shape[1:])
 
         no_autograd = F is not None and self._numpy_path_ok(cost, params)
         if no_autograd:
             closure_eval = self._numpy_evaluator(cost, F.view(m, P, -1), same, fixed, fixed_sel, n_eval)
         elif F is not None:
-            closure_eval = self._table_evaluator(cost, F.view(m, P, -1), same, fixed, fixed_sel, rows,
-                                                 inf, n_eval)
+            values = self._symbol_table_fn(cost)
+            F = F.view(m * P, -1)
+            closure_eval = self._closed_form_evaluator(
+                cost, values, lambda t: F @ t, lambda sel, g: g @ F[sel], same, fixed, fixed_sel,
+                inf, n_eval)
+        elif pseudo:
+            values, dist_all, grad_values = self._pair_cost_terms(cost, full, P0, X_idx)
+            closure_eval = self._closed_form_evaluator(cost, values, dist_all, grad_values, same,
+                                                       fixed, fixed_sel, inf, n_eval)
         else:
-            closure_eval = self._autograd_evaluator(cost, x_table, y_table, full, P0, protos_t, same,
-                                                    fixed, fixed_sel, rows, arange_m, inf, unknown,
+            closure_eval = self._autograd_evaluator(cost, x_table, y_table, full, protos_t, same,
+                                                    fixed, fixed_sel, arange_m, inf, unknown,
                                                     n_eval)
 
         def closure():
@@ -700,33 +695,81 @@ class BEDL(_ParamsMixin):
         idx = torch.arange(cost.gap_index + 1, device=cost.device)[None]
         return lambda: cost(idx, idx)[0].reshape(-1)
 
-    def _table_evaluator(self, cost, F, same, fixed, fixed_sel, rows, inf, n_eval):
-        """Closed-form objective and gradient on aggregated pseudo distances ``F @ table``."""
-        m = F.shape[0]
+    def _pair_cost_terms(self, cost, batch, P0, X_idx):
+        """Pseudo distances as sparse sums over symbol pairs, for alphabets too large for a
+        dense ``(B, (U+1)^2)`` frequency matrix (e.g. the words of a cosine cost).
+
+        ``d~_k = sum_q w[k, q] c_q`` over the symbol pairs ``q = (a, b)`` that carry mass in
+        some frozen ``P0[k]`` (co-optimal matrices are sparse); per evaluation the module
+        computes only those ``c_q`` (one ``forward`` call on ``(Q, 1, 1)`` index pairs).
+        Returns ``(values, dist_all, grad_values)`` for :meth:`_closed_form_evaluator`.
+        """
+        B, R, C = P0.shape
+        device = cost.device
+        p = P0.to("cpu")
+        k, i, j = torch.nonzero(p, as_tuple=True)
+        w = p[k, i, j].to(torch.float64)
+        a = X_idx[batch.pair_x[k], i]
+        b = X_idx[batch.pair_y[k], j]
+        n_sym = cost.gap_index + 1
+        pair_code, q = torch.unique(a * n_sym + b, return_inverse=True)
+        # one entry per (distance, symbol pair): repeated symbol pairs of one P0 summed
+        entry, e_idx = torch.unique(k * len(pair_code) + q, return_inverse=True)
+        w = torch.zeros(len(entry), dtype=torch.float64).index_add_(0, e_idx, w)
+        k_e = (entry // len(pair_code)).to(device)
+        q_e = (entry % len(pair_code)).to(device)
+        w = w.to(device=device, dtype=cost.dtype)
+        sa = (pair_code // n_sym).to(device)[:, None]
+        sb = (pair_code % n_sym).to(device)[:, None]
+        n_q = len(pair_code)
+
+        def values():
+            return cost(sa, sb).reshape(n_q)
+
+        def dist_all(c):
+            return torch.zeros(B, dtype=c.dtype, device=device).index_add_(0, k_e, w * c[q_e])
+
+        def grad_values(sel, g):
+            g_all = torch.zeros(B, dtype=g.dtype, device=device).index_put_((sel,), g,
+                                                                            accumulate=True)
+            return torch.zeros(n_q, dtype=g.dtype, device=device).index_add_(0, q_e,
+                                                                             w * g_all[k_e])
+
+        return values, dist_all, grad_values
+
+    def _closed_form_evaluator(self, cost, values, dist_all, grad_values, same, fixed, fixed_sel,
+                               inf, n_eval):
+        """Closed-form objective and gradient on frozen pseudo distances, linear in a vector of
+        costs: ``values()`` gives the costs (with gradient), ``dist_all(c)`` the ``m * P``
+        data-to-prototype pseudo distances ``(m * P,)`` under them, ``grad_values(sel, g)`` the
+        gradient with respect to the costs of ``sum(g * distances[sel])``. The GLVQ loss and
+        the regularisers are differentiated in closed form; autograd runs only through the cost
+        module (``values`` and the regularised matrix)."""
+        m, P = same.shape
+        device = same.device
         phi = self.phi
-        symbol_table = self._symbol_table_fn(cost)
         reg = self.regularizer if self.beta > 0 else None
         beta = float(self.beta)
-        F_fixed = F[rows, torch.cat(fixed_sel)] if fixed else None  # (2m, S)
+        base = torch.arange(m, device=device) * P
+        fixed_idx = torch.cat([base + fixed_sel[0], base + fixed_sel[1]]) if fixed else None
 
         def evaluate(backward: bool):
             with torch.set_grad_enabled(backward):
-                table = symbol_table()
+                table = values()
                 A = _regularized_matrix(cost) if reg is not None else None
-            t = table.detach()
-            if F_fixed is not None:
-                Fs = F_fixed
-            else:
-                d_all = F @ t  # (m, P): the gradient-free selection pass
-                ks = torch.cat([torch.where(same, d_all, inf).argmin(1),
-                                torch.where(same, inf, d_all).argmin(1)])
-                Fs = F[rows, ks]
-            d = Fs @ t
+            d_all = dist_all(table.detach())
+            if fixed_idx is not None:
+                sel = fixed_idx
+            else:  # the gradient-free selection of the closest prototypes
+                d2 = d_all.view(m, P)
+                sel = torch.cat([base + torch.where(same, d2, inf).argmin(1),
+                                 base + torch.where(same, inf, d2).argmin(1)])
+            d = d_all[sel]
             loss, g_plus, g_minus = glvq_loss_and_grad(d[:m], d[m:], phi)
             tensors, grads = [], []
             if backward:
                 tensors.append(table)
-                grads.append(torch.cat([g_plus, g_minus]) @ Fs)
+                grads.append(grad_values(sel, torch.cat([g_plus, g_minus])))
             if A is not None:
                 Ad = A.detach()
                 g_A = None
@@ -834,42 +877,31 @@ class BEDL(_ParamsMixin):
 
         return evaluate
 
-    def _autograd_evaluator(self, cost, x_table, y_table, full, P0, protos_t, same, fixed, fixed_sel,
-                            rows, arange_m, inf, unknown, n_eval):
-        """Objective with autograd through the edit distances (exact mode, or pseudo mode with
-        per-pair co-optimal matrices ``P0`` when the symbol table would be too large)."""
+    def _autograd_evaluator(self, cost, x_table, y_table, full, protos_t, same, fixed, fixed_sel,
+                            arange_m, inf, unknown, n_eval):
+        """Objective with autograd through the edit distances (exact mode)."""
         m, P = same.shape
-        pseudo = P0 is not None
         cache = {}
 
         def select():
             if fixed:
                 return fixed_sel
             with torch.no_grad():
-                if pseudo:
-                    d_all = full.pseudo_distances(cost, P0.view(m * P, *P0.shape[2:]), unknown=unknown)
-                else:
-                    d_all = full.distances(cost, unknown=unknown)
-                d_all = d_all.view(m, P)
+                d_all = full.distances(cost, unknown=unknown).view(m, P)
                 return (torch.where(same, d_all, inf).argmin(1),
                         torch.where(same, inf, d_all).argmin(1))
 
         def evaluate(backward: bool):
             ks = torch.cat(select())
             key = ks.cpu().numpy().tobytes()
-            entry = cache.get(key)
-            if entry is None:
+            batch = cache.get(key)
+            if batch is None:
                 batch = PairBatch.from_tables(
                     x_table, y_table, torch.cat([arange_m, arange_m]), protos_t[ks.cpu()]
                 )
-                entry = (batch, P0[rows, ks] if pseudo else None)
                 cache.clear()
-                cache[key] = entry
-            batch, p0 = entry
-            if pseudo:
-                d = batch.pseudo_distances(cost, p0, unknown=unknown)
-            else:
-                d = batch.distances(cost, unknown=unknown)
+                cache[key] = batch
+            d = batch.distances(cost, unknown=unknown)
             loss = self._objective(d[:m], d[m:], cost)
             if backward:
                 loss.backward()
@@ -877,8 +909,6 @@ class BEDL(_ParamsMixin):
             return loss
 
         return evaluate
-
-    # -- prediction -----------------------------------------------------------
 
     def _check_fitted(self):
         if not hasattr(self, "cost_"):
