@@ -46,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--out", default=None, help="output folder (default results/DATASET)")
     e.add_argument("--seed", type=int, default=0, help="seed of the fold split (default 0)")
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
+    e.add_argument("--trees", action="store_true",
+                   help="sentiment: compute on the parse trees rather than their word "
+                        "sequences (equal distances, about 100x the work)")
     return p
 
 
@@ -59,7 +62,8 @@ def experiment(args) -> int:
                               max_folds=args.max_folds, metrics=tuple(args.metrics),
                               classifiers=tuple(args.classifiers),
                               train_sample=args.train_sample,
-                              progress=not args.no_progress)
+                              progress=not args.no_progress,
+                              sentiment_leaves=not args.trees)
     if args.beta_factors or args.gesl_factors or args.bandwidths:
         grid = quick_grid() if args.quick else full_grid()
         if args.beta_factors:

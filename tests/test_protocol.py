@@ -10,6 +10,7 @@ pytest.importorskip("scipy")
 pytest.importorskip("matplotlib")
 pytest.importorskip("clarabel")
 
+import bedl_torch  # noqa: E402
 from bedl_torch.__main__ import main  # noqa: E402
 from bedl_torch.evaluation import protocol  # noqa: E402
 from bedl_torch.evaluation.protocol import (  # noqa: E402
@@ -191,3 +192,22 @@ def test_sentiment_costs_put_gap_and_unlabeled_nodes_at_the_origin():
         D_seq = pairwise_distances(leaves, cost=cost)
     torch.testing.assert_close(D_tree, D_seq, rtol=0, atol=1e-9)
     assert (D_tree[~torch.eye(len(trees), dtype=torch.bool)] > 0).all()
+
+
+def test_sentiment_on_word_sequences_equals_trees():
+    """The protocol computes Sentiment on the trees' word sequences by default; the initial
+    distances, hence every classifier's choices and errors, are those of the trees."""
+    records = {}
+    for leaves in (True, False):
+        cfg = ExperimentConfig("sentiment", quick=True, max_folds=1, train_sample=40,
+                               metrics=("initial",), classifiers=("KNN", "MGLVQ", "SVM"),
+                               progress=False, sentiment_leaves=leaves)
+        result = protocol.run_experiment(cfg)
+        assert any("word (leaf) sequence" in n for n in result.notes) == leaves
+        records[leaves] = [(r["classifier"], r["value"], r["error"]) for r in result.records]
+    assert len(records[True]) == 3
+    for (c1, v1, e1), (c2, v2, e2) in zip(records[True], records[False]):
+        assert (c1, v1) == (c2, v2) and e1 == pytest.approx(e2, abs=1e-12)
+    # the word sequence of an SST tree is its leaves' labels, left to right
+    t = bedl_torch.Tree.from_ptb("(3 (2 (2 The) (2 film)) (4 (3 works) (2 .)))")
+    assert protocol._leaf_sequence(t) == ["The", "film", "works", "."]
