@@ -46,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--out", default=None, help="output folder (default results/DATASET)")
     e.add_argument("--seed", type=int, default=0, help="seed of the fold split (default 0)")
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
+    e.add_argument("--jobs", type=int, default=1,
+                   help="worker processes for BEDL's nested beta search (default 1)")
     e.add_argument("--trees", action="store_true",
                    help="sentiment: compute on the parse trees rather than their word "
                         "sequences (equal distances, about 100x the work)")
@@ -63,7 +65,7 @@ def experiment(args) -> int:
                               classifiers=tuple(args.classifiers),
                               train_sample=args.train_sample,
                               progress=not args.no_progress,
-                              sentiment_leaves=not args.trees)
+                              sentiment_leaves=not args.trees, n_jobs=args.jobs)
     if args.beta_factors or args.gesl_factors or args.bandwidths:
         grid = quick_grid() if args.quick else full_grid()
         if args.beta_factors:

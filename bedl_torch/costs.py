@@ -41,6 +41,24 @@ def subtable_of(cost: "SymbolCost", symbols: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def pair_costs_of(cost: "SymbolCost", a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Costs ``c(a[q], b[q])`` ``(Q,)`` of index pairs, differentiable: the module's own
+    :meth:`SymbolCost.symbol_pair_costs` where it is sure to agree with ``forward``, else one
+    ``forward`` call on ``(Q, 1)`` indices."""
+    a, b = a.to(cost.device), b.to(cost.device)
+    if _owns_forward(cost, "symbol_pair_costs"):
+        out = cost.symbol_pair_costs(a, b)
+    else:
+        out = cost(a[:, None], b[:, None]).reshape(-1)
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (len(a),):
+        raise ValueError(
+            f"{type(cost).__name__} returned pair costs of shape "
+            f"{tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}, "
+            f"expected ({len(a)},)"
+        )
+    return out
+
+
 def table_of(cost: "SymbolCost") -> Optional[torch.Tensor]:
     """``cost.symbol_table()`` where it is sure to agree with ``cost.forward``, else ``None``.
 
@@ -144,6 +162,14 @@ class SymbolCost(nn.Module):
         defines the ``forward`` in use, as for :meth:`symbol_table`).
         """
         return self(symbols[None], symbols[None])[0]
+
+    def symbol_pair_costs(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """Costs ``(Q,)`` of the symbol pairs ``(a[q], b[q])`` (int64 index vectors), as
+        :meth:`forward` gives them; used where only scattered pairs are needed (BEDL's
+        pseudo-mode metric step on large alphabets). Default: one ``forward`` call on
+        ``(Q, 1)`` indices; override where an elementwise computation is leaner (same rule
+        as :meth:`symbol_table`)."""
+        return self(a[:, None], b[:, None]).reshape(-1)
 
     def forward(self, x_idx: torch.Tensor, y_idx: torch.Tensor) -> torch.Tensor:
         """Costs ``(B, M, N)`` between the symbols ``x_idx (B, M)`` and ``y_idx (B, N)``.

@@ -320,6 +320,13 @@ class CosineCost(SymbolCost):
         eye = torch.eye(len(symbols), dtype=torch.bool, device=symbols.device)
         return cost.masked_fill(eye, 0.0)
 
+    def symbol_pair_costs(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """Costs ``(Q,)`` of the symbol pairs ``(a[q], b[q])`` (as :meth:`forward`)."""
+        a, b = a.to(self.Omega.device), b.to(self.Omega.device)
+        L, R = self._factors()
+        cost = torch.clamp((L[a] * R[b]).sum(-1), min=0.0)
+        return cost.masked_fill(a == b, 0.0)
+
     def forward(self, x_idx: torch.Tensor, y_idx: torch.Tensor) -> torch.Tensor:
         assert self.n_words + 1 == self.gap_index
         x_idx = x_idx.to(self.Omega.device)

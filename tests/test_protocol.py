@@ -211,3 +211,22 @@ def test_sentiment_on_word_sequences_equals_trees():
     # the word sequence of an SST tree is its leaves' labels, left to right
     t = bedl_torch.Tree.from_ptb("(3 (2 (2 The) (2 film)) (4 (3 works) (2 .)))")
     assert protocol._leaf_sequence(t) == ["The", "film", "works", "."]
+
+
+def test_parallel_beta_search_equals_serial():
+    """--jobs runs the nested beta search's fits in forked workers: same choices, same errors."""
+    out = {}
+    for jobs in (1, 2):
+        grid = quick_grid()
+        grid.beta_factor = [1e-4, 1e-2]
+        grid.n_prototypes = [1]
+        cfg = ExperimentConfig("strings", quick=True, max_folds=1, inner_folds=2,
+                               metrics=("bedl_pseudo",), classifiers=("MGLVQ", "KNN"),
+                               progress=False, grid=grid, n_jobs=jobs)
+        result = protocol.run_experiment(cfg)
+        out[jobs] = ([(r["classifier"], r["value"], r["error"], r["metric_param"])
+                      for r in result.records if r["metric"] == "bedl_pseudo"],
+                     result.fold_info[0]["bedl_pseudo"]["factor"])
+    assert out[1] == out[2] and len(out[1][0]) == 2
+    with pytest.raises(ValueError, match="n_jobs"):
+        ExperimentConfig("strings", n_jobs=0).resolved()

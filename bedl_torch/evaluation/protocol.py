@@ -104,6 +104,9 @@ class ExperimentConfig:
     # Sentiment: compute on the trees' word (leaf) sequences, whose edit distances equal the
     # trees' under the cosine costs (see _SentimentCosts); False keeps the trees
     sentiment_leaves: bool = True
+    # worker processes for BEDL's nested beta search (its inner fits are independent); the
+    # final, timed fit always runs in the main process
+    n_jobs: int = 1
 
     def resolved(self) -> "ExperimentConfig":
         cfg = dataclasses.replace(self)
@@ -124,6 +127,8 @@ class ExperimentConfig:
         bad = [c for c in cfg.classifiers if c not in CLASSIFIERS]
         if bad:
             raise ValueError(f"unknown classifiers {bad}; choose from {CLASSIFIERS}")
+        if int(cfg.n_jobs) < 1:
+            raise ValueError(f"n_jobs must be >= 1, got {cfg.n_jobs}")
         if cfg.dataset == "sentiment" and "gesl" in cfg.metrics:
             cfg.metrics = tuple(m for m in cfg.metrics if m != "gesl")
         if "MGLVQ" not in cfg.classifiers and any(m != "initial" for m in cfg.metrics):
@@ -663,19 +668,18 @@ def _fit_bedl(cfg, mode, K, X, y, tr, te, seed, senti, alphabet):
     # labels seen only in a test fold sit at the origin (the design's documented option)
     options.setdefault("unknown", "origin")
 
-    def val_error(factor):
-        errs = []
-        for a, b in _inner_splits(y[tr], cfg.inner_folds, seed):
-            ia, ib = tr[a], tr[b]
-            torch.manual_seed(seed)
-            model = _make_bedl(mode, K, 2 * K * len(a) * factor,
-                               cost_for(ia, np.concatenate([ia, ib])), options)
-            model.fit([X[i] for i in ia], y[ia])
-            errs.append(_error(model.predict([X[i] for i in ib]), y[ib]))
-        return np.mean(errs) if errs else 0.0
-
     factors = list(cfg.grid.beta_factor)
-    factor = _select(factors, val_error)[0] if len(factors) > 1 else factors[0]
+    if len(factors) > 1:
+        splits = [(tr[a], tr[b]) for a, b in _inner_splits(y[tr], cfg.inner_folds, seed)]
+        tasks = [(mode, K, factor, ia, ib, seed) for factor in factors for ia, ib in splits]
+        errors = _run_tasks(_inner_bedl_error, tasks,
+                            dict(X=X, y=y, senti=senti, options=options), cfg.n_jobs)
+        per_factor = {f: [] for f in factors}
+        for (_, _, factor, _, _, _), err in zip(tasks, errors):
+            per_factor[factor].append(err)
+        factor = _select(factors, lambda f: np.mean(per_factor[f]) if per_factor[f] else 0.0)[0]
+    else:
+        factor = factors[0]
     torch.manual_seed(seed)
     m = len(tr)
     model = _make_bedl(mode, K, 2 * K * m * factor, cost_for(tr, np.concatenate([tr, te])),
@@ -683,6 +687,65 @@ def _fit_bedl(cfg, mode, K, X, y, tr, te, seed, senti, alphabet):
     t0 = time.perf_counter()
     model.fit([X[i] for i in tr], y[tr])
     return model, factor, time.perf_counter() - t0
+
+
+def _inner_bedl_error(task, X, y, senti, options):
+    """Validation error of one BEDL fit of the nested beta search (one factor, one split)."""
+    import torch
+
+    mode, K, factor, ia, ib, seed = task
+    cost = None
+    if senti is not None:
+        cost = senti.make([X[i] for i in ia], [X[i] for i in np.concatenate([ia, ib])])[0]
+    torch.manual_seed(seed)
+    model = _make_bedl(mode, K, 2 * K * len(ia) * factor, cost, options)
+    model.fit([X[i] for i in ia], y[ia])
+    return _error(model.predict([X[i] for i in ib]), y[ib])
+
+
+#: what forked workers of _run_tasks read (set before the pool starts, inherited by fork)
+_TASK_CONTEXT: dict = {}
+
+
+def _task_worker_init():
+    import signal
+
+    import torch
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    torch.set_num_threads(1)  # one core per worker
+
+
+def _task_call(args):
+    fn, task = args
+    return fn(task, **_TASK_CONTEXT)
+
+
+def _run_tasks(fn, tasks, context, n_jobs):
+    """``[fn(task, **context) for task in tasks]``, on ``n_jobs`` forked worker processes when
+    ``n_jobs > 1`` (results in task order; the context is inherited, not pickled)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    n_jobs = min(int(n_jobs), len(tasks))
+    if n_jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return [fn(task, **context) for task in tasks]
+
+    _TASK_CONTEXT.clear()
+    _TASK_CONTEXT.update(context)
+    pool = ProcessPoolExecutor(max_workers=n_jobs, mp_context=multiprocessing.get_context("fork"),
+                               initializer=_task_worker_init)
+    try:
+        results = list(pool.map(_task_call, [(fn, t) for t in tasks]))
+    except BaseException:
+        for proc in list(getattr(pool, "_processes", {}).values()):
+            proc.terminate()  # running fits stop too
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    finally:
+        _TASK_CONTEXT.clear()
+    pool.shutdown()
+    return results
 
 
 def _embedding_of(model, metric, fold):

@@ -16,7 +16,7 @@ from typing import Callable, Hashable, Optional, Sequence, Union
 import numpy as np
 import torch
 
-from ..costs import EuclideanCost, SymbolCost, simplex_embedding
+from ..costs import EuclideanCost, SymbolCost, pair_costs_of, simplex_embedding
 from ..ops import PairBatch, _pair_values, pairwise_distances
 from ..tree import Tree
 from .losses import (
@@ -627,14 +627,14 @@ class BEDL(_ParamsMixin):
         if no_autograd:
             closure_eval = self._numpy_evaluator(cost, F.view(m, P, -1), same, fixed, fixed_sel, n_eval)
         elif F is not None:
-            values = self._symbol_table_fn(cost)
+            table_fn = self._symbol_table_fn(cost)
             F = F.view(m * P, -1)
             closure_eval = self._closed_form_evaluator(
-                cost, values, lambda t: F @ t, lambda sel, g: g @ F[sel], same, fixed, fixed_sel,
-                inf, n_eval)
+                cost, lambda backward: table_fn(), lambda t: F @ t,
+                lambda sel, g, table: (table, g @ F[sel]), same, fixed, fixed_sel, inf, n_eval)
         elif pseudo:
-            values, dist_all, grad_values = self._pair_cost_terms(cost, full, P0, X_idx)
-            closure_eval = self._closed_form_evaluator(cost, values, dist_all, grad_values, same,
+            values, dist_all, backprop = self._pair_cost_terms(cost, full, P0, X_idx)
+            closure_eval = self._closed_form_evaluator(cost, values, dist_all, backprop, same,
                                                        fixed, fixed_sel, inf, n_eval)
         else:
             closure_eval = self._autograd_evaluator(cost, x_table, y_table, full, protos_t, same,
@@ -701,8 +701,8 @@ class BEDL(_ParamsMixin):
 
         ``d~_k = sum_q w[k, q] c_q`` over the symbol pairs ``q = (a, b)`` that carry mass in
         some frozen ``P0[k]`` (co-optimal matrices are sparse); per evaluation the module
-        computes only those ``c_q`` (one ``forward`` call on ``(Q, 1, 1)`` index pairs).
-        Returns ``(values, dist_all, grad_values)`` for :meth:`_closed_form_evaluator`.
+        computes only those ``c_q`` (:func:`~bedl_torch.costs.pair_costs_of`).
+        Returns ``(values, dist_all, backprop)`` for :meth:`_closed_form_evaluator`.
         """
         B, R, C = P0.shape
         device = cost.device
@@ -719,32 +719,38 @@ class BEDL(_ParamsMixin):
         k_e = (entry // len(pair_code)).to(device)
         q_e = (entry % len(pair_code)).to(device)
         w = w.to(device=device, dtype=cost.dtype)
-        sa = (pair_code // n_sym).to(device)[:, None]
-        sb = (pair_code % n_sym).to(device)[:, None]
+        sa = (pair_code // n_sym).to(device)
+        sb = (pair_code % n_sym).to(device)
         n_q = len(pair_code)
 
-        def values():
-            return cost(sa, sb).reshape(n_q)
+        def values(backward):  # all pairs, without gradient: see backprop
+            with torch.no_grad():
+                return pair_costs_of(cost, sa, sb)
 
         def dist_all(c):
             return torch.zeros(B, dtype=c.dtype, device=device).index_add_(0, k_e, w * c[q_e])
 
-        def grad_values(sel, g):
+        def backprop(sel, g, c):
             g_all = torch.zeros(B, dtype=g.dtype, device=device).index_put_((sel,), g,
                                                                             accumulate=True)
-            return torch.zeros(n_q, dtype=g.dtype, device=device).index_add_(0, q_e,
-                                                                             w * g_all[k_e])
+            g_c = torch.zeros(n_q, dtype=g.dtype, device=device).index_add_(0, q_e,
+                                                                            w * g_all[k_e])
+            # only the 2m selected distances carry gradient (of m * P): recompute with
+            # autograd just the symbol pairs they use
+            used = torch.nonzero(g_c, as_tuple=True)[0]
+            return pair_costs_of(cost, sa[used], sb[used]), g_c[used]
 
-        return values, dist_all, grad_values
+        return values, dist_all, backprop
 
-    def _closed_form_evaluator(self, cost, values, dist_all, grad_values, same, fixed, fixed_sel,
+    def _closed_form_evaluator(self, cost, values, dist_all, backprop, same, fixed, fixed_sel,
                                inf, n_eval):
         """Closed-form objective and gradient on frozen pseudo distances, linear in a vector of
-        costs: ``values()`` gives the costs (with gradient), ``dist_all(c)`` the ``m * P``
-        data-to-prototype pseudo distances ``(m * P,)`` under them, ``grad_values(sel, g)`` the
-        gradient with respect to the costs of ``sum(g * distances[sel])``. The GLVQ loss and
-        the regularisers are differentiated in closed form; autograd runs only through the cost
-        module (``values`` and the regularised matrix)."""
+        costs: ``values(backward)`` gives the costs, ``dist_all(c)`` the ``m * P``
+        data-to-prototype pseudo distances ``(m * P,)`` under them, ``backprop(sel, g, c)`` a
+        tensor with autograd history and its gradient, for the gradient of
+        ``sum(g * distances[sel])`` (``c`` as returned by ``values``). The GLVQ loss and the
+        regularisers are differentiated in closed form; autograd runs only through the cost
+        module (the costs and the regularised matrix)."""
         m, P = same.shape
         device = same.device
         phi = self.phi
@@ -755,7 +761,7 @@ class BEDL(_ParamsMixin):
 
         def evaluate(backward: bool):
             with torch.set_grad_enabled(backward):
-                table = values()
+                table = values(backward)
                 A = _regularized_matrix(cost) if reg is not None else None
             d_all = dist_all(table.detach())
             if fixed_idx is not None:
@@ -768,8 +774,9 @@ class BEDL(_ParamsMixin):
             loss, g_plus, g_minus = glvq_loss_and_grad(d[:m], d[m:], phi)
             tensors, grads = [], []
             if backward:
-                tensors.append(table)
-                grads.append(grad_values(sel, torch.cat([g_plus, g_minus])))
+                t, g_t = backprop(sel, torch.cat([g_plus, g_minus]), table)
+                tensors.append(t)
+                grads.append(g_t)
             if A is not None:
                 Ad = A.detach()
                 g_A = None
@@ -784,10 +791,9 @@ class BEDL(_ParamsMixin):
                     tensors.append(A)
                     grads.append(g_A)
             if backward:
-                if table.requires_grad:
-                    torch.autograd.backward(tensors, grads)
-                elif len(tensors) > 1:
-                    torch.autograd.backward(tensors[1:], grads[1:])
+                keep = [k for k, t in enumerate(tensors) if t.requires_grad]
+                if keep:
+                    torch.autograd.backward([tensors[k] for k in keep], [grads[k] for k in keep])
                 n_eval[0] += 1
             return loss
 
