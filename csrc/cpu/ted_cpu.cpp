@@ -11,9 +11,13 @@
 // reached only through the deletion or insertion alternative of the same cell;
 // and an insertion may not leave a cell entered by a deletion. Then every
 // co-optimal mapping is exactly one derivation, and P follows from an inside
-// pass (counts per cell, tdm counts kept for all tables) and an outside pass
-// over the keyroot pairs in reverse order, which recomputes one table at a time
-// and pushes completion counts down its co-optimal edges. Memory is O(m n).
+// pass (counts per cell, tdm counts kept) and an outside pass over the keyroot
+// pairs in reverse order, which restores one table at a time and pushes
+// completion counts down its co-optimal edges. Only the tables that some
+// co-optimal mapping passes need counts; a distance pass and a boolean
+// outside pass over the co-optimal flags find them first, and their flags
+// are kept (up to a memory bound) so that neither counting pass recomputes
+// distances or ties. Memory is O(m n) plus the kept flags.
 //
 // Mirroring both trees (children right to left) maps mappings one-to-one onto
 // mappings of equal cost, so each pair runs in the orientation whose keyroot
@@ -131,6 +135,13 @@ struct TedWorkspace {
   // the path's leaf up exactly as a forest table's first row (column) does.
   std::vector<double> below_ins, below_del;
   std::vector<int64_t> y_symbol;  // y's labels in postorder (symbol-table costs)
+  std::vector<uint8_t> needed;    // keyroot pairs whose inside counts P needs (see ted_coopt)
+  std::vector<uint8_t> reach_any, reach_ins, reach_tdm;  // mark_needed's boolean outside pass
+  // Co-optimal flags of the needed tables, kept by mark_needed (region by
+  // region, row-major) unless they exceed kFlagStoreLimit; -1: not kept.
+  std::vector<uint8_t> flag_store;
+  std::vector<int64_t> flag_offset;
+  bool flags_kept = false;
 };
 
 template <typename Count>
@@ -194,11 +205,13 @@ struct TedPair {
     }
   }
 
-  // All tables of the inside pass, in keyroot order.
+  // All tables of the inside pass, in keyroot order; with `needed` (counting
+  // only) just the flagged keyroot pairs' forest tables.
   template <bool kCount>
-  void inside() {
+  void inside(const uint8_t* needed = nullptr) {
     prepare_leaf_sums();
     const int64_t m = x.n, n = y.n;
+    const size_t ky_count = y.keyroots.size();
     for (size_t a = 0; a < x.keyroots.size(); ++a) {
       const int64_t kx = x.keyroots[a];
       const bool x_leaf = x.leftmost[kx] == kx;
@@ -207,12 +220,216 @@ struct TedPair {
         if (kx == m) table<kCount, false>(kx, n);  // a one-node x: the final table
         continue;
       }
-      for (int64_t ky : y.keyroots) {
+      for (size_t b = 0; b < ky_count; ++b) {
+        const int64_t ky = y.keyroots[b];
         if (y.leftmost[ky] == ky && !(kx == m && ky == n)) {
           leaf_y<kCount>(a, ky);
-        } else {
+        } else if (needed == nullptr) {
           table<kCount, false>(kx, ky);
+        } else if (needed[a * ky_count + b]) {
+          const uint8_t* f = kept_flags(a, b);
+          if (f != nullptr) {
+            count_table<false>(kx, ky, f);
+          } else {
+            table<kCount, false>(kx, ky);
+          }
         }
+      }
+    }
+  }
+
+  // Which forest tables need inside counts: those holding a cell of some
+  // co-optimal mapping (every co-optimal predecessor of such a cell is one too,
+  // so its counts never read a table outside the set). A boolean outside pass
+  // finds them top-down: each such table recomputed with co-optimal flags from
+  // the distance pass's tdm (the counting pass's own expressions, so the same
+  // tie decisions), then swept like `sweep` with "reached" for counts. The set
+  // is exactly the one the outside pass later sweeps (has_outside).
+  // Their flags are kept (up to kFlagStoreLimit bytes), so that the counting
+  // and outside passes need neither distances nor tie tests again.
+  static constexpr size_t kFlagStoreLimit = size_t{1} << 26;
+
+  void mark_needed(std::vector<uint8_t>& needed) {
+    const size_t kx_count = x.keyroots.size(), ky_count = y.keyroots.size();
+    const int64_t cells = (x.n + 1) * w;
+    needed.assign(kx_count * ky_count, 0);
+    ws.reach_any.assign(cells, 0);
+    ws.reach_ins.assign(cells, 0);
+    ws.reach_tdm.assign(cells, 0);
+    ws.flag_offset.assign(kx_count * ky_count, -1);
+    ws.flag_store.clear();
+    ws.flags_kept = true;
+    for (size_t a = kx_count; a-- > 0;) {
+      for (size_t b = ky_count; b-- > 0;) {
+        if (!reached(a, b)) continue;
+        const int64_t kx = x.keyroots[a], ky = y.keyroots[b];
+        needed[a * ky_count + b] = 1;
+        flag_table(kx, ky);
+        reach_sweep(kx, ky);
+        if (ws.flags_kept) keep_flags(kx, ky, a * ky_count + b);
+      }
+    }
+  }
+
+  void keep_flags(int64_t kx, int64_t ky, size_t pair_index) {
+    const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1, fw = ky - c0 + 1;
+    const size_t size = static_cast<size_t>((kx - r0 + 1) * fw);
+    if (ws.flag_store.size() + size > kFlagStoreLimit) {
+      ws.flags_kept = false;  // too many: the passes recompute them instead
+      ws.flag_store.clear();
+      return;
+    }
+    ws.flag_offset[pair_index] = static_cast<int64_t>(ws.flag_store.size());
+    for (int64_t i = r0; i <= kx; ++i) {
+      const uint8_t* row = ws.coopt.data() + i * w + c0;
+      ws.flag_store.insert(ws.flag_store.end(), row, row + fw);
+    }
+  }
+
+  const uint8_t* kept_flags(size_t a, size_t b) const {
+    if (!ws.flags_kept) return nullptr;
+    const int64_t off = ws.flag_offset[a * y.keyroots.size() + b];
+    return off < 0 ? nullptr : ws.flag_store.data() + off;
+  }
+
+  // Inside counts of the forest table (kx, ky) from its kept co-optimal flags
+  // `f` (the region row by row): table<true, ...> without distances or ties.
+  // With kRestore the flags go back to ws.coopt for the sweep.
+  template <bool kRestore>
+  void count_table(int64_t kx, int64_t ky, const uint8_t* f) {
+    Count* tot = cnt.tot.data();
+    Count* other = cnt.in_other.data();
+    Count* tdm_count = cnt.tdm_count.data();
+    const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1;
+    const int64_t corner = r0 * w + c0, fw = ky - c0 + 1;
+    if (kRestore) {
+      for (int64_t i = r0; i <= kx; ++i) std::copy(f + (i - r0) * fw, f + (i - r0 + 1) * fw, ws.coopt.data() + i * w + c0);
+    }
+    tot[corner] = Count::one();
+    other[corner] = Count::one();
+    for (int64_t i = r0 + 1; i <= kx; ++i) {
+      tot[i * w + c0] = Count::one();
+      other[i * w + c0] = Count::zero();
+    }
+    for (int64_t j = c0 + 1; j <= ky; ++j) {
+      tot[r0 * w + j] = Count::one();
+      other[r0 * w + j] = Count::one();
+    }
+    const int64_t* ly = y.leftmost.data();
+    for (int64_t i = r0 + 1; i <= kx; ++i) {
+      const int64_t li = x.leftmost[i];
+      const bool x_on_path = li == r0 + 1;
+      const int64_t row = i * w;
+      const int64_t jump_base = (li - 1) * w - 1;
+      const uint8_t* frow = f + (i - r0) * fw - c0;
+      Count left_other = Count::zero();  // the first column is entered by deletions
+      for (int64_t j = c0 + 1; j <= ky; ++j) {
+        const int64_t cell = row + j;
+        const uint8_t flags = frow[j];
+        int64_t source;
+        if (x_on_path && ly[j] == c0 + 1) {
+          tdm_count[cell] = tot[cell - w - 1];
+          source = corner;
+        } else {
+          source = jump_base + ly[j];
+        }
+        const Count in_d = (flags & kDel) ? tot[cell - w] : Count::zero();
+        const Count via_ins = (flags & kIns) ? left_other : Count::zero();
+        const Count via_match = (flags & kMatch) ? tot[source] * tdm_count[cell] : Count::zero();
+        const Count in_o = via_ins + via_match;
+        tot[cell] = in_d + in_o;
+        other[cell] = in_o;
+        left_other = in_o;
+      }
+    }
+  }
+
+  bool reached(size_t a, size_t b) const {
+    if (x.keyroots[a] == x.n && y.keyroots[b] == y.n) return true;
+    int64_t len_x, len_y;
+    const int64_t* px = path_of(x, a, &len_x);
+    const int64_t* py = path_of(y, b, &len_y);
+    for (int64_t s = 0; s < len_x; ++s)
+      for (int64_t t = 0; t < len_y; ++t)
+        if (ws.reach_tdm[px[s] * w + py[t]]) return true;
+    return false;
+  }
+
+  // The forest table (kx, ky) again, with co-optimal flags and no counts.
+  void flag_table(int64_t kx, int64_t ky) {
+    double* fd = ws.fd.data();
+    const double* tdm = ws.tdm.data();
+    const double* cost = ws.cost.data();
+    uint8_t* coopt = ws.coopt.data();
+    const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1;
+    const int64_t corner = r0 * w + c0;
+    fd[corner] = 0.0;
+    coopt[corner] = 0;
+    double sum = 0.0;
+    for (int64_t i = r0 + 1; i <= kx; ++i) {
+      sum = sum + del(i);
+      fd[i * w + c0] = sum;
+      coopt[i * w + c0] = kDel;
+    }
+    sum = 0.0;
+    for (int64_t j = c0 + 1; j <= ky; ++j) {
+      sum = sum + ins(j);
+      fd[r0 * w + j] = sum;
+      coopt[r0 * w + j] = kIns;
+    }
+    const int64_t* ly = y.leftmost.data();
+    for (int64_t i = r0 + 1; i <= kx; ++i) {
+      const bool x_on_path = x.leftmost[i] == r0 + 1;
+      const double del_i = del(i);
+      const int64_t row = i * w;
+      const int64_t jump_base = (x.leftmost[i] - 1) * w - 1;
+      double left = fd[row + c0];
+      for (int64_t j = c0 + 1; j <= ky; ++j) {
+        const int64_t cell = row + j;
+        const double a = fd[cell - w] + del_i;
+        const double b = left + cost[j];
+        const bool defines = x_on_path && ly[j] == c0 + 1;
+        const double t = defines ? fd[cell - w - 1] + cost[cell] : tdm[cell];
+        const double c = fd[defines ? corner : jump_base + ly[j]] + t;
+        const double best = std::min(std::min(a, c), b);
+        const double threshold = tie.threshold(best);
+        coopt[cell] = static_cast<uint8_t>((tie.within(a, best, threshold) ? kDel : 0) |
+                                           (tie.within(b, best, threshold) ? kIns : 0) |
+                                           (tie.within(c, best, threshold) ? kMatch : 0));
+        fd[cell] = best;
+        left = best;
+      }
+    }
+  }
+
+  // `sweep` with booleans: which cells of the table (kx, ky) some co-optimal
+  // mapping passes, and which tdm it uses.
+  void reach_sweep(int64_t kx, int64_t ky) {
+    const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1;
+    uint8_t* any = ws.reach_any.data();
+    uint8_t* ins_only = ws.reach_ins.data();
+    uint8_t* used_tdm = ws.reach_tdm.data();
+    for (int64_t i = r0; i <= kx; ++i) {
+      std::fill(any + i * w + c0, any + i * w + ky + 1, uint8_t{0});
+      std::fill(ins_only + i * w + c0, ins_only + i * w + ky + 1, uint8_t{0});
+    }
+    if (kx == x.n && ky == y.n) any[kx * w + ky] = 1;
+    for (int64_t i = kx; i >= r0; --i) {
+      const int64_t li = x.leftmost[i];
+      for (int64_t j = ky; j >= c0; --j) {
+        const int64_t cell = i * w + j;
+        const uint8_t flags = ws.coopt[cell];
+        const int64_t lj = y.leftmost[j];
+        const bool defines_tdm = i > r0 && j > c0 && li == r0 + 1 && lj == c0 + 1;
+        if (any[cell] | ins_only[cell]) {
+          if ((flags & kDel) && any[cell]) any[cell - w] = 1;
+          if (flags & kIns) ins_only[cell - 1] = 1;
+          if (flags & kMatch) {
+            any[defines_tdm ? r0 * w + c0 : (li - 1) * w + (lj - 1)] = 1;
+            used_tdm[cell] = 1;
+          }
+        }
+        if (defines_tdm && used_tdm[cell]) any[cell - w - 1] = 1;
       }
     }
   }
@@ -511,7 +728,14 @@ bool ted_coopt(const TreeIndex& x, const TreeIndex& y, const dp::Tie& tie, TedWo
   cnt.out_ins.resize(cells);
   ws.coopt.resize(cells);
   TedPair<Count> pair{x, y, ws, cnt, w, tie};
-  pair.template inside<true>();
+  // Counting costs several times the distance per cell, and P needs the counts
+  // of only the tables that its co-optimal mappings pass (about a fifth of the
+  // cells of random trees): distances everywhere first, then those tables
+  // top-down with their co-optimal flags, then counts there alone, from the
+  // kept flags.
+  pair.template inside<false>();
+  pair.mark_needed(ws.needed);
+  pair.template inside<true>(ws.needed.data());
   *distance = ws.fd[m * w + n];  // the outside pass reuses fd
   const Count all = pair.total(m * w + n);
   if (!all.usable_total()) return false;
@@ -520,7 +744,12 @@ bool ted_coopt(const TreeIndex& x, const TreeIndex& y, const dp::Tie& tie, TedWo
   for (size_t a = x.keyroots.size(); a-- > 0;) {
     for (size_t b = y.keyroots.size(); b-- > 0;) {
       if (!pair.has_outside(a, b)) continue;
-      pair.template table<true, true>(x.keyroots[a], y.keyroots[b]);
+      const uint8_t* f = pair.kept_flags(a, b);
+      if (f != nullptr) {
+        pair.template count_table<true>(x.keyroots[a], y.keyroots[b], f);
+      } else {
+        pair.template table<true, true>(x.keyroots[a], y.keyroots[b]);
+      }
       pair.sweep(x.keyroots[a], y.keyroots[b], all);
     }
   }
