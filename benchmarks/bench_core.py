@@ -232,6 +232,11 @@ def main():
           f"torch {torch.__version__}, bedl_torch {bt.__version__}, edist "
           f"{'1.2.2' if edist_ted else 'not installed'}")
     print()
+    print_rows(rows)
+
+
+def print_rows(rows):
+    """The Markdown table of (measurement, ours, peer or None) rows."""
     print("| measurement | bedl_torch | peer | ratio (peer / ours) |")
     print("|---|---|---|---|")
     for name, ours, peer in rows:

@@ -25,6 +25,8 @@ import bedl_torch as bt
 from bedl_torch.evaluation.protocol import _leaf_sequence, _load, _SentimentCosts
 from bedl_torch.learning import BEDL
 
+from bench_core import print_rows  # noqa: E402 (benchmarks/ is the script's directory)
+
 try:
     import edist.sed as edist_sed
     import edist.ted as edist_ted
@@ -119,12 +121,7 @@ def main():
           f"torch {torch.__version__}; {info['n_words']} words, {info['pca_dims']} PCA dims; "
           f"edist {'1.2.2' if edist_sed else 'not installed'}")
     print()
-    print("| measurement | bedl_torch | peer | ratio (peer / ours) |")
-    print("|---|---|---|---|")
-    for name, ours, peer in rows:
-        peer_s = f"{peer:.4g}" if peer else "-"
-        ratio = f"{peer / ours:.1f}x" if peer else "-"
-        print(f"| {name} | {ours:.4g} | {peer_s} | {ratio} |")
+    print_rows(rows)
     print()
     print("Peer of the BEDL row: the paper's metric-learning time per Sentiment fold (69.4 s).")
 

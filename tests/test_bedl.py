@@ -12,6 +12,7 @@ from bedl_torch.learning.bedl import initial_embedding
 from bedl_torch.ops import PairBatch, pairwise_distances
 from bedl_torch.pretrained import CosineCost
 from bedl_torch.tree import Tree
+from lbfgs_probe import ProbeLBFGS
 
 
 @pytest.fixture(scope="module")
@@ -158,31 +159,6 @@ def test_alignments_option():
         BEDL(alignments="current").fit(X, y)
 
 
-class _ProbeLBFGS:
-    """Stands in for torch.optim.LBFGS: evaluates the closure at the start point and at two
-    perturbed points, records loss and gradient, and leaves the parameters as they were."""
-
-    records = []
-
-    def __init__(self, params, **kwargs):
-        self.params = list(params)
-
-    def step(self, closure):
-        (p,) = self.params
-        start = p.detach().clone()
-        gen = torch.Generator().manual_seed(0)
-        out = []
-        for scale in (0.0, 0.05, 0.3):
-            with torch.no_grad():
-                p.copy_(start + scale * torch.randn(start.shape, generator=gen, dtype=start.dtype))
-            loss = closure()
-            out.append((float(loss.detach()), p.grad.detach().clone()))
-        with torch.no_grad():
-            p.copy_(start)
-        _ProbeLBFGS.records.append(out)
-        return torch.tensor(out[0][0])
-
-
 @pytest.mark.parametrize("n_prototypes", [1, 2])
 def test_metric_step_evaluators_agree(monkeypatch, n_prototypes):
     """The three evaluators of the metric step give the same loss and gradient: numpy in
@@ -206,8 +182,8 @@ def test_metric_step_evaluators_agree(monkeypatch, n_prototypes):
 
     for name in ("_numpy_evaluator", "_closed_form_evaluator", "_pair_cost_terms"):
         spy(name)
-    monkeypatch.setattr(torch.optim, "LBFGS", _ProbeLBFGS)
-    _ProbeLBFGS.records = []
+    monkeypatch.setattr(torch.optim, "LBFGS", ProbeLBFGS)
+    ProbeLBFGS.reset()
     for path in ("numpy", "table", "sparse"):
         with monkeypatch.context() as mp:
             if path != "numpy":
@@ -217,7 +193,7 @@ def test_metric_step_evaluators_agree(monkeypatch, n_prototypes):
             cost = EuclideanCost(list("abcd"), embedding=start)
             BEDL(n_prototypes=n_prototypes, max_rounds=1, cost=cost).fit(X, y)
     assert calls == {"_numpy_evaluator": 1, "_closed_form_evaluator": 2, "_pair_cost_terms": 1}
-    numpy_rec, table_rec, sparse_rec = _ProbeLBFGS.records
+    numpy_rec, table_rec, sparse_rec = ProbeLBFGS.records
     for k, (loss, grad) in enumerate(sparse_rec):
         assert grad.abs().max() > 0.01
         for other in (numpy_rec, table_rec):

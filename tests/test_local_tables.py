@@ -16,6 +16,7 @@ from bedl_torch import _ext, ops
 from bedl_torch.costs import subtable_of, table_of
 from bedl_torch.learning import BEDL
 from bedl_torch.pretrained import CosineCost
+from lbfgs_probe import ProbeLBFGS
 from oracles import random_tree
 
 
@@ -169,33 +170,6 @@ def test_pair_chunks_cover_every_pair_once_grouped_by_size(monkeypatch, chunk_si
     assert torch.equal(D, D1)
 
 
-class _ProbeLBFGS:
-    """Stands in for torch.optim.LBFGS: evaluates the closure at the start and at two
-    perturbed points, records loss and gradient, and leaves the parameters as they were."""
-
-    records = []
-    points = []
-
-    def __init__(self, params, **kwargs):
-        self.params = list(params)
-
-    def step(self, closure):
-        (p,) = self.params
-        start = p.detach().clone()
-        gen = torch.Generator().manual_seed(0)
-        out = []
-        for scale in (0.0, 0.05, 0.3):
-            with torch.no_grad():
-                p.copy_(start + scale * torch.randn(start.shape, generator=gen, dtype=start.dtype))
-            _ProbeLBFGS.points.append(p.detach().clone())
-            loss = closure()
-            out.append((float(loss.detach()), p.grad.detach().clone()))
-        with torch.no_grad():
-            p.copy_(start)
-        _ProbeLBFGS.records.append(out)
-        return torch.tensor(out[0][0])
-
-
 @pytest.mark.parametrize("n_prototypes", [1, 2])
 def test_sparse_pseudo_metric_step_matches_autograd(monkeypatch, n_prototypes):
     """The metric step for a cosine cost (no dense symbol-pair table) equals the GLVQ objective
@@ -213,12 +187,12 @@ def test_sparse_pseudo_metric_step_matches_autograd(monkeypatch, n_prototypes):
         return orig(self, *args)
 
     monkeypatch.setattr(BEDL, "_pair_cost_terms", spy)
-    monkeypatch.setattr(torch.optim, "LBFGS", _ProbeLBFGS)
-    _ProbeLBFGS.records, _ProbeLBFGS.points = [], []
+    monkeypatch.setattr(torch.optim, "LBFGS", ProbeLBFGS)
+    ProbeLBFGS.reset()
     start = cost.Omega.detach().clone()
     model = BEDL(n_prototypes=n_prototypes, max_rounds=1, cost=cost, beta=0.05).fit(X, y)
     assert calls == [1]
-    (records,) = _ProbeLBFGS.records
+    (records,) = ProbeLBFGS.records
 
     # reference: the same prototypes, P0 at the starting Omega, autograd on padded costs
     protos = model.prototype_indices_
@@ -228,7 +202,7 @@ def test_sparse_pseudo_metric_step_matches_autograd(monkeypatch, n_prototypes):
     ref = CosineCost(words, cost.vectors, omega=start)
     _, P0 = batch.coopt(ref)
     same = torch.tensor([[y[i] == y[int(j)] for j in protos] for i in range(m)])
-    for (loss, grad), point in zip(records, _ProbeLBFGS.points):
+    for (loss, grad), point in zip(records, ProbeLBFGS.points):
         with torch.no_grad():
             ref.Omega.copy_(point)
         ref.Omega.grad = None
