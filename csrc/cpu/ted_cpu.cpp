@@ -344,15 +344,22 @@ struct TedPair {
     }
   }
 
-  bool reached(size_t a, size_t b) const {
+  // True for the final table and for a table one of whose tdm cells (its two
+  // keyroots' path pairs) satisfies `used(cell)`.
+  template <typename Used>
+  bool any_tdm_used(size_t a, size_t b, const Used& used) const {
     if (x.keyroots[a] == x.n && y.keyroots[b] == y.n) return true;
     int64_t len_x, len_y;
     const int64_t* px = path_of(x, a, &len_x);
     const int64_t* py = path_of(y, b, &len_y);
     for (int64_t s = 0; s < len_x; ++s)
       for (int64_t t = 0; t < len_y; ++t)
-        if (ws.reach_tdm[px[s] * w + py[t]]) return true;
+        if (used(px[s] * w + py[t])) return true;
     return false;
+  }
+
+  bool reached(size_t a, size_t b) const {
+    return any_tdm_used(a, b, [this](int64_t cell) { return ws.reach_tdm[cell] != 0; });
   }
 
   // The forest table (kx, ky) again, with co-optimal flags and no counts.
@@ -591,14 +598,7 @@ struct TedPair {
   // y.keyroots[b] lies on a co-optimal mapping; only then does the outside
   // pass need the table.
   bool has_outside(size_t a, size_t b) const {
-    if (x.keyroots[a] == x.n && y.keyroots[b] == y.n) return true;
-    int64_t len_x, len_y;
-    const int64_t* px = path_of(x, a, &len_x);
-    const int64_t* py = path_of(y, b, &len_y);
-    for (int64_t s = 0; s < len_x; ++s)
-      for (int64_t t = 0; t < len_y; ++t)
-        if (!cnt.out_tdm[px[s] * w + py[t]].is_zero()) return true;
-    return false;
+    return any_tdm_used(a, b, [this](int64_t cell) { return !cnt.out_tdm[cell].is_zero(); });
   }
 
   // Pushes outside counts down the co-optimal edges of the table (kx, ky),
