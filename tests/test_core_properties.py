@@ -470,6 +470,38 @@ def test_pairwise_unit_equals_singles(trees):
                                atol=0)
 
 
+def test_distance_pass_equals_counting_pass_on_larger_trees():
+    """The distance pass leaves out the last row and column of every forest table but the
+    final one (only their tdm cells are read later); the counting pass fills whole tables.
+    Both give the same distance to the bit, on trees big enough for many such tables."""
+    rng = np.random.default_rng(21)
+    xs, ys, Cs = [], [], []
+    for k in range(30):
+        x = random_tree(int(rng.integers(12, 41)), "abcd", rng)
+        y = random_tree(int(rng.integers(12, 41)), "abcd", rng)
+        xs.append(lib(x))
+        ys.append(lib(y))
+        Cs.append(T(random_costs(x, y, COST_KINDS[k % len(COST_KINDS)], rng)))
+    d = bedl_torch.edit_distance_batch(xs, ys, Cs)
+    cd, _ = bedl_torch.coopt_matrix_batch(xs, ys, Cs)
+    assert torch.equal(d, cd)
+
+
+def test_pairwise_one_collection_equals_two_copies():
+    """``pairwise_distances(X)`` hands the kernel one tree table for both sides (indexed
+    once) and, without gradients, all pairs in one call; two copies of X, or small chunks,
+    go the other ways and must give the same matrix."""
+    rng = np.random.default_rng(22)
+    X = [lib(random_tree(int(rng.integers(1, 31)), "abcd", rng)) for _ in range(24)]
+    with torch.no_grad():
+        D = bedl_torch.pairwise_distances(X)
+        D_copies = bedl_torch.pairwise_distances(X, list(X))
+        D_chunks = bedl_torch.pairwise_distances(X, chunk_size=7)
+    assert torch.equal(D, D_copies)
+    assert torch.equal(D, D_chunks)
+    assert (D.diagonal() == 0).all() and bool((D[~torch.eye(24, dtype=torch.bool)] > 0).any())
+
+
 @pytest.mark.parametrize("mode", ["exact", "pseudo"])
 def test_pairwise_euclidean_equals_singles_with_gradients(mode):
     from bedl_torch.costs import UnitCost

@@ -217,7 +217,7 @@ struct TedPair {
       const bool x_leaf = x.leftmost[kx] == kx;
       if (x_leaf) {
         leaf_x<kCount>(kx);
-        if (kx == m) table<kCount, false>(kx, n);  // a one-node x: the final table
+        if (kx == m) any_table<kCount>(a, ky_count - 1);  // a one-node x: the final table
         continue;
       }
       for (size_t b = 0; b < ky_count; ++b) {
@@ -225,7 +225,7 @@ struct TedPair {
         if (y.leftmost[ky] == ky && !(kx == m && ky == n)) {
           leaf_y<kCount>(a, ky);
         } else if (needed == nullptr) {
-          table<kCount, false>(kx, ky);
+          any_table<kCount>(a, b);
         } else if (needed[a * ky_count + b]) {
           const uint8_t* f = kept_flags(a, b);
           if (f != nullptr) {
@@ -441,6 +441,120 @@ struct TedPair {
     }
   }
 
+  // The forest table of keyroots x.keyroots[a], y.keyroots[b].
+  template <bool kCount>
+  void any_table(size_t a, size_t b) {
+    if (kCount) {
+      table<true, false>(x.keyroots[a], y.keyroots[b]);
+    } else {
+      distance_table(a, b);
+    }
+  }
+
+  // The forest table of keyroots (kx, ky), distances only, for what later
+  // tables read of it: the tdm of its path pairs (i, j), each the forest
+  // distance at (i - 1, j - 1) plus the replacement. So the last row and
+  // column are left out (but in the final table, whose corner is the
+  // answer): 12% of the cells of 30-node random trees. The same expressions
+  // as `table`, so the same values to the bit.
+  void distance_table(size_t a, size_t b) {
+    double* fd = ws.fd.data();
+    const int64_t kx = x.keyroots[a], ky = y.keyroots[b];
+    const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1;
+    const bool last = kx == x.n && ky == y.n;
+    const int64_t rows_end = last ? kx : kx - 1, cols_end = last ? ky : ky - 1;
+    fd[r0 * w + c0] = 0.0;
+    // The sums stay in a register; reading them back from the strided column
+    // made a store-to-load chain that cost as much as small tables themselves.
+    double sum = 0.0;
+    for (int64_t i = r0 + 1; i <= rows_end; ++i) {
+      sum = sum + del(i);
+      fd[i * w + c0] = sum;
+    }
+    sum = 0.0;
+    for (int64_t j = c0 + 1; j <= cols_end; ++j) {
+      sum = sum + ins(j);
+      fd[r0 * w + j] = sum;
+    }
+    double* tdm = ws.tdm.data();
+    const double* cost = ws.cost.data();
+    const int64_t corner = r0 * w + c0;
+    const int64_t* ly = y.leftmost.data();
+    for (int64_t i = r0 + 1; i <= rows_end; ++i) {
+      const int64_t li = x.leftmost[i];
+      const bool x_on_path = li == r0 + 1;
+      const double del_i = del(i);
+      const int64_t row = i * w;
+      // The left neighbour stays in a register: the insertion alternative
+      // is the only chain from cell to cell.
+      if (!x_on_path && i < rows_end && x.leftmost[i + 1] != r0 + 1) {
+        // Two ordinary rows at once, the second one cell behind: two
+        // independent chains for the processor to overlap.
+        const int64_t row2 = row + w;
+        const double del2 = del(i + 1);
+        const double* jump1 = fd + (li - 1) * w - 1;
+        const double* jump2 = fd + (x.leftmost[i + 1] - 1) * w - 1;
+        double left1 = fd[row + c0], left2 = fd[row2 + c0];
+        int64_t j = c0 + 1;
+        left1 = std::min(std::min(fd[row - w + j] + del_i, jump1[ly[j]] + tdm[row + j]), left1 + cost[j]);
+        fd[row + j] = left1;
+        for (j = c0 + 2; j <= cols_end; ++j) {
+          left1 = std::min(std::min(fd[row - w + j] + del_i, jump1[ly[j]] + tdm[row + j]),
+                           left1 + cost[j]);
+          fd[row + j] = left1;
+          const int64_t k = j - 1;
+          left2 = std::min(std::min(fd[row + k] + del2, jump2[ly[k]] + tdm[row2 + k]),
+                           left2 + cost[k]);
+          fd[row2 + k] = left2;
+        }
+        left2 = std::min(std::min(fd[row + cols_end] + del2, jump2[ly[cols_end]] + tdm[row2 + cols_end]),
+                         left2 + cost[cols_end]);
+        fd[row2 + cols_end] = left2;
+        ++i;
+        continue;
+      }
+      double left = fd[row + c0];
+      if (!x_on_path) {
+        // Every jump comes from row li - 1.
+        const double* jump_row = fd + (li - 1) * w - 1;
+        for (int64_t j = c0 + 1; j <= cols_end; ++j) {
+          const int64_t cell = row + j;
+          const double ac = std::min(fd[cell - w] + del_i, jump_row[ly[j]] + tdm[cell]);
+          left = std::min(ac, left + cost[j]);
+          fd[cell] = left;
+        }
+      } else {
+        // Jumps come from row r0; cells on y's path define tdm.
+        const double* jump_row = fd + r0 * w - 1;
+        for (int64_t j = c0 + 1; j <= cols_end; ++j) {
+          const int64_t cell = row + j;
+          double c;
+          if (ly[j] == c0 + 1) {
+            tdm[cell] = fd[cell - w - 1] + cost[cell];
+            c = fd[corner] + tdm[cell];
+          } else {
+            c = jump_row[ly[j]] + tdm[cell];
+          }
+          left = std::min(std::min(fd[cell - w] + del_i, c), left + cost[j]);
+          fd[cell] = left;
+        }
+      }
+    }
+    if (last) return;
+    // The path pairs in the left-out row and column.
+    int64_t len_x, len_y;
+    const int64_t* px = path_of(x, a, &len_x);
+    const int64_t* py = path_of(y, b, &len_y);
+    for (int64_t s = 0; s < len_x; ++s) {
+      const int64_t cell = px[s] * w + ky;
+      tdm[cell] = fd[cell - w - 1] + cost[cell];
+    }
+    for (int64_t t = 0; t + 1 < len_y; ++t) {
+      const int64_t cell = kx * w + py[t];
+      tdm[cell] = fd[cell - w - 1] + cost[cell];
+    }
+  }
+
   // Fills the forest table of keyroots (kx, ky); with kCount also the inside
   // counts, and with kFlags what only the outside pass reads: co-optimal
   // flags and counts not entered by a deletion.
@@ -488,63 +602,6 @@ struct TedPair {
       const bool x_on_path = li == r0 + 1;
       const double del_i = del(i);
       const int64_t row = i * w;
-      if (!kCount) {
-        // The distance pass carries the left neighbour in a register: the
-        // insertion alternative is the only chain from cell to cell.
-        if (!x_on_path && i < kx && x.leftmost[i + 1] != r0 + 1) {
-          // Two ordinary rows at once, the second one cell behind: two
-          // independent chains for the processor to overlap.
-          const int64_t row2 = row + w;
-          const double del2 = del(i + 1);
-          const double* jump1 = fd + (li - 1) * w - 1;
-          const double* jump2 = fd + (x.leftmost[i + 1] - 1) * w - 1;
-          double left1 = fd[row + c0], left2 = fd[row2 + c0];
-          int64_t j = c0 + 1;
-          left1 = std::min(std::min(fd[row - w + j] + del_i, jump1[ly[j]] + tdm[row + j]), left1 + cost[j]);
-          fd[row + j] = left1;
-          for (j = c0 + 2; j <= ky; ++j) {
-            left1 = std::min(std::min(fd[row - w + j] + del_i, jump1[ly[j]] + tdm[row + j]),
-                             left1 + cost[j]);
-            fd[row + j] = left1;
-            const int64_t k = j - 1;
-            left2 = std::min(std::min(fd[row + k] + del2, jump2[ly[k]] + tdm[row2 + k]),
-                             left2 + cost[k]);
-            fd[row2 + k] = left2;
-          }
-          left2 = std::min(std::min(fd[row + ky] + del2, jump2[ly[ky]] + tdm[row2 + ky]),
-                           left2 + cost[ky]);
-          fd[row2 + ky] = left2;
-          ++i;
-          continue;
-        }
-        double left = fd[row + c0];
-        if (!x_on_path) {
-          // Every jump comes from row li - 1.
-          const double* jump_row = fd + (li - 1) * w - 1;
-          for (int64_t j = c0 + 1; j <= ky; ++j) {
-            const int64_t cell = row + j;
-            const double ac = std::min(fd[cell - w] + del_i, jump_row[ly[j]] + tdm[cell]);
-            left = std::min(ac, left + cost[j]);
-            fd[cell] = left;
-          }
-        } else {
-          // Jumps come from row r0; cells on y's path define tdm.
-          const double* jump_row = fd + r0 * w - 1;
-          for (int64_t j = c0 + 1; j <= ky; ++j) {
-            const int64_t cell = row + j;
-            double c;
-            if (ly[j] == c0 + 1) {
-              tdm[cell] = fd[cell - w - 1] + cost[cell];
-              c = fd[corner] + tdm[cell];
-            } else {
-              c = jump_row[ly[j]] + tdm[cell];
-            }
-            left = std::min(std::min(fd[cell - w] + del_i, c), left + cost[j]);
-            fd[cell] = left;
-          }
-        }
-        continue;
-      }
       // The counting pass: counts of derivations entering each cell, in
       // total and "not by a deletion" (an insertion may not follow one).
       Count* tot = cnt.tot.data();
@@ -680,9 +737,10 @@ void fill_padded(const TreeIndex& x, const TreeIndex& y, const scalar_t* c, int6
 }
 
 // Costs of a pair gathered from a (S, S) symbol cost table (gap = S - 1) by
-// the nodes' labels (preorder); returns the largest absolute cost, the tie
-// scale, over the same entries the padded layout would hold.
-template <typename scalar_t>
+// the nodes' labels (preorder); with kScale returns the largest absolute
+// cost, the tie scale, over the same entries the padded layout would hold
+// (only P needs it: the distance pass has no ties to decide).
+template <bool kScale, typename scalar_t>
 double fill_symbols(const TreeIndex& x, const TreeIndex& y, const scalar_t* table, int64_t S,
                     const int64_t* x_labels, const int64_t* y_labels, TedWorkspace& ws) {
   const int64_t m = x.n, n = y.n, w = n + 1, gap = S - 1;
@@ -697,12 +755,16 @@ double fill_symbols(const TreeIndex& x, const TreeIndex& y, const scalar_t* tabl
   const scalar_t* gap_row = table + gap * S;
   for (int64_t j = 1; j <= n; ++j) {
     cost[j] = static_cast<double>(gap_row[y_symbol[j]]);
-    scale = std::max(scale, std::fabs(cost[j]));
+    if (kScale) scale = std::max(scale, std::fabs(cost[j]));
   }
   for (int64_t i = 1; i <= m; ++i) {
     const scalar_t* row = table + x_labels[x.pre_of_post[i]] * S;
     double* out = cost + i * w;
     out[0] = ws.dels[i] = static_cast<double>(row[gap]);
+    if (!kScale) {
+      for (int64_t j = 1; j <= n; ++j) out[j] = static_cast<double>(row[y_symbol[j]]);
+      continue;
+    }
     double s = std::fabs(out[0]);
     for (int64_t j = 1; j <= n; ++j) {
       out[j] = static_cast<double>(row[y_symbol[j]]);
@@ -804,6 +866,23 @@ std::vector<OrientedTree> index_trees(const at::Tensor& sizes, const at::Tensor&
   return trees;
 }
 
+// The trees of both sides. A pairwise matrix of one collection passes the
+// same tree tensors as x and y: they are indexed once.
+struct IndexedTrees {
+  std::vector<OrientedTree> xs, ys_own;
+  bool same = false;
+  const std::vector<OrientedTree>& ys() const { return same ? xs : ys_own; }
+};
+
+IndexedTrees index_both(const at::Tensor& x_sizes, const at::Tensor& x_ptr,
+                        const at::Tensor& y_sizes, const at::Tensor& y_ptr) {
+  IndexedTrees t;
+  t.xs = index_trees(x_sizes.contiguous(), x_ptr.contiguous(), "x");
+  t.same = x_sizes.is_same(y_sizes) && x_ptr.is_same(y_ptr);
+  if (!t.same) t.ys_own = index_trees(y_sizes.contiguous(), y_ptr.contiguous(), "y");
+  return t;
+}
+
 // Checks the pair indices against the tree tables (serially, so errors name the pair).
 void check_pairs(const std::vector<OrientedTree>& xs, const std::vector<OrientedTree>& ys,
                  const int64_t* px, const int64_t* py, int64_t batch) {
@@ -832,8 +911,9 @@ std::tuple<at::Tensor, at::Tensor> ted_cpu(const at::Tensor& costs_in, const at:
   dp::check_index(pair_y, "pair_y", batch);
   TORCH_CHECK(rel_tol >= 0.0 && std::isfinite(rel_tol), "rel_tol must be finite and >= 0");
   const at::Tensor costs = costs_in.contiguous();
-  const std::vector<OrientedTree> xs = index_trees(x_sizes.contiguous(), x_ptr.contiguous(), "x");
-  const std::vector<OrientedTree> ys = index_trees(y_sizes.contiguous(), y_ptr.contiguous(), "y");
+  const IndexedTrees trees = index_both(x_sizes, x_ptr, y_sizes, y_ptr);
+  const std::vector<OrientedTree>& xs = trees.xs;
+  const std::vector<OrientedTree>& ys = trees.ys();
   const at::Tensor px = pair_x.contiguous(), py = pair_y.contiguous();
   const int64_t* px_p = px.data_ptr<int64_t>();
   const int64_t* py_p = py.data_ptr<int64_t>();
@@ -877,8 +957,9 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cpu(
   const int64_t S = in.symbols, batch = in.batch;
   const at::Tensor &table = in.table, &xl = in.x_labels, &yl = in.y_labels;
   const at::Tensor &xptr = in.x_ptr, &yptr = in.y_ptr, &px = in.pair_x, &py = in.pair_y;
-  const std::vector<OrientedTree> xs = index_trees(x_sizes.contiguous(), xptr, "x");
-  const std::vector<OrientedTree> ys = index_trees(y_sizes.contiguous(), yptr, "y");
+  const IndexedTrees trees = index_both(x_sizes, x_ptr, y_sizes, y_ptr);
+  const std::vector<OrientedTree>& xs = trees.xs;
+  const std::vector<OrientedTree>& ys = trees.ys();
   const int64_t* px_p = px.data_ptr<int64_t>();
   const int64_t* py_p = py.data_ptr<int64_t>();
   const int64_t* xptr_p = xptr.data_ptr<int64_t>();
@@ -901,8 +982,10 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cpu(
     dp::for_each_pair<TedWorkspace>(batch, rows * cols, [&](int64_t b, TedWorkspace& ws) {
       const OrientedPair pair = orient(xs[px_p[b]], ys[py_p[b]]);
       const TreeIndex &x = pair.x, &y = pair.y;
-      const double scale =
-          fill_symbols(x, y, t, S, xl_p + xptr_p[px_p[b]], yl_p + yptr_p[py_p[b]], ws);
+      const int64_t* x_labels = xl_p + xptr_p[px_p[b]];
+      const int64_t* y_labels = yl_p + yptr_p[py_p[b]];
+      const double scale = need_coopt ? fill_symbols<true>(x, y, t, S, x_labels, y_labels, ws)
+                                      : fill_symbols<false>(x, y, t, S, x_labels, y_labels, ws);
       d[b] = static_cast<scalar_t>(ted_solve(x, y, need_coopt, dp::Tie{rel_tol, scale}, ws));
       if (need_coopt) write_coopt(x, y, ws, p + b * rows * cols, cols);
     });
