@@ -154,6 +154,29 @@ def bench_pairwise_30(rows, quick):
     torch.set_num_threads(1)
 
 
+def bench_thread_scaling(rows, quick):
+    """pairwise_distances on collections of mixed sizes with 2 threads against 1 (the peer
+    column is our own 1-thread time): pairs are sorted by size, so the work must be
+    shared out dynamically, not as one range per thread."""
+    rng = random.Random(4)
+    trees = [random_tree(rng.randint(5, 60), "abcde", rng) for _ in range(60 if quick else 120)]
+    seqs = ["".join(rng.choice("abcdefgh") for _ in range(rng.randint(5, 300)))
+            for _ in range(60 if quick else 150)]
+    old = torch.get_num_threads()
+    try:
+        with torch.no_grad():
+            for name, X in ((f"{len(trees)} trees of 5-60 nodes", trees),
+                            (f"{len(seqs)} sequences of 5-300 symbols", seqs)):
+                torch.set_num_threads(1)
+                t1 = timeit(lambda: bt.pairwise_distances(X), repeat=3)
+                torch.set_num_threads(2)
+                t2 = timeit(lambda: bt.pairwise_distances(X), repeat=3)
+                rows.append((f"pairwise matrix of {name}, unit costs: s with 2 threads (peer: ours with 1)",
+                             t2, t1))
+    finally:
+        torch.set_num_threads(old)
+
+
 def bench_sequences(rows, quick):
     torch.set_num_threads(1)
     gen = torch.Generator().manual_seed(3)
@@ -221,7 +244,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer pairs and sizes")
     benches = {"pair100": bench_pair_100, "pairwise30": bench_pairwise_30,
-               "sequences": bench_sequences, "large": bench_large}
+               "scaling": bench_thread_scaling, "sequences": bench_sequences, "large": bench_large}
     parser.add_argument("--only", nargs="+", choices=sorted(benches), default=list(benches),
                         help="run only these benchmarks")
     args = parser.parse_args()

@@ -199,6 +199,32 @@ def test_deterministic_across_runs_and_threads():
         assert all(torch.equal(a, b) for a, b in zip(r[3], ref[3]))
 
 
+def test_parallel_schedule_equals_serial():
+    """Enough work for the kernels to use several threads, which take pieces of the
+    (size-sorted) pairs from a shared counter: every thread count gives the same bits."""
+    rng = np.random.default_rng(23)
+    X = [lib(random_tree(int(rng.integers(10, 41)), "abcd", rng)) for _ in range(40)]
+    S = [random_sequence(int(rng.integers(5, 201)), "abcd", rng) for _ in range(40)]
+    xs = [X[k % 40] for k in range(300)]
+    ys = [X[(7 * k + 3) % 40] for k in range(300)]
+    Cs = [T(random_costs(x, y, "arbitrary", rng)) for x, y in zip(xs, ys)]
+    old = torch.get_num_threads()
+    results = []
+    try:
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            with torch.no_grad():
+                d, P = bedl_torch.coopt_matrix_batch(xs, ys, Cs)
+                results.append((bedl_torch.pairwise_distances(X), bedl_torch.pairwise_distances(S),
+                                bedl_torch.edit_distance_batch(xs, ys, Cs), d, P))
+    finally:
+        torch.set_num_threads(old)
+    for r in results[1:]:
+        for a, b in zip(r[:4], results[0][:4]):
+            assert torch.equal(a, b)
+        assert all(torch.equal(a, b) for a, b in zip(r[4], results[0][4]))
+
+
 # ------------------------------------------------------------------------ gradcheck, float32
 def _gap_separated(x, y, C, gap=1e-3):
     """True iff the best mapping is unique by a margin of ``gap``."""
