@@ -65,6 +65,29 @@ def test_non_finite_costs(bad, where):
             op()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_non_finite_costs_of_long_sequences(dtype, bad):
+    """Long enough for the vectorized paths (the kernels' finiteness pass on the bits, the
+    AVX2 distance strips); the unused corner [m, n] is checked too. The largest finite
+    costs are not errors."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 3, (40,), generator=gen).tolist()
+    y = torch.randint(0, 3, (50,), generator=gen).tolist()
+    C = torch.rand(41, 51, generator=gen, dtype=dtype)
+    for where in [(0, 0), (17, 33), (40, 0), (0, 50), (39, 50), (40, 50)]:
+        bad_C = C.clone()
+        bad_C[where] = bad
+        with pytest.raises(ValueError, match=r"(?i)nan|inf|finite"):
+            bedl_torch.edit_distance(x, y, bad_C)
+        with pytest.raises(ValueError, match=r"(?i)nan|inf|finite"):
+            bedl_torch.coopt_matrix(x, y, bad_C)
+    big = C.clone()
+    big[5, 5] = torch.finfo(dtype).max
+    big[6, 7] = -torch.finfo(dtype).max
+    assert not torch.isnan(bedl_torch.edit_distance(x, y, big))
+
+
 def test_non_finite_padded_costs_in_pairbatch():
     batch = bedl_torch.PairBatch([X, X], [Y, Y])
     padded = torch.rand(2, 4, 3, dtype=torch.float64)

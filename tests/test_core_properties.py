@@ -513,6 +513,24 @@ def test_distance_pass_equals_counting_pass_on_larger_trees():
     assert torch.equal(d, cd)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sequence_distance_strips_equal_counting_pass(dtype):
+    """Sequence distances alone run four rows at a time on a skew (AVX2, where the processor
+    has it), the counting pass row by row: the same bits for every length around the
+    strips' edges (4 rows, 6 columns of lag) and long ones, ties included (small integers)."""
+    rng = np.random.default_rng(24)
+    sizes = [(m, n) for m in range(0, 10) for n in range(0, 12)] + [(97, 211), (256, 255), (5, 300)]
+    for k, (m, n) in enumerate(sizes):
+        x, y = list(rng.integers(0, 3, m)), list(rng.integers(0, 3, n))
+        if k % 2:
+            C = torch.as_tensor(rng.integers(0, 3, (m + 1, n + 1)), dtype=dtype)
+        else:
+            C = torch.as_tensor(rng.random((m + 1, n + 1)), dtype=dtype)
+        d = bedl_torch.edit_distance(x, y, C)
+        d_counted, _ = bedl_torch.coopt_matrix(x, y, C)
+        assert torch.equal(d, d_counted), (m, n)
+
+
 def test_pairwise_one_collection_equals_two_copies():
     """``pairwise_distances(X)`` hands the kernel one tree table for both sides (indexed
     once) and, without gradients, all pairs in one call; two copies of X, or small chunks,

@@ -12,6 +12,11 @@
 
 #include <vector>
 
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+#define BEDL_SED_AVX2 1
+#endif
+
 namespace bedl {
 namespace {
 
@@ -26,7 +31,130 @@ struct SedWorkspace {
   std::vector<Count> out_any, out_ins;      // outside counts, two rows each
   std::vector<double> p_acc;                // P accumulator, (m+1)(n+1)
   std::vector<double> cost;                 // a pair's costs gathered from a symbol table
+  std::vector<double> ins_skew;             // insertion costs as the AVX2 strips read them
 };
+
+#ifdef BEDL_SED_AVX2
+bool has_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
+
+// Four consecutive costs as doubles.
+__attribute__((target("avx2"))) inline __m256d load4(const double* p) { return _mm256_loadu_pd(p); }
+__attribute__((target("avx2"))) inline __m256d load4(const float* p) {
+  return _mm256_cvtps_pd(_mm_loadu_ps(p));
+}
+
+// The distance table four rows at a time with AVX2, one row per lane, lane r
+// at column s - 2r in step s. A row by row sweep is bound by the latency of
+// its chain (each cell waits for its left neighbour); here the four cells of
+// a step are independent, and a lane reads the row above from its
+// neighbour's results of two and three steps back, so moving them between
+// lanes stays off the chain (on a skew of one column it was the chain).
+// Every cell is computed by the same expressions in the same order as
+// row by row, so the same bits. Advances `prev` (row 0 on entry) by the rows
+// done, a multiple of four, which it returns; the caller finishes the rest.
+template <typename scalar_t>
+__attribute__((target("avx2"))) int64_t sed_strips_avx2(const scalar_t* c, int64_t m, int64_t n,
+                                                        int64_t stride, SedWorkspace& ws,
+                                                        double*& prev, double*& next) {
+  constexpr int R = 4, K = 2;
+  constexpr int64_t lag = K * (R - 1);  // the last lane's columns trail the first's by this
+  if (n <= lag || m < R) return 0;
+  const scalar_t* ins = c + m * stride;
+  // ins_skew[4 s + r]: the insertion lane r adds in step s.
+  ws.ins_skew.resize(4 * (n + 1));
+  double* ins_skew = ws.ins_skew.data();
+  for (int64_t s = lag + 1; s <= n; ++s) {
+    for (int r = 0; r < R; ++r) ins_skew[4 * s + r] = static_cast<double>(ins[s - K * r - 1]);
+  }
+  auto cell = [](double diag, double rep, double up, double del, double left, double ins_j) {
+    return std::min(std::min(diag + rep, up + del), left + ins_j);
+  };
+  int64_t done = 0;
+  for (; done + R <= m; done += R) {
+    const scalar_t* row[R];
+    double del[R], first[R];  // deletion costs; column 0 of each row
+    double sum = prev[0];
+    for (int r = 0; r < R; ++r) {
+      row[r] = c + (done + r) * stride;
+      del[r] = static_cast<double>(row[r][n]);
+      sum = sum + del[r];
+      first[r] = sum;
+    }
+    // Each lane's values of the last three steps; before a lane starts, its column 0.
+    double v1[R], v2[R], v3[R];
+    for (int r = 0; r < R; ++r) v1[r] = v2[r] = v3[r] = first[r];
+    next[0] = first[R - 1];
+    // The first and last `lag` steps, where some lanes are off the table, cell by cell.
+    auto scalar_step = [&](int64_t s) {
+      double v[R];
+      for (int r = 0; r < R; ++r) {
+        const int64_t j = s - K * r;
+        if (j < 1 || j > n) {
+          v[r] = v1[r];
+          continue;
+        }
+        const double up = r == 0 ? prev[j] : v2[r - 1];
+        const double diag = r == 0 ? prev[j - 1] : v3[r - 1];
+        v[r] = cell(diag, static_cast<double>(row[r][j - 1]), up, del[r], v1[r],
+                    static_cast<double>(ins[j - 1]));
+        if (r == R - 1) next[j] = v[r];
+      }
+      for (int r = 0; r < R; ++r) {
+        v3[r] = v2[r];
+        v2[r] = v1[r];
+        v1[r] = v[r];
+      }
+    };
+    int64_t s = 1;
+    for (; s <= lag; ++s) scalar_step(s);
+    __m256d V1 = _mm256_loadu_pd(v1), V2 = _mm256_loadu_pd(v2), V3 = _mm256_loadu_pd(v3);
+    const __m256d DEL = _mm256_loadu_pd(del);
+    // One step: up (lane r - 1, two steps back; lane 0 reads the row above),
+    // diagonal (three steps back), left (the lane's last value); std::min(a, b)
+    // is _mm256_min_pd(b, a).
+#define BEDL_SED_STEP(st, rep_expr)                                                              \
+  do {                                                                                           \
+    const __m256d rep = (rep_expr);                                                              \
+    const __m256d up =                                                                           \
+        _mm256_blend_pd(_mm256_permute4x64_pd(V2, 0x90), _mm256_broadcast_sd(prev + (st)), 1);   \
+    const __m256d diag = _mm256_blend_pd(_mm256_permute4x64_pd(V3, 0x90),                        \
+                                         _mm256_broadcast_sd(prev + (st) - 1), 1);               \
+    const __m256d rep_or_del = _mm256_min_pd(_mm256_add_pd(up, DEL), _mm256_add_pd(diag, rep));  \
+    const __m256d v = _mm256_min_pd(                                                             \
+        _mm256_add_pd(V1, _mm256_loadu_pd(ins_skew + 4 * (st))), rep_or_del);                    \
+    _mm_storeh_pd(next + (st) - lag, _mm256_extractf128_pd(v, 1));                               \
+    V3 = V2;                                                                                     \
+    V2 = V1;                                                                                     \
+    V1 = v;                                                                                      \
+  } while (0)
+    for (; s + 3 <= n; s += 4) {
+      // Four columns of each row, transposed: step s + k gets column k.
+      const __m256d a0 = load4(row[0] + s - 1), a1 = load4(row[1] + s - 3);
+      const __m256d a2 = load4(row[2] + s - 5), a3 = load4(row[3] + s - 7);
+      const __m256d t0 = _mm256_unpacklo_pd(a0, a1), t1 = _mm256_unpackhi_pd(a0, a1);
+      const __m256d t2 = _mm256_unpacklo_pd(a2, a3), t3 = _mm256_unpackhi_pd(a2, a3);
+      BEDL_SED_STEP(s, _mm256_permute2f128_pd(t0, t2, 0x20));
+      BEDL_SED_STEP(s + 1, _mm256_permute2f128_pd(t1, t3, 0x20));
+      BEDL_SED_STEP(s + 2, _mm256_permute2f128_pd(t0, t2, 0x31));
+      BEDL_SED_STEP(s + 3, _mm256_permute2f128_pd(t1, t3, 0x31));
+    }
+    for (; s <= n; ++s) {
+      BEDL_SED_STEP(s, _mm256_set_pd(static_cast<double>(row[3][s - 7]), static_cast<double>(row[2][s - 5]),
+                                     static_cast<double>(row[1][s - 3]), static_cast<double>(row[0][s - 1])));
+    }
+#undef BEDL_SED_STEP
+    _mm256_storeu_pd(v1, V1);
+    _mm256_storeu_pd(v2, V2);
+    _mm256_storeu_pd(v3, V3);
+    for (; s <= n + lag; ++s) scalar_step(s);
+    std::swap(prev, next);
+  }
+  return done;
+}
+#endif
 
 template <typename scalar_t>
 double sed_distance(const scalar_t* c, int64_t m, int64_t n, int64_t stride, SedWorkspace& ws) {
@@ -46,6 +174,9 @@ double sed_distance(const scalar_t* c, int64_t m, int64_t n, int64_t stride, Sed
     return std::min(rep_or_del, left + static_cast<double>(ins[j - 1]));
   };
   int64_t i = 1;
+#ifdef BEDL_SED_AVX2
+  if (has_avx2()) i += sed_strips_avx2(c, m, n, stride, ws, prev, next);
+#endif
   if (n >= 1) {
     // Two rows at once, the second one cell behind: two independent chains
     // for the processor to overlap. Same operations in the same order as row
@@ -191,9 +322,9 @@ double sed_coopt(const scalar_t* c, int64_t m, int64_t n, int64_t stride, const 
 }
 
 // A pair's costs gathered from a (S, S) symbol table into ws.cost, in the
-// padded layout with row stride n + 1; returns the tie scale (largest
-// absolute cost over the entries the layout uses).
-template <typename scalar_t>
+// padded layout with row stride n + 1; with kScale returns the tie scale
+// (largest absolute cost over the entries the layout uses), which only P needs.
+template <bool kScale, typename scalar_t>
 double fill_symbols(const scalar_t* table, int64_t S, const int64_t* x, int64_t m,
                     const int64_t* y, int64_t n, SedWorkspace& ws) {
   const int64_t w = n + 1, gap = S - 1;
@@ -203,13 +334,10 @@ double fill_symbols(const scalar_t* table, int64_t S, const int64_t* x, int64_t 
   for (int64_t i = 0; i <= m; ++i) {
     const scalar_t* row = table + (i < m ? x[i] : gap) * S;
     double* out = cost + i * w;
-    for (int64_t j = 0; j < n; ++j) {
-      out[j] = static_cast<double>(row[y[j]]);
-      scale = std::max(scale, std::fabs(out[j]));
-    }
-    if (i < m) {
-      out[n] = static_cast<double>(row[gap]);
-      scale = std::max(scale, std::fabs(out[n]));
+    for (int64_t j = 0; j < n; ++j) out[j] = static_cast<double>(row[y[j]]);
+    if (i < m) out[n] = static_cast<double>(row[gap]);
+    if (kScale) {
+      for (int64_t j = 0; j < (i < m ? n + 1 : n); ++j) scale = std::max(scale, std::fabs(out[j]));
     }
   }
   return scale;
@@ -244,7 +372,7 @@ std::tuple<at::Tensor, at::Tensor> sed_cpu(const at::Tensor& costs_in, const at:
     scalar_t* d = dist.data_ptr<scalar_t>();
     scalar_t* p = need_coopt ? coopt.data_ptr<scalar_t>() : nullptr;
     const std::vector<double> scales = dp::cost_scales(
-        c, batch, rows, cols, [&](int64_t b) { return std::make_pair(xl_p[b], yl_p[b]); });
+        c, batch, rows, cols, [&](int64_t b) { return std::make_pair(xl_p[b], yl_p[b]); }, need_coopt);
     dp::for_each_pair<SedWorkspace>(batch, rows * cols, [&](int64_t b, SedWorkspace& ws) {
       const scalar_t* cb = c + b * rows * cols;
       const int64_t m = xl_p[b], n = yl_p[b];
@@ -299,7 +427,8 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_cost
     dp::for_each_pair<SedWorkspace>(batch, rows * cols, [&](int64_t b, SedWorkspace& ws) {
       const int64_t x0 = xptr_p[px_p[b]], y0 = yptr_p[py_p[b]];
       const int64_t m = xptr_p[px_p[b] + 1] - x0, n = yptr_p[py_p[b] + 1] - y0;
-      const double scale = fill_symbols(t, S, xl_p + x0, m, yl_p + y0, n, ws);
+      const double scale = need_coopt ? fill_symbols<true>(t, S, xl_p + x0, m, yl_p + y0, n, ws)
+                                      : fill_symbols<false>(t, S, xl_p + x0, m, yl_p + y0, n, ws);
       const double* cb = ws.cost.data();
       d[b] = static_cast<scalar_t>(
           need_coopt ? sed_coopt(cb, m, n, n + 1, dp::Tie{rel_tol, scale}, p + b * rows * cols, cols, ws)

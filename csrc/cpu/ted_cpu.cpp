@@ -930,9 +930,9 @@ std::tuple<at::Tensor, at::Tensor> ted_cpu(const at::Tensor& costs_in, const at:
     const scalar_t* c = costs.data_ptr<scalar_t>();
     scalar_t* d = dist.data_ptr<scalar_t>();
     scalar_t* p = need_coopt ? coopt.data_ptr<scalar_t>() : nullptr;
-    const std::vector<double> scales = dp::cost_scales(c, batch, rows, cols, [&](int64_t b) {
-      return std::make_pair(xs[px_p[b]].left.n, ys[py_p[b]].left.n);
-    });
+    const std::vector<double> scales = dp::cost_scales(
+        c, batch, rows, cols,
+        [&](int64_t b) { return std::make_pair(xs[px_p[b]].left.n, ys[py_p[b]].left.n); }, need_coopt);
     dp::for_each_pair<TedWorkspace>(batch, rows * cols, [&](int64_t b, TedWorkspace& ws) {
       const OrientedPair pair = orient(xs[px_p[b]], ys[py_p[b]]);
       const TreeIndex &x = pair.x, &y = pair.y;
