@@ -120,6 +120,10 @@ struct CountBuffers {
   std::vector<C> tdm_count;          // counts of the root-matched subtree distances
   std::vector<C> tot, in_other;      // inside counts of the current table: all, and not entered by a deletion
   std::vector<C> out_any, out_ins, out_tdm;  // outside counts
+  // The inside pass's tot and in_other of the needed tables (region by region,
+  // row by row, like the kept flags), for the outside pass; -1: not kept.
+  std::vector<C> kept;
+  std::vector<int64_t> kept_offset;
 };
 
 struct TedWorkspace {
@@ -230,6 +234,7 @@ struct TedPair {
           const uint8_t* f = kept_flags(a, b);
           if (f != nullptr) {
             count_table<false>(kx, ky, f);
+            keep_counts(kx, ky, a * ky_count + b);
           } else {
             table<kCount, false>(kx, ky);
           }
@@ -290,6 +295,39 @@ struct TedPair {
     if (!ws.flags_kept) return nullptr;
     const int64_t off = ws.flag_offset[a * y.keyroots.size() + b];
     return off < 0 ? nullptr : ws.flag_store.data() + off;
+  }
+
+  // The outside pass needs each needed table's inside counts again, in
+  // reverse order; keeping them (up to kCountStoreLimit bytes) spares counting
+  // every such table twice.
+  static constexpr size_t kCountStoreLimit = size_t{1} << 26;
+
+  void keep_counts(int64_t kx, int64_t ky, size_t pair_index) {
+    const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1, fw = ky - c0 + 1;
+    const size_t size = static_cast<size_t>(2 * (kx - r0 + 1) * fw);
+    if ((cnt.kept.size() + size) * sizeof(Count) > kCountStoreLimit) return;  // counted again
+    cnt.kept_offset[pair_index] = static_cast<int64_t>(cnt.kept.size());
+    for (int64_t i = r0; i <= kx; ++i) {
+      cnt.kept.insert(cnt.kept.end(), cnt.tot.begin() + i * w + c0, cnt.tot.begin() + i * w + ky + 1);
+      cnt.kept.insert(cnt.kept.end(), cnt.in_other.begin() + i * w + c0,
+                      cnt.in_other.begin() + i * w + ky + 1);
+    }
+  }
+
+  // The table (kx, ky) ready for `sweep` from its kept flags `f` and kept
+  // counts; false (nothing done) if its counts were not kept.
+  bool restore_table(size_t a, size_t b, const uint8_t* f) {
+    const int64_t off = cnt.kept_offset[a * y.keyroots.size() + b];
+    if (off < 0) return false;
+    const int64_t kx = x.keyroots[a], ky = y.keyroots[b];
+    const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1, fw = ky - c0 + 1;
+    const Count* kept = cnt.kept.data() + off;
+    for (int64_t i = r0; i <= kx; ++i, kept += 2 * fw, f += fw) {
+      std::copy(f, f + fw, ws.coopt.data() + i * w + c0);
+      std::copy(kept, kept + fw, cnt.tot.data() + i * w + c0);
+      std::copy(kept + fw, kept + 2 * fw, cnt.in_other.data() + i * w + c0);
+    }
+    return true;
   }
 
   // Inside counts of the forest table (kx, ky) from its kept co-optimal flags
@@ -797,6 +835,8 @@ bool ted_coopt(const TreeIndex& x, const TreeIndex& y, const dp::Tie& tie, TedWo
   // kept flags.
   pair.template inside<false>();
   pair.mark_needed(ws.needed);
+  cnt.kept.clear();
+  cnt.kept_offset.assign(ws.needed.size(), -1);
   pair.template inside<true>(ws.needed.data());
   *distance = ws.fd[m * w + n];  // the outside pass reuses fd
   const Count all = pair.total(m * w + n);
@@ -808,7 +848,7 @@ bool ted_coopt(const TreeIndex& x, const TreeIndex& y, const dp::Tie& tie, TedWo
       if (!pair.has_outside(a, b)) continue;
       const uint8_t* f = pair.kept_flags(a, b);
       if (f != nullptr) {
-        pair.template count_table<true>(x.keyroots[a], y.keyroots[b], f);
+        if (!pair.restore_table(a, b, f)) pair.template count_table<true>(x.keyroots[a], y.keyroots[b], f);
       } else {
         pair.template table<true, true>(x.keyroots[a], y.keyroots[b]);
       }
