@@ -17,7 +17,8 @@
 // co-optimal mapping passes need counts; a distance pass and a boolean
 // outside pass over the co-optimal flags find them first, and their flags
 // are kept (up to a memory bound) so that neither counting pass recomputes
-// distances or ties. Memory is O(m n) plus the kept flags.
+// distances or ties. Memory is O(m n) plus the kept flags and counts (both
+// bounded per thread).
 //
 // Mirroring both trees (children right to left) maps mappings one-to-one onto
 // mappings of equal cost, so each pair runs in the orientation whose keyroot
@@ -298,9 +299,10 @@ struct TedPair {
   }
 
   // The outside pass needs each needed table's inside counts again, in
-  // reverse order; keeping them (up to kCountStoreLimit bytes) spares counting
-  // every such table twice.
-  static constexpr size_t kCountStoreLimit = size_t{1} << 26;
+  // reverse order; keeping them (up to kCountStoreLimit bytes, 16 MB per
+  // thread beside the flags; the tables past it are counted again) spares
+  // counting every table twice.
+  static constexpr size_t kCountStoreLimit = size_t{1} << 24;
 
   void keep_counts(int64_t kx, int64_t ky, size_t pair_index) {
     const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1, fw = ky - c0 + 1;
