@@ -237,7 +237,7 @@ struct TedPair {
             count_table<false>(kx, ky, f);
             keep_counts(kx, ky, a * ky_count + b);
           } else {
-            table<kCount, false>(kx, ky);
+            table<false>(kx, ky);
           }
         }
       }
@@ -333,7 +333,7 @@ struct TedPair {
   }
 
   // Inside counts of the forest table (kx, ky) from its kept co-optimal flags
-  // `f` (the region row by row): table<true, ...> without distances or ties.
+  // `f` (the region row by row): `table` without distances or ties.
   // With kRestore the flags go back to ws.coopt for the sweep.
   template <bool kRestore>
   void count_table(int64_t kx, int64_t ky, const uint8_t* f) {
@@ -485,7 +485,7 @@ struct TedPair {
   template <bool kCount>
   void any_table(size_t a, size_t b) {
     if (kCount) {
-      table<true, false>(x.keyroots[a], y.keyroots[b]);
+      table<false>(x.keyroots[a], y.keyroots[b]);
     } else {
       distance_table(a, b);
     }
@@ -595,10 +595,11 @@ struct TedPair {
     }
   }
 
-  // Fills the forest table of keyroots (kx, ky); with kCount also the inside
-  // counts, and with kFlags what only the outside pass reads: co-optimal
-  // flags and counts not entered by a deletion.
-  template <bool kCount, bool kFlags = kCount>
+  // Fills the forest table of keyroots (kx, ky) with distances and inside
+  // counts (the counting pass where no flags were kept; distance_table is the
+  // distance pass), and with kFlags what only the outside pass reads:
+  // co-optimal flags and counts not entered by a deletion.
+  template <bool kFlags>
   void table(int64_t kx, int64_t ky) {
     double* fd = ws.fd.data();
     double* tdm = ws.tdm.data();
@@ -606,7 +607,7 @@ struct TedPair {
     const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1;
     const int64_t corner = r0 * w + c0;
     fd[corner] = 0.0;
-    if (kCount) cnt.tot[corner] = Count::one();
+    cnt.tot[corner] = Count::one();
     if (kFlags) {
       cnt.in_other[corner] = Count::one();
       ws.coopt[corner] = 0;
@@ -619,7 +620,7 @@ struct TedPair {
       const int64_t cell = i * w + c0;
       sum = sum + del(i);
       fd[cell] = sum;
-      if (kCount) cnt.tot[cell] = Count::one();
+      cnt.tot[cell] = Count::one();
       if (kFlags) {
         cnt.in_other[cell] = Count::zero();
         ws.coopt[cell] = kDel;
@@ -630,7 +631,7 @@ struct TedPair {
       const int64_t cell = r0 * w + j;
       sum = sum + ins(j);
       fd[cell] = sum;
-      if (kCount) cnt.tot[cell] = Count::one();
+      cnt.tot[cell] = Count::one();
       if (kFlags) {
         cnt.in_other[cell] = Count::one();
         ws.coopt[cell] = kIns;
@@ -852,7 +853,7 @@ bool ted_coopt(const TreeIndex& x, const TreeIndex& y, const dp::Tie& tie, TedWo
       if (f != nullptr) {
         if (!pair.restore_table(a, b, f)) pair.template count_table<true>(x.keyroots[a], y.keyroots[b], f);
       } else {
-        pair.template table<true, true>(x.keyroots[a], y.keyroots[b]);
+        pair.template table<true>(x.keyroots[a], y.keyroots[b]);
       }
       pair.sweep(x.keyroots[a], y.keyroots[b], all);
     }
