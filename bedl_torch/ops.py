@@ -19,6 +19,7 @@ device.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import weakref
 from typing import Hashable, List, Optional, Sequence, Tuple
@@ -27,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from . import _ext
-from .costs import SymbolCost, UnitCost, subtable_of, table_of
+from .costs import SymbolCost, UnitCost, _long_tensor, subtable_of, table_of
 from .tree import Tree
 
 __all__ = [
@@ -89,40 +90,43 @@ class _Table:
             raise TypeError(f"{side}: cannot mix trees and sequences in one batch")
         self.objects = objects
         self.kind = kinds.pop() if kinds else None
-        self.lengths = torch.tensor([len(o) for o in objects], dtype=torch.long)
+        self.lengths = _long_tensor(len(o) for o in objects)
         # Objects concatenated: object t holds elements [ptr[t], ptr[t + 1]).
         self.ptr = torch.zeros(len(objects) + 1, dtype=torch.long)
         torch.cumsum(self.lengths, 0, out=self.ptr[1:])
         if self.kind == "tree":
-            self.sizes = torch.tensor([s for o in objects for s in o.subtree_sizes()], dtype=torch.long)
+            self.sizes = _long_tensor(itertools.chain.from_iterable(o.subtree_sizes() for o in objects))
         self._encoded = weakref.WeakKeyDictionary()
 
     def __len__(self) -> int:
         return len(self.objects)
 
-    def encoded(self, cost: SymbolCost, unknown: str) -> torch.Tensor:
-        """Symbol indices ``(len, max_len + 1)``, padded with the gap (cached per cost module)."""
+    def _codes(self, cost: SymbolCost, unknown: str) -> dict:
+        """This table's symbol indices under ``cost`` (cached per cost module, dropped when
+        its alphabet grows): ``"flat"`` always, ``"padded"`` once asked for."""
         per_cost = self._encoded.setdefault(cost, {})
         key = (len(cost.alphabet), unknown)
         if key not in per_cost:
-            width = int(self.lengths.max()) + 1 if len(self) else 1
-            out = torch.full((len(self), width), cost.gap_index, dtype=torch.long)
-            # One encode call for the whole table, then scattered into the padded rows.
-            flat = cost.encode([label for o in self.objects for label in _labels_of(o)], unknown=unknown)
-            out[torch.arange(width)[None, :] < self.lengths[:, None]] = flat
+            # One encode call for the whole table (it names unknown labels).
+            flat = cost.encode(list(itertools.chain.from_iterable(map(_labels_of, self.objects))),
+                               unknown=unknown)
             per_cost.clear()
-            per_cost[key] = out
+            per_cost[key] = {"flat": flat}
         return per_cost[key]
 
     def flat_labels(self, cost: SymbolCost, unknown: str) -> torch.Tensor:
         """Symbol index of every node (element), concatenated in table order (like ``sizes``)."""
-        per_cost = self._encoded.setdefault(cost, {})
-        key = ("flat", len(cost.alphabet), unknown)
-        if key not in per_cost:
-            enc = self.encoded(cost, unknown)
-            mask = torch.arange(enc.shape[1])[None, :] < self.lengths[:, None]
-            per_cost[key] = enc[mask]
-        return per_cost[key]
+        return self._codes(cost, unknown)["flat"]
+
+    def encoded(self, cost: SymbolCost, unknown: str) -> torch.Tensor:
+        """Symbol indices ``(len, max_len + 1)``, padded with the gap."""
+        codes = self._codes(cost, unknown)
+        if "padded" not in codes:
+            width = int(self.lengths.max()) + 1 if len(self) else 1
+            out = torch.full((len(self), width), cost.gap_index, dtype=torch.long)
+            out[torch.arange(width)[None, :] < self.lengths[:, None]] = codes["flat"]
+            codes["padded"] = out
+        return codes["padded"]
 
 
 def _check_rel_tol(rel_tol, dtype) -> float:
@@ -213,8 +217,8 @@ def _whole_table(cost: SymbolCost, x_table: "_Table", y_table: "_Table", unknown
     if table is None:
         return None
     # Fail early, naming unknown labels, as the padded path does.
-    x_table.encoded(cost, unknown)
-    y_table.encoded(cost, unknown)
+    x_table.flat_labels(cost, unknown)
+    y_table.flat_labels(cost, unknown)
     size = len(cost.alphabet) + 1
     if not isinstance(table, torch.Tensor) or tuple(table.shape) != (size, size):
         raise ValueError(
@@ -628,7 +632,8 @@ def _alphabet_of(*collections) -> List[Hashable]:
             continue
         distinct.append(objects)
     try:
-        return list(dict.fromkeys(label for objects in distinct for o in objects for label in _labels_of(o)))
+        return list(dict.fromkeys(itertools.chain.from_iterable(
+            _labels_of(o) for objects in distinct for o in objects)))
     except TypeError:
         raise TypeError("labels must be hashable") from None
 
@@ -734,11 +739,11 @@ def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional
     if x_table.kind and y_table.kind and x_table.kind != y_table.kind:
         raise TypeError(f"X and Y must both hold trees or both sequences, got {x_table.kind}s and {y_table.kind}s")
     # Fail early, naming unknown labels, before any work.
-    x_table.encoded(cost, unknown)
-    y_table.encoded(cost, unknown)
+    x_table.flat_labels(cost, unknown)
+    y_table.flat_labels(cost, unknown)
     if reference_cost is not None:
-        x_table.encoded(reference_cost, unknown)
-        y_table.encoded(reference_cost, unknown)
+        x_table.flat_labels(reference_cost, unknown)
+        y_table.flat_labels(reference_cost, unknown)
 
     nx, ny = len(X), len(Y)
     if symmetric:
