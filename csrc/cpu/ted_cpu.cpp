@@ -140,6 +140,12 @@ struct TedWorkspace {
   // the path's leaf up exactly as a forest table's first row (column) does.
   std::vector<double> below_ins, below_del;
   std::vector<int64_t> y_symbol;  // y's labels in postorder (symbol-table costs)
+  // Replacement costs for the distance pass: rep_row[i][rep_col[j]] is cost
+  // (i, j) (postorder). Rows of `cost` for padded costs; rows of the symbol
+  // table itself where it is float64, so that the distance alone gathers
+  // each cost once, where it is used, instead of filling `cost` first.
+  std::vector<const double*> rep_row;
+  std::vector<int64_t> rep_col;
   std::vector<uint8_t> needed;    // keyroot pairs whose inside counts P needs (see ted_coopt)
   std::vector<uint8_t> reach_any, reach_ins, reach_tdm;  // mark_needed's boolean outside pass
   // Co-optimal flags of the needed tables, kept by mark_needed (region by
@@ -160,6 +166,7 @@ struct TedPair {
 
   double del(int64_t i) const { return ws.dels[i]; }
   double ins(int64_t j) const { return ws.cost[j]; }
+  double rep(int64_t i, int64_t j) const { return ws.rep_row[i][ws.rep_col[j]]; }
   Count total(int64_t cell) const { return cnt.tot[cell]; }
 
   static const int64_t* path_of(const TreeIndex& t, size_t k, int64_t* len) {
@@ -194,7 +201,7 @@ struct TedPair {
   void leaf_x(int64_t kx) {
     const int64_t row = kx * w;
     for (int64_t j = 1; j <= y.n; ++j) {
-      ws.tdm[row + j] = ws.below_ins[j] + ws.cost[row + j];
+      ws.tdm[row + j] = ws.below_ins[j] + rep(kx, j);
       if (kCount) cnt.tdm_count[row + j] = Count::one();
     }
   }
@@ -205,7 +212,7 @@ struct TedPair {
     const int64_t* path = path_of(x, kx_index, &len);
     for (int64_t k = 0; k < len; ++k) {
       const int64_t cell = path[k] * w + ky;
-      ws.tdm[cell] = ws.below_del[path[k]] + ws.cost[cell];
+      ws.tdm[cell] = ws.below_del[path[k]] + rep(path[k], ky);
       if (kCount) cnt.tdm_count[cell] = Count::one();
     }
   }
@@ -517,7 +524,7 @@ struct TedPair {
       fd[r0 * w + j] = sum;
     }
     double* tdm = ws.tdm.data();
-    const double* cost = ws.cost.data();
+    const double* cost = ws.cost.data();  // row 0: insertions
     const int64_t corner = r0 * w + c0;
     const int64_t* ly = y.leftmost.data();
     for (int64_t i = r0 + 1; i <= rows_end; ++i) {
@@ -570,7 +577,7 @@ struct TedPair {
           const int64_t cell = row + j;
           double c;
           if (ly[j] == c0 + 1) {
-            tdm[cell] = fd[cell - w - 1] + cost[cell];
+            tdm[cell] = fd[cell - w - 1] + rep(i, j);
             c = fd[corner] + tdm[cell];
           } else {
             c = jump_row[ly[j]] + tdm[cell];
@@ -587,11 +594,11 @@ struct TedPair {
     const int64_t* py = path_of(y, b, &len_y);
     for (int64_t s = 0; s < len_x; ++s) {
       const int64_t cell = px[s] * w + ky;
-      tdm[cell] = fd[cell - w - 1] + cost[cell];
+      tdm[cell] = fd[cell - w - 1] + rep(px[s], ky);
     }
     for (int64_t t = 0; t + 1 < len_y; ++t) {
       const int64_t cell = kx * w + py[t];
-      tdm[cell] = fd[cell - w - 1] + cost[cell];
+      tdm[cell] = fd[cell - w - 1] + rep(kx, py[t]);
     }
   }
 
@@ -775,6 +782,52 @@ void fill_padded(const TreeIndex& x, const TreeIndex& y, const scalar_t* c, int6
     cost[i * w] = ws.dels[i] = static_cast<double>(row[n]);
     for (int64_t j = 1; j <= n; ++j) cost[i * w + j] = static_cast<double>(row[y.pre_of_post[j]]);
   }
+}
+
+// rep_row and rep_col for costs filled into ws.cost.
+void point_at_cost(int64_t m, int64_t n, TedWorkspace& ws) {
+  const int64_t w = n + 1;
+  ws.rep_row.resize(m + 1);
+  ws.rep_col.resize(n + 1);
+  for (int64_t i = 0; i <= m; ++i) ws.rep_row[i] = ws.cost.data() + i * w;
+  for (int64_t j = 0; j <= n; ++j) ws.rep_col[j] = j;
+}
+
+// Costs for the distance alone, read in place from float64 rows: x's node p
+// (preorder) has the row x_row(p), y's node q the column y_col(q), beside the
+// insertion row and the deletion column. Only insertions and deletions are
+// copied (row 0 of ws.cost, ws.dels).
+template <typename XRow, typename YCol>
+void point_at_rows(const TreeIndex& x, const TreeIndex& y, const XRow& x_row, const YCol& y_col,
+                   const double* ins_row, int64_t del_col, TedWorkspace& ws) {
+  const int64_t m = x.n, n = y.n;
+  ws.cost.resize(n + 1);
+  ws.dels.resize(m + 1);
+  ws.rep_row.resize(m + 1);
+  ws.rep_col.resize(n + 1);
+  ws.cost[0] = 0.0;
+  for (int64_t j = 1; j <= n; ++j) {
+    ws.rep_col[j] = y_col(y.pre_of_post[j]);
+    ws.cost[j] = ins_row[ws.rep_col[j]];
+  }
+  for (int64_t i = 1; i <= m; ++i) {
+    ws.rep_row[i] = x_row(x.pre_of_post[i]);
+    ws.dels[i] = ws.rep_row[i][del_col];
+  }
+}
+
+// point_at_rows where the costs are float64 (true); float32 costs are
+// converted by filling ws.cost instead (false, nothing done).
+template <typename XRow, typename YCol>
+bool point_in_place(const TreeIndex& x, const TreeIndex& y, const XRow& x_row, const YCol& y_col,
+                    const double* ins_row, int64_t del_col, TedWorkspace& ws) {
+  point_at_rows(x, y, x_row, y_col, ins_row, del_col, ws);
+  return true;
+}
+template <typename XRow, typename YCol>
+bool point_in_place(const TreeIndex&, const TreeIndex&, const XRow&, const YCol&, const float*,
+                    int64_t, TedWorkspace&) {
+  return false;
 }
 
 // Costs of a pair gathered from a (S, S) symbol cost table (gap = S - 1) by
@@ -980,7 +1033,12 @@ std::tuple<at::Tensor, at::Tensor> ted_cpu(const at::Tensor& costs_in, const at:
       const OrientedPair pair = orient(xs[px_p[b]], ys[py_p[b]]);
       const TreeIndex &x = pair.x, &y = pair.y;
       const int64_t off = b * rows * cols;
-      fill_padded(x, y, c + off, cols, ws);
+      const scalar_t* block = c + off;
+      if (need_coopt || !point_in_place(x, y, [&](int64_t p) { return block + p * cols; },
+                                        [](int64_t q) { return q; }, block + x.n * cols, y.n, ws)) {
+        fill_padded(x, y, block, cols, ws);
+        point_at_cost(x.n, y.n, ws);
+      }
       d[b] = static_cast<scalar_t>(ted_solve(x, y, need_coopt, dp::Tie{rel_tol, scales[b]}, ws));
       if (need_coopt) write_coopt(x, y, ws, p + off, cols);
     });
@@ -1027,8 +1085,14 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cpu(
       const TreeIndex &x = pair.x, &y = pair.y;
       const int64_t* x_labels = xl_p + xptr_p[px_p[b]];
       const int64_t* y_labels = yl_p + yptr_p[py_p[b]];
-      const double scale = need_coopt ? fill_symbols<true>(x, y, t, S, x_labels, y_labels, ws)
-                                      : fill_symbols<false>(x, y, t, S, x_labels, y_labels, ws);
+      double scale = 0.0;
+      if (need_coopt || !point_in_place(x, y, [&](int64_t p) { return t + x_labels[p] * S; },
+                                        [&](int64_t q) { return y_labels[q]; }, t + (S - 1) * S,
+                                        S - 1, ws)) {
+        scale = need_coopt ? fill_symbols<true>(x, y, t, S, x_labels, y_labels, ws)
+                           : fill_symbols<false>(x, y, t, S, x_labels, y_labels, ws);
+        point_at_cost(x.n, y.n, ws);
+      }
       d[b] = static_cast<scalar_t>(ted_solve(x, y, need_coopt, dp::Tie{rel_tol, scale}, ws));
       if (need_coopt) write_coopt(x, y, ws, p + b * rows * cols, cols);
     });
