@@ -12,6 +12,8 @@ from typing import Hashable, Iterable, Optional, Sequence
 import torch
 from torch import nn
 
+__all__ = ["SymbolCost", "EuclideanCost", "UnitCost", "simplex_embedding"]
+
 
 def _long_tensor(values: Iterable[int]) -> torch.Tensor:
     """An int64 CPU tensor of Python ints, through a typed array: a third of the time of
@@ -20,8 +22,6 @@ def _long_tensor(values: Iterable[int]) -> torch.Tensor:
     if not len(buffer):
         return torch.zeros(0, dtype=torch.long)
     return torch.frombuffer(buffer, dtype=torch.long)
-
-__all__ = ["SymbolCost", "EuclideanCost", "UnitCost", "simplex_embedding"]
 
 
 def _owns_forward(cost: "SymbolCost", method: str) -> bool:
