@@ -22,3 +22,6 @@ ted_cpu = _C.ted_cpu
 sed_cpu = _C.sed_cpu
 ted_symbols_cpu = _C.ted_symbols_cpu
 sed_symbols_cpu = _C.sed_symbols_cpu
+# AVX2 kernels on or off (same bits either way; tests and benchmarks compare both)
+set_simd_enabled = _C.set_simd_enabled
+simd_enabled = _C.simd_enabled

@@ -17,6 +17,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("x_labels"), py::arg("x_sizes"), py::arg("x_ptr"), py::arg("y_labels"),
         py::arg("y_sizes"), py::arg("y_ptr"), py::arg("pair_x"), py::arg("pair_y"),
         py::arg("need_coopt"), py::arg("rel_tol"));
+  m.def("set_simd_enabled", &bedl::set_simd_enabled,
+        "Turn the AVX2 kernels on or off (same results; for tests and benchmarks)", py::arg("on"));
+  m.def("simd_enabled", &bedl::simd_enabled, "Whether the AVX2 kernels run");
   m.def("sed_symbols_cpu", &bedl::sed_symbols_cpu,
         "Sequence edit distances with costs from a symbol cost table", py::arg("symbol_costs"),
         py::arg("x_labels"), py::arg("x_ptr"), py::arg("y_labels"), py::arg("y_ptr"),

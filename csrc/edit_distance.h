@@ -63,4 +63,10 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_cost
                                                    bool need_coopt,
                                                    double rel_tol);
 
+// The AVX2 kernels (sequence distances four rows at a time, tree distances of
+// four pairs at a time) are used where the processor has AVX2 unless turned
+// off here; both paths give the same bits. For tests and benchmarks.
+void set_simd_enabled(bool on);
+bool simd_enabled();
+
 }  // namespace bedl

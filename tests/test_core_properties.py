@@ -624,3 +624,51 @@ def test_euclidean_gradient_finite_when_embeddings_coincide_or_at_origin():
     D = bedl_torch.pairwise_distances(X[2:], ["ba", "", "c"], cost)
     D.sum().backward()
     assert torch.isfinite(D).all() and torch.isfinite(emb.grad).all()
+
+
+class _TableCost(bedl_torch.SymbolCost):
+    """Costs straight from a (U + 1, U + 1) table: arbitrary, asymmetric, with ties."""
+
+    def __init__(self, alphabet, table):
+        super().__init__(alphabet)
+        self.register_buffer("table", table)
+
+    def symbol_table(self):
+        return self.table
+
+    def forward(self, x_idx, y_idx):
+        return self.table[x_idx[:, :, None], y_idx[:, None, :]]
+
+
+def test_simd_lanes_equal_scalar_kernel():
+    """Tree distances with symbol-table costs run four pairs at a time (pairs that share x,
+    AVX2 lanes over the wide layout of y's tables, gathers for y's structure) where the
+    processor has AVX2; the scalar kernel runs one pair at a time. Both give the same bits:
+    sizes 1-40 (one- and two-node trees take the scalar kernel's special cases inside the
+    same call), groups of 2-4 lanes, float32 and float64 tables, ties and asymmetric costs."""
+    from bedl_torch import _ext as ext
+    if not ext.simd_enabled():
+        pytest.skip("no AVX2 on this processor: only the scalar kernel runs")
+    rng = np.random.default_rng(31)
+    alphabet = list("abcde")
+    X = [lib(random_tree(int(s), "abcde", rng)) for s in list(range(1, 9)) + list(rng.integers(3, 41, 28))]
+    Y = X[:7]  # 7 y trees per x: groups of 4 and 3 lanes
+    U = len(alphabet) + 1
+    costs = [
+        None,
+        bedl_torch.EuclideanCost(alphabet),  # float32
+        bedl_torch.EuclideanCost(alphabet, embedding=torch.as_tensor(rng.normal(size=(5, 3)))),
+        _TableCost(alphabet, torch.as_tensor(rng.integers(0, 3, (U, U)), dtype=torch.float64)),
+        _TableCost(alphabet, torch.as_tensor(rng.random((U, U)), dtype=torch.float32)),
+    ]
+    try:
+        for cost in costs:
+            with torch.no_grad():
+                for args in ((X,), (X, Y), (Y[:2], X)):
+                    ext.set_simd_enabled(False)
+                    scalar = bedl_torch.pairwise_distances(*args, cost=cost)
+                    ext.set_simd_enabled(True)
+                    lanes = bedl_torch.pairwise_distances(*args, cost=cost)
+                    assert torch.equal(scalar, lanes)
+    finally:
+        ext.set_simd_enabled(True)

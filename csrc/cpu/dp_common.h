@@ -14,8 +14,29 @@
 #include <utility>
 #include <vector>
 
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+#define BEDL_X86_SIMD 1
+#endif
+
 namespace bedl {
 namespace dp {
+
+// Whether the AVX2 kernels run: the processor has AVX2 and set_simd_enabled
+// has not turned them off (benchmarks and tests compare both paths; they give
+// the same bits).
+inline std::atomic<bool>& simd_switch() {
+  static std::atomic<bool> on{true};
+  return on;
+}
+inline bool simd_avx2() {
+#ifdef BEDL_X86_SIMD
+  static const bool cpu = __builtin_cpu_supports("avx2");
+  return cpu && simd_switch().load(std::memory_order_relaxed);
+#else
+  return false;
+#endif
+}
 
 // A count of co-optimal mappings, m * 2^e with m in [0.5, 1) (or m == 0).
 // Counts grow exponentially with the size of the inputs when costs tie, past

@@ -12,10 +12,6 @@
 
 #include <vector>
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#include <immintrin.h>
-#define BEDL_SED_AVX2 1
-#endif
 
 namespace bedl {
 namespace {
@@ -34,11 +30,7 @@ struct SedWorkspace {
   std::vector<double> ins_skew;             // insertion costs as the AVX2 strips read them
 };
 
-#ifdef BEDL_SED_AVX2
-bool has_avx2() {
-  static const bool yes = __builtin_cpu_supports("avx2");
-  return yes;
-}
+#ifdef BEDL_X86_SIMD
 
 // Four consecutive costs as doubles.
 __attribute__((target("avx2"))) inline __m256d load4(const double* p) { return _mm256_loadu_pd(p); }
@@ -174,8 +166,8 @@ double sed_distance(const scalar_t* c, int64_t m, int64_t n, int64_t stride, Sed
     return std::min(rep_or_del, left + static_cast<double>(ins[j - 1]));
   };
   int64_t i = 1;
-#ifdef BEDL_SED_AVX2
-  if (has_avx2()) i += sed_strips_avx2(c, m, n, stride, ws, prev, next);
+#ifdef BEDL_X86_SIMD
+  if (dp::simd_avx2()) i += sed_strips_avx2(c, m, n, stride, ws, prev, next);
 #endif
   if (n >= 1) {
     // Two rows at once, the second one cell behind: two independent chains

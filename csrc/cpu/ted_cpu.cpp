@@ -26,6 +26,7 @@
 #include "../edit_distance.h"
 #include "dp_common.h"
 
+#include <tuple>
 #include <vector>
 
 namespace bedl {
@@ -44,6 +45,7 @@ struct TreeIndex {
   std::vector<int64_t> path_begin, path_nodes;
   std::vector<int64_t> keyroot_of;   // 1-based: the keyroot whose leftmost path holds the node
   double work = 0.0;                 // sum of the keyroots' subtree sizes
+  int64_t wide_width = 0;            // columns of all non-leaf keyroots' tables side by side (ted_lanes)
 };
 
 // Both orientations of one tree: as given, and mirrored.
@@ -61,6 +63,7 @@ void finish_index(TreeIndex& t) {
     if (top_of_path[t.leftmost[i]] == i) {
       t.keyroots.push_back(i);
       t.work += static_cast<double>(i - t.leftmost[i] + 1);
+      if (t.leftmost[i] != i) t.wide_width += i - t.leftmost[i] + 2;
     }
   }
   // Every node lies on exactly one keyroot's leftmost path: the nodes that
@@ -946,6 +949,319 @@ void write_coopt(const TreeIndex& x, const TreeIndex& y, const TedWorkspace& ws,
   for (int64_t j = 1; j <= n; ++j) p[m * stride + y.pre_of_post[j]] = static_cast<scalar_t>(acc[j]);
 }
 
+#ifdef BEDL_X86_SIMD
+// ---- Four pairs at once: the distance with symbol-table costs, AVX2 ----
+//
+// The forest tables of 30-node random trees average 6 x 6 cells, so a sweep
+// row by row spends about as much on starting rows and tables (and on the
+// mispredicted exits of short loops) as on cells, and each cell waits for its
+// left neighbour. Here up to four pairs that share x (and orientation) run in
+// the four lanes of AVX2 vectors. For one keyroot K of x, all tables (K, H)
+// over the non-leaf keyroots H of a lane's y stand side by side in one wide
+// row, each with its first column (as a cell whose only finite alternative
+// is the deletion), so a keyroot of x is one loop over long rows with four
+// independent chains. The columns of lane l come from its own y: the jump
+// and tdm reads, which follow y's structure, are gathers. Every cell uses the
+// expressions of distance_table in the same order (including std::min's
+// operand order), so lanes and the scalar kernel give the same bits
+// (test_simd_lanes_equal_scalar_kernel).
+constexpr int kLanes = 4;
+
+// below[v] for the nodes of t: the cost of l(v) .. v - 1, summed from the
+// leaf up as TedPair::sums_below does.
+template <typename CostOf>
+void lane_sums_below(const TreeIndex& t, const CostOf& cost_of, std::vector<double>& below) {
+  below.resize(t.n + 1);
+  for (int64_t k : t.keyroots) {
+    const int64_t leaf = t.leftmost[k];
+    double sum = 0.0;
+    for (int64_t v = leaf; v <= k; ++v) {
+      if (t.leftmost[v] == leaf) below[v] = sum;
+      sum = sum + cost_of(v);
+    }
+  }
+}
+
+// y's side of the wide layout, which does not depend on x: built once per
+// tree (and orientation) of a call. Table H's columns are l(H) - 1 .. H.
+struct WideY {
+  int64_t width = 0, final_col = 0;  // final_col: the root's table is the last
+  std::vector<double> ins;           // +inf in first columns: no insertion enters them
+  std::vector<double> first_row;     // the tables' first rows (insertion sums)
+  std::vector<double> below_ins;     // by column: inserting l(j) .. j - 1 (leaf rows' tdm)
+  std::vector<int64_t> jump;         // column the jump (match) alternative comes from
+  std::vector<int64_t> node;         // y node (postorder); 0 in first columns
+  std::vector<int64_t> symbol;       // y node's symbol; 0 in first columns
+  std::vector<uint8_t> path;         // node on its table's leftmost path
+  // Where a row's tdm of the column's node is defined: the node's column in
+  // its own keyroot's table (>= 0), leaf keyroot k's slot (-1 - k), or
+  // kNoTdm (first columns).
+  std::vector<int64_t> def;
+  std::vector<int64_t> leaf_keyroots, leaf_keyroot_symbol;
+  static constexpr int64_t kNoTdm = std::numeric_limits<int64_t>::min();
+};
+
+inline bool lanes_fit(const TreeIndex& x, const TreeIndex& y) {
+  // One-node trees take the scalar kernel's special cases; the wide rows of
+  // large trees (comb-shaped ones have O(n^2) columns) would not fit a cache.
+  return x.n >= 2 && y.n >= 2 && (x.n + 1) * y.wide_width <= (int64_t{1} << 16);
+}
+
+template <typename scalar_t>
+void build_wide(const TreeIndex& y, const int64_t* labels, const scalar_t* table, int64_t S,
+                WideY& out) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  const scalar_t* gap_row = table + (S - 1) * S;
+  std::vector<int64_t> symbol(y.n + 1, 0);
+  for (int64_t j = 1; j <= y.n; ++j) symbol[j] = labels[y.pre_of_post[j]];
+  std::vector<double> below;
+  lane_sums_below(y, [&](int64_t j) { return static_cast<double>(gap_row[symbol[j]]); }, below);
+  out = WideY{};
+  std::vector<int64_t> def_of(y.n + 1, WideY::kNoTdm);  // node -> def, filled in keyroot order
+  auto column = [&](double ins, double first, double below_ins, int64_t jump, int64_t node, bool path) {
+    out.ins.push_back(ins);
+    out.first_row.push_back(first);
+    out.below_ins.push_back(below_ins);
+    out.jump.push_back(jump);
+    out.node.push_back(node);
+    out.symbol.push_back(symbol[node]);
+    out.path.push_back(path ? 1 : 0);
+    if (path) def_of[node] = static_cast<int64_t>(out.def.size());
+    out.def.push_back(def_of[node]);
+  };
+  for (int64_t h : y.keyroots) {
+    const int64_t c0 = y.leftmost[h] - 1;
+    if (c0 + 1 == h) {  // leaf keyroots: closed form
+      def_of[h] = -1 - static_cast<int64_t>(out.leaf_keyroots.size());
+      out.leaf_keyroots.push_back(h);
+      out.leaf_keyroot_symbol.push_back(symbol[h]);
+      continue;
+    }
+    const int64_t base = static_cast<int64_t>(out.ins.size());
+    column(inf, 0.0, inf, base, 0, false);  // the first column: deletions only
+    double sum = 0.0;
+    for (int64_t j = c0 + 1; j <= h; ++j) {
+      const double ins = static_cast<double>(gap_row[symbol[j]]);
+      sum = sum + ins;
+      const bool path = y.leftmost[j] == c0 + 1;
+      column(ins, sum, below[j], base + y.leftmost[j] - 1 - c0, j, path);
+    }
+  }
+  out.width = static_cast<int64_t>(out.ins.size());
+  out.final_col = out.width - 1;
+}
+
+struct LaneWorkspace {
+  std::vector<double> fd;         // (m+1) wide rows x W columns x kLanes
+  // tdm(i, node of column c) at [i][c], as the rows of x's paths define or
+  // read it, so that other rows read it contiguously; then one slot per
+  // leaf keyroot of y (L, the most of the lanes), then +inf: (m+1) x (W+L+1) x kLanes.
+  std::vector<double> tdm;
+  std::vector<double> ins, first_row, below_ins;     // W x kLanes
+  std::vector<int64_t> jump_at, def_at, symbol_at;   // W x kLanes gather indices
+  std::vector<int64_t> path_mask;                    // W x kLanes: all ones on table paths
+  std::vector<int64_t> x_symbol;                     // x's labels in postorder
+  std::vector<double> del, below_del;                // x's deletions, sums below (postorder)
+};
+
+// src[at[0..3]] as a vector. Four loads and two inserts: vgatherqpd took
+// 1.6x as long on the AMD EPYC (Zen 3) this was measured on.
+__attribute__((target("avx2"))) inline __m256d gather4(const double* src, const int64_t* at) {
+  const __m128d lo = _mm_loadh_pd(_mm_load_sd(src + at[0]), src + at[1]);
+  const __m128d hi = _mm_loadh_pd(_mm_load_sd(src + at[2]), src + at[3]);
+  return _mm256_insertf128_pd(_mm256_castpd128_pd256(lo), hi, 1);
+}
+__attribute__((target("avx2"))) inline __m256d gather4(const float* src, const int64_t* at) {
+  return _mm256_set_pd(src[at[3]], src[at[2]], src[at[1]], src[at[0]]);
+}
+
+// Distances of the pairs (x, ys[l]) for l < lanes (2 <= lanes <= 4; unused
+// lanes repeat the last pair) into out[l]; x_labels in preorder.
+template <typename scalar_t>
+__attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* const* ys,
+                                               int lanes,
+                                               const scalar_t* table, int64_t S,
+                                               const int64_t* x_labels, LaneWorkspace& ws,
+                                               double* out) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  const int64_t m = x.n, gap = S - 1;
+  const WideY* y_of[kLanes];
+  int64_t W = 0, L = 0;
+  for (int l = 0; l < kLanes; ++l) {
+    y_of[l] = ys[std::min(l, lanes - 1)];
+    W = std::max(W, y_of[l]->width);
+    L = std::max(L, static_cast<int64_t>(y_of[l]->leaf_keyroots.size()));
+  }
+  const int64_t row_len = W * kLanes, tdm_row = (W + L + 1) * kLanes, no_tdm = W + L;
+  ws.fd.resize((m + 1) * row_len);
+  ws.tdm.resize((m + 1) * tdm_row);
+  for (auto* v : {&ws.ins, &ws.first_row, &ws.below_ins}) v->resize(row_len);
+  for (auto* v : {&ws.jump_at, &ws.def_at, &ws.symbol_at, &ws.path_mask}) v->resize(row_len);
+  for (int l = 0; l < kLanes; ++l) {  // interleave the lanes' columns; pad to W
+    const WideY& y = *y_of[l];
+    for (int64_t col = 0; col < W; ++col) {
+      const int64_t at = col * kLanes + l;
+      const bool real = col < y.width;
+      ws.ins[at] = real ? y.ins[col] : inf;
+      ws.first_row[at] = real ? y.first_row[col] : 0.0;
+      ws.below_ins[at] = real ? y.below_ins[col] : inf;
+      ws.jump_at[at] = (real ? y.jump[col] : col) * kLanes + l;
+      const int64_t def = real ? y.def[col] : WideY::kNoTdm;
+      ws.def_at[at] = (def == WideY::kNoTdm ? no_tdm : def >= 0 ? def : W - 1 - def) * kLanes + l;
+      ws.symbol_at[at] = real ? y.symbol[col] : 0;
+      ws.path_mask[at] = real && y.path[col] ? -1 : 0;
+    }
+  }
+  ws.x_symbol.resize(m + 1);
+  ws.del.resize(m + 1);
+  for (int64_t i = 1; i <= m; ++i) {
+    ws.x_symbol[i] = x_labels[x.pre_of_post[i]];
+    ws.del[i] = static_cast<double>(table[ws.x_symbol[i] * S + gap]);
+  }
+  lane_sums_below(x, [&](int64_t i) { return ws.del[i]; }, ws.below_del);
+  for (int64_t i = 0; i <= m; ++i) {
+    for (int l = 0; l < kLanes; ++l) ws.tdm[i * tdm_row + no_tdm * kLanes + l] = inf;
+  }
+
+  double* fd = ws.fd.data();
+  double* tdm = ws.tdm.data();
+  // Local pointers: through the vectors the compiler reloads them after every store.
+  const double *ins = ws.ins.data(), *below_ins = ws.below_ins.data();
+  const int64_t *jump_at = ws.jump_at.data(), *def_at = ws.def_at.data();
+  const int64_t *symbol_at = ws.symbol_at.data(), *path_mask = ws.path_mask.data();
+  const int64_t* x_symbol = ws.x_symbol.data();
+  const double* below_del = ws.below_del.data();
+  for (size_t a = 0; a < x.keyroots.size(); ++a) {
+    const int64_t kx = x.keyroots[a], r0 = x.leftmost[kx] - 1;
+    // A leaf keyroot's tdm (y inserted but for its root, which is matched)
+    // is computed where it is read: rows of leaves below.
+    if (r0 + 1 == kx) continue;
+    const int64_t path_len = x.path_begin[a + 1] - x.path_begin[a];
+    const int64_t* path = x.path_nodes.data() + x.path_begin[a];
+    for (int l = 0; l < kLanes; ++l) {  // y's leaf keyroots: x deleted but for the root
+      const WideY& y = *y_of[l];
+      for (int64_t s = 0; s < path_len; ++s) {
+        const int64_t i = path[s];
+        const scalar_t* rep_row = table + x_symbol[i] * S;
+        double* slots = tdm + i * tdm_row + W * kLanes + l;
+        for (size_t k = 0; k < y.leaf_keyroots.size(); ++k)
+          slots[k * kLanes] = below_del[i] + static_cast<double>(rep_row[y.leaf_keyroot_symbol[k]]);
+      }
+    }
+    std::copy(ws.first_row.begin(), ws.first_row.end(), fd + r0 * row_len);
+    // Only the tdm cells of row kx are read later (but in the final tables).
+    const int64_t rows_end = kx == m ? m : kx - 1;
+    for (int64_t i = r0 + 1; i <= rows_end; ++i) {
+      const int64_t li = x.leftmost[i];
+      const bool x_on_path = li == r0 + 1;
+      const double* up = fd + (i - 1) * row_len;
+      double* cur = fd + i * row_len;
+      const double* jump = fd + (x_on_path ? r0 : li - 1) * row_len;
+      double* tdm_i = tdm + i * tdm_row;
+      const scalar_t* rep_row = table + x_symbol[i] * S;
+      const __m256d del = _mm256_set1_pd(ws.del[i]);
+      __m256d left = _mm256_set1_pd(inf);
+      // std::min(a, b) is (b < a) ? b : a, and _mm256_min_pd(p, q) is (p < q) ? p : q.
+      if (!x_on_path && li != i) {
+        // i lies on a path below: its row of tdm is complete.
+        for (int64_t c = 0; c < row_len; c += kLanes) {
+          const __m256d del_alt = _mm256_add_pd(_mm256_loadu_pd(up + c), del);
+          const __m256d match = _mm256_add_pd(gather4(jump, jump_at + c), _mm256_loadu_pd(tdm_i + c));
+          left = _mm256_min_pd(_mm256_add_pd(left, _mm256_loadu_pd(ins + c)), _mm256_min_pd(match, del_alt));
+          _mm256_storeu_pd(cur + c, left);
+        }
+      } else if (!x_on_path) {
+        // A leaf: tdm(i, j) inserts y's subtree of j but j, matched to i
+        // (the leaf keyroots' closed form; the same sums for leaves on paths).
+        for (int64_t c = 0; c < row_len; c += kLanes) {
+          const __m256d del_alt = _mm256_add_pd(_mm256_loadu_pd(up + c), del);
+          const __m256d tv = _mm256_add_pd(_mm256_loadu_pd(below_ins + c), gather4(rep_row, symbol_at + c));
+          const __m256d match = _mm256_add_pd(gather4(jump, jump_at + c), tv);
+          left = _mm256_min_pd(_mm256_add_pd(left, _mm256_loadu_pd(ins + c)), _mm256_min_pd(match, del_alt));
+          _mm256_storeu_pd(cur + c, left);
+        }
+      } else {
+        // Rows on K's path define tdm(i, j) on the paths of y's tables, from
+        // the cell up-left, and read the others where they were defined
+        // (before in this row, or a leaf keyroot's slot).
+        __m256d diag = _mm256_setzero_pd();  // column 0 is a first column, never on a path
+        for (int64_t c = 0; c < row_len; c += kLanes) {
+          const __m256d above = _mm256_loadu_pd(up + c);
+          const __m256d del_alt = _mm256_add_pd(above, del);
+          const __m256d on_path = _mm256_castsi256_pd(_mm256_loadu_si256((const __m256i*)(path_mask + c)));
+          const __m256d defined = _mm256_add_pd(diag, gather4(rep_row, symbol_at + c));
+          diag = above;
+          const __m256d tv = _mm256_blendv_pd(gather4(tdm_i, def_at + c), defined, on_path);
+          _mm256_storeu_pd(tdm_i + c, tv);
+          const __m256d match = _mm256_add_pd(gather4(jump, jump_at + c), tv);
+          left = _mm256_min_pd(_mm256_add_pd(left, _mm256_loadu_pd(ins + c)), _mm256_min_pd(match, del_alt));
+          _mm256_storeu_pd(cur + c, left);
+        }
+      }
+    }
+    if (kx == m) break;  // the last keyroot
+    // The row of tdm of kx, as a path row would leave it (from row kx - 1).
+    const double* up = fd + (kx - 1) * row_len;
+    const scalar_t* rep_row = table + x_symbol[kx] * S;
+    double* tdm_k = tdm + kx * tdm_row;
+    __m256d diag = _mm256_setzero_pd();
+    for (int64_t c = 0; c < row_len; c += kLanes) {
+      const __m256d on_path = _mm256_castsi256_pd(_mm256_loadu_si256((const __m256i*)(path_mask + c)));
+      const __m256d defined = _mm256_add_pd(diag, gather4(rep_row, symbol_at + c));
+      diag = _mm256_loadu_pd(up + c);
+      _mm256_storeu_pd(tdm_k + c, _mm256_blendv_pd(gather4(tdm_k, def_at + c), defined, on_path));
+    }
+  }
+  for (int l = 0; l < lanes; ++l) out[l] = fd[m * row_len + y_of[l]->final_col * kLanes + l];
+}
+
+// Groups of pairs for ted_lanes: same x tree and orientation, in order of y's
+// width within a group so that lanes do similar work. Pairs left alone (or
+// that do not fit) run on the scalar kernel.
+struct LaneGroup {
+  int64_t pair[kLanes];
+  int count;
+};
+
+inline void plan_lanes(const std::vector<OrientedTree>& xs, const std::vector<OrientedTree>& ys,
+                       const int64_t* px, const int64_t* py, int64_t batch,
+                       std::vector<LaneGroup>& groups, std::vector<int64_t>& singles) {
+  struct Entry {
+    int64_t key, width, pair;
+  };
+  std::vector<Entry> entries;
+  entries.reserve(batch);
+  for (int64_t b = 0; b < batch; ++b) {
+    const OrientedPair o = orient(xs[px[b]], ys[py[b]]);
+    if (!lanes_fit(o.x, o.y)) {
+      singles.push_back(b);
+      continue;
+    }
+    const bool mirrored = &o.x == &xs[px[b]].right;
+    entries.push_back({px[b] * 2 + (mirrored ? 1 : 0), o.y.wide_width, b});
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& p, const Entry& q) {
+    return std::tie(p.key, p.width, p.pair) < std::tie(q.key, q.width, q.pair);
+  });
+  for (size_t k = 0; k < entries.size();) {
+    size_t end = k;
+    while (end < entries.size() && entries[end].key == entries[k].key) ++end;
+    for (; k < end; k += kLanes) {
+      const int count = static_cast<int>(std::min<size_t>(kLanes, end - k));
+      if (count == 1) {
+        singles.push_back(entries[k].pair);
+        continue;
+      }
+      LaneGroup g{};
+      g.count = count;
+      for (int l = 0; l < count; ++l) g.pair[l] = entries[k + l].pair;
+      groups.push_back(g);
+    }
+    k = end;
+  }
+}
+#endif  // BEDL_X86_SIMD
+
 std::vector<OrientedTree> index_trees(const at::Tensor& sizes, const at::Tensor& ptr,
                                    const char* side) {
   const int64_t count = ptr.size(0) - 1;
@@ -991,6 +1307,9 @@ void check_pairs(const std::vector<OrientedTree>& xs, const std::vector<Oriented
 }
 
 }  // namespace
+
+void set_simd_enabled(bool on) { dp::simd_switch().store(on); }
+bool simd_enabled() { return dp::simd_avx2(); }
 
 std::tuple<at::Tensor, at::Tensor> ted_cpu(const at::Tensor& costs_in, const at::Tensor& x_sizes,
                                            const at::Tensor& x_ptr, const at::Tensor& y_sizes,
@@ -1080,7 +1399,7 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cpu(
     const int64_t* yl_p = yl.data_ptr<int64_t>();
     scalar_t* d = dist.data_ptr<scalar_t>();
     scalar_t* p = need_coopt ? coopt.data_ptr<scalar_t>() : nullptr;
-    dp::for_each_pair<TedWorkspace>(batch, rows * cols, [&](int64_t b, TedWorkspace& ws) {
+    auto one_pair = [&](int64_t b, TedWorkspace& ws) {
       const OrientedPair pair = orient(xs[px_p[b]], ys[py_p[b]]);
       const TreeIndex &x = pair.x, &y = pair.y;
       const int64_t* x_labels = xl_p + xptr_p[px_p[b]];
@@ -1095,7 +1414,48 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cpu(
       }
       d[b] = static_cast<scalar_t>(ted_solve(x, y, need_coopt, dp::Tie{rel_tol, scale}, ws));
       if (need_coopt) write_coopt(x, y, ws, p + b * rows * cols, cols);
-    });
+    };
+#ifdef BEDL_X86_SIMD
+    if (!need_coopt && dp::simd_avx2()) {
+      std::vector<LaneGroup> groups;
+      std::vector<int64_t> singles;
+      plan_lanes(xs, ys, px_p, py_p, batch, groups, singles);
+      // y's side of the wide layout, per tree and orientation used by a group.
+      std::vector<WideY> wide(ys.size() * 2);
+      std::vector<uint8_t> built(ys.size() * 2, 0);
+      for (const LaneGroup& g : groups) {
+        const OrientedTree& xo = xs[px_p[g.pair[0]]];
+        const int side = &orient(xo, ys[py_p[g.pair[0]]]).x == &xo.right ? 1 : 0;
+        for (int l = 0; l < g.count; ++l) {
+          const int64_t k = py_p[g.pair[l]] * 2 + side;
+          if (built[k]) continue;
+          built[k] = 1;
+          const OrientedTree& yo = ys[py_p[g.pair[l]]];
+          build_wide(side ? yo.right : yo.left, yl_p + yptr_p[py_p[g.pair[l]]], t, S, wide[k]);
+        }
+      }
+      const int64_t g_count = static_cast<int64_t>(groups.size());
+      struct Workspaces {
+        TedWorkspace ted;
+        LaneWorkspace lanes;
+      };
+      dp::for_each_pair<Workspaces>(
+          g_count + static_cast<int64_t>(singles.size()), rows * cols * 2, [&](int64_t k, Workspaces& ws) {
+            if (k >= g_count) return one_pair(singles[k - g_count], ws.ted);
+            const LaneGroup& g = groups[k];
+            const OrientedTree& xo = xs[px_p[g.pair[0]]];
+            const OrientedPair first = orient(xo, ys[py_p[g.pair[0]]]);
+            const int side = &first.x == &xo.right ? 1 : 0;
+            const WideY* y_wide[kLanes];
+            for (int l = 0; l < g.count; ++l) y_wide[l] = &wide[py_p[g.pair[l]] * 2 + side];
+            double out[kLanes];
+            ted_lanes(first.x, y_wide, g.count, t, S, xl_p + xptr_p[px_p[g.pair[0]]], ws.lanes, out);
+            for (int l = 0; l < g.count; ++l) d[g.pair[l]] = static_cast<scalar_t>(out[l]);
+          });
+      return;
+    }
+#endif
+    dp::for_each_pair<TedWorkspace>(batch, rows * cols, one_pair);
   });
   return {dist, coopt};
 }
