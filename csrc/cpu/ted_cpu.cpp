@@ -984,21 +984,19 @@ void lane_sums_below(const TreeIndex& t, const CostOf& cost_of, std::vector<doub
 
 // y's side of the wide layout, which does not depend on x: built once per
 // tree (and orientation) of a call. Table H's columns are l(H) - 1 .. H.
+// Indices are in doubles of lane 0 (times kLanes); each lane adds its number.
 struct WideY {
   int64_t width = 0, final_col = 0;  // final_col: the root's table is the last
   std::vector<double> ins;           // +inf in first columns: no insertion enters them
   std::vector<double> first_row;     // the tables' first rows (insertion sums)
-  std::vector<double> below_ins;     // by column: inserting l(j) .. j - 1 (leaf rows' tdm)
-  std::vector<int64_t> jump;         // column the jump (match) alternative comes from
-  std::vector<int64_t> node;         // y node (postorder); 0 in first columns
-  std::vector<int64_t> symbol;       // y node's symbol; 0 in first columns
-  std::vector<uint8_t> path;         // node on its table's leftmost path
-  // Where a row's tdm of the column's node is defined: the node's column in
-  // its own keyroot's table (>= 0), leaf keyroot k's slot (-1 - k), or
-  // kNoTdm (first columns).
-  std::vector<int64_t> def;
-  std::vector<int64_t> leaf_keyroots, leaf_keyroot_symbol;
-  static constexpr int64_t kNoTdm = std::numeric_limits<int64_t>::min();
+  std::vector<double> below_ins;     // inserting l(j) .. j - 1 (leaf rows' tdm); +inf in first columns
+  std::vector<int64_t> jump_at;      // the column the jump (match) alternative comes from
+  // Where a row's tdm of the column's node lies, relative to the row's start:
+  // the node's column in its own keyroot's table (itself on paths), leaf
+  // keyroot k's slot (-2 - k), or the +inf slot (-1) in first columns.
+  std::vector<int64_t> def_at;
+  std::vector<int64_t> symbol;       // the column's symbol (0 in first columns)
+  std::vector<int64_t> leaf_symbol;  // the leaf keyroots' symbols, slot by slot
 };
 
 inline bool lanes_fit(const TreeIndex& x, const TreeIndex& y) {
@@ -1017,24 +1015,21 @@ void build_wide(const TreeIndex& y, const int64_t* labels, const scalar_t* table
   std::vector<double> below;
   lane_sums_below(y, [&](int64_t j) { return static_cast<double>(gap_row[symbol[j]]); }, below);
   out = WideY{};
-  std::vector<int64_t> def_of(y.n + 1, WideY::kNoTdm);  // node -> def, filled in keyroot order
+  std::vector<int64_t> def_of(y.n + 1, -1);  // node -> def_at / kLanes, filled in keyroot order
   auto column = [&](double ins, double first, double below_ins, int64_t jump, int64_t node, bool path) {
+    if (path) def_of[node] = static_cast<int64_t>(out.ins.size());
     out.ins.push_back(ins);
     out.first_row.push_back(first);
     out.below_ins.push_back(below_ins);
-    out.jump.push_back(jump);
-    out.node.push_back(node);
+    out.jump_at.push_back(jump * kLanes);
+    out.def_at.push_back(node == 0 ? -kLanes : def_of[node] * kLanes);
     out.symbol.push_back(symbol[node]);
-    out.path.push_back(path ? 1 : 0);
-    if (path) def_of[node] = static_cast<int64_t>(out.def.size());
-    out.def.push_back(def_of[node]);
   };
   for (int64_t h : y.keyroots) {
     const int64_t c0 = y.leftmost[h] - 1;
     if (c0 + 1 == h) {  // leaf keyroots: closed form
-      def_of[h] = -1 - static_cast<int64_t>(out.leaf_keyroots.size());
-      out.leaf_keyroots.push_back(h);
-      out.leaf_keyroot_symbol.push_back(symbol[h]);
+      def_of[h] = -2 - static_cast<int64_t>(out.leaf_symbol.size());
+      out.leaf_symbol.push_back(symbol[h]);
       continue;
     }
     const int64_t base = static_cast<int64_t>(out.ins.size());
@@ -1043,8 +1038,7 @@ void build_wide(const TreeIndex& y, const int64_t* labels, const scalar_t* table
     for (int64_t j = c0 + 1; j <= h; ++j) {
       const double ins = static_cast<double>(gap_row[symbol[j]]);
       sum = sum + ins;
-      const bool path = y.leftmost[j] == c0 + 1;
-      column(ins, sum, below[j], base + y.leftmost[j] - 1 - c0, j, path);
+      column(ins, sum, below[j], base + y.leftmost[j] - 1 - c0, j, y.leftmost[j] == c0 + 1);
     }
   }
   out.width = static_cast<int64_t>(out.ins.size());
@@ -1053,15 +1047,23 @@ void build_wide(const TreeIndex& y, const int64_t* labels, const scalar_t* table
 
 struct LaneWorkspace {
   std::vector<double> fd;         // (m+1) wide rows x W columns x kLanes
-  // tdm(i, node of column c) at [i][c], as the rows of x's paths define or
-  // read it, so that other rows read it contiguously; then one slot per
-  // leaf keyroot of y (L, the most of the lanes), then +inf: (m+1) x (W+L+1) x kLanes.
+  // Per row i of x: the +inf slot, one slot per leaf keyroot of y (L, the
+  // most of the lanes; slot k at -2 - k), then tdm(i, node of column c) for
+  // every column, as the rows of x's paths define or read it, so that other
+  // rows read it contiguously: (m+1) x (L+1+W) x kLanes.
   std::vector<double> tdm;
   std::vector<double> ins, first_row, below_ins;     // W x kLanes
   std::vector<int64_t> jump_at, def_at, symbol_at;   // W x kLanes gather indices
-  std::vector<int64_t> path_mask;                    // W x kLanes: all ones on table paths
+  std::vector<int64_t> leaf_symbol;                  // L x kLanes
   std::vector<int64_t> x_symbol;                     // x's labels in postorder
   std::vector<double> del, below_del;                // x's deletions, sums below (postorder)
+  // Replacement costs by wide column (and by leaf keyroot slot) for each
+  // distinct symbol of x, where x has few: contiguous loads in the rows
+  // instead of a gather per step.
+  std::vector<double> rep_w, leaf_rep_w;
+  std::vector<int64_t> slot_of;                      // symbol -> row of rep_w, -1: none
+  std::vector<int64_t> distinct_symbols;
+  std::vector<int64_t> rep_slot;                     // x node -> its row of rep_w
 };
 
 // src[at[0..3]] as a vector. Four loads and two inserts: vgatherqpd took
@@ -1079,8 +1081,7 @@ __attribute__((target("avx2"))) inline __m256d gather4(const float* src, const i
 // lanes repeat the last pair) into out[l]; x_labels in preorder.
 template <typename scalar_t>
 __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* const* ys,
-                                               int lanes,
-                                               const scalar_t* table, int64_t S,
+                                               int lanes, const scalar_t* table, int64_t S,
                                                const int64_t* x_labels, LaneWorkspace& ws,
                                                double* out) {
   constexpr double inf = std::numeric_limits<double>::infinity();
@@ -1090,28 +1091,11 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
   for (int l = 0; l < kLanes; ++l) {
     y_of[l] = ys[std::min(l, lanes - 1)];
     W = std::max(W, y_of[l]->width);
-    L = std::max(L, static_cast<int64_t>(y_of[l]->leaf_keyroots.size()));
+    L = std::max(L, static_cast<int64_t>(y_of[l]->leaf_symbol.size()));
   }
-  const int64_t row_len = W * kLanes, tdm_row = (W + L + 1) * kLanes, no_tdm = W + L;
-  ws.fd.resize((m + 1) * row_len);
-  ws.tdm.resize((m + 1) * tdm_row);
-  for (auto* v : {&ws.ins, &ws.first_row, &ws.below_ins}) v->resize(row_len);
-  for (auto* v : {&ws.jump_at, &ws.def_at, &ws.symbol_at, &ws.path_mask}) v->resize(row_len);
-  for (int l = 0; l < kLanes; ++l) {  // interleave the lanes' columns; pad to W
-    const WideY& y = *y_of[l];
-    for (int64_t col = 0; col < W; ++col) {
-      const int64_t at = col * kLanes + l;
-      const bool real = col < y.width;
-      ws.ins[at] = real ? y.ins[col] : inf;
-      ws.first_row[at] = real ? y.first_row[col] : 0.0;
-      ws.below_ins[at] = real ? y.below_ins[col] : inf;
-      ws.jump_at[at] = (real ? y.jump[col] : col) * kLanes + l;
-      const int64_t def = real ? y.def[col] : WideY::kNoTdm;
-      ws.def_at[at] = (def == WideY::kNoTdm ? no_tdm : def >= 0 ? def : W - 1 - def) * kLanes + l;
-      ws.symbol_at[at] = real ? y.symbol[col] : 0;
-      ws.path_mask[at] = real && y.path[col] ? -1 : 0;
-    }
-  }
+  const int64_t row_len = W * kLanes, tdm_row = (L + 1 + W) * kLanes, tdm_start = (L + 1) * kLanes;
+
+  // x's side.
   ws.x_symbol.resize(m + 1);
   ws.del.resize(m + 1);
   for (int64_t i = 1; i <= m; ++i) {
@@ -1119,33 +1103,108 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
     ws.del[i] = static_cast<double>(table[ws.x_symbol[i] * S + gap]);
   }
   lane_sums_below(x, [&](int64_t i) { return ws.del[i]; }, ws.below_del);
+  // Rows of leaves and of paths read a replacement cost per cell. With few
+  // symbols in x (unit costs over a small alphabet), one row of them per
+  // symbol costs less than gathering them in every such row.
+  if (ws.slot_of.size() < static_cast<size_t>(S)) ws.slot_of.resize(S, -1);
+  std::vector<int64_t>& symbols = ws.distinct_symbols;
+  symbols.clear();
+  ws.rep_slot.resize(m + 1);
+  for (int64_t i = 1; i <= m; ++i) {
+    int64_t& slot = ws.slot_of[ws.x_symbol[i]];
+    if (slot < 0) {
+      slot = static_cast<int64_t>(symbols.size());
+      symbols.push_back(ws.x_symbol[i]);
+    }
+    ws.rep_slot[i] = slot;
+  }
+  for (int64_t s : symbols) ws.slot_of[s] = -1;
+  const bool by_symbol = 2 * static_cast<int64_t>(symbols.size()) <= m;
+
+  // The lanes' columns, interleaved and padded to W.
+  ws.fd.resize((m + 1) * row_len);
+  ws.tdm.resize((m + 1) * tdm_row);
+  for (auto* v : {&ws.ins, &ws.first_row, &ws.below_ins}) v->resize(row_len);
+  for (auto* v : {&ws.jump_at, &ws.def_at}) v->resize(row_len);
+  ws.leaf_symbol.assign(L * kLanes, 0);
+  if (by_symbol) {
+    ws.rep_w.resize(symbols.size() * row_len);
+    ws.leaf_rep_w.resize(symbols.size() * L * kLanes);
+  } else {
+    ws.symbol_at.resize(row_len);
+  }
+  for (int l = 0; l < kLanes; ++l) {
+    const WideY& y = *y_of[l];
+    const int64_t w = y.width;
+    for (int64_t col = 0; col < w; ++col) {
+      const int64_t at = col * kLanes + l;
+      ws.ins[at] = y.ins[col];
+      ws.first_row[at] = y.first_row[col];
+      ws.below_ins[at] = y.below_ins[col];
+      ws.jump_at[at] = y.jump_at[col] + l;
+      ws.def_at[at] = y.def_at[col] + l;
+    }
+    for (int64_t col = w; col < W; ++col) {  // padding: deletions only, like first columns
+      const int64_t at = col * kLanes + l;
+      ws.ins[at] = inf;
+      ws.first_row[at] = 0.0;
+      ws.below_ins[at] = inf;
+      ws.jump_at[at] = at;
+      ws.def_at[at] = -kLanes + l;
+    }
+    for (size_t k = 0; k < y.leaf_symbol.size(); ++k) ws.leaf_symbol[k * kLanes + l] = y.leaf_symbol[k];
+    if (by_symbol) {
+      for (size_t s = 0; s < symbols.size(); ++s) {
+        const scalar_t* rep_row = table + symbols[s] * S;
+        double* rep = ws.rep_w.data() + s * row_len + l;
+        for (int64_t col = 0; col < w; ++col) rep[col * kLanes] = static_cast<double>(rep_row[y.symbol[col]]);
+        for (int64_t col = w; col < W; ++col) rep[col * kLanes] = 0.0;
+      }
+    } else {
+      for (int64_t col = 0; col < W; ++col) ws.symbol_at[col * kLanes + l] = col < w ? y.symbol[col] : 0;
+    }
+  }
+  if (by_symbol) {
+    for (size_t s = 0; s < symbols.size(); ++s) {
+      const scalar_t* rep_row = table + symbols[s] * S;
+      double* rep = ws.leaf_rep_w.data() + s * L * kLanes;
+      for (int64_t k = 0; k < L * kLanes; ++k) rep[k] = static_cast<double>(rep_row[ws.leaf_symbol[k]]);
+    }
+  }
   for (int64_t i = 0; i <= m; ++i) {
-    for (int l = 0; l < kLanes; ++l) ws.tdm[i * tdm_row + no_tdm * kLanes + l] = inf;
+    for (int l = 0; l < kLanes; ++l) ws.tdm[i * tdm_row + tdm_start - kLanes + l] = inf;
   }
 
   double* fd = ws.fd.data();
-  double* tdm = ws.tdm.data();
   // Local pointers: through the vectors the compiler reloads them after every store.
   const double *ins = ws.ins.data(), *below_ins = ws.below_ins.data();
   const int64_t *jump_at = ws.jump_at.data(), *def_at = ws.def_at.data();
-  const int64_t *symbol_at = ws.symbol_at.data(), *path_mask = ws.path_mask.data();
+  const int64_t* symbol_at = ws.symbol_at.data();
   const int64_t* x_symbol = ws.x_symbol.data();
   const double* below_del = ws.below_del.data();
+  auto tdm_of = [&](int64_t i) { return ws.tdm.data() + i * tdm_row + tdm_start; };
+  auto rep_w_of = [&](int64_t i) -> const double* {
+    return by_symbol ? ws.rep_w.data() + ws.rep_slot[i] * row_len : nullptr;
+  };
+  const __m256i lane_index = _mm256_set_epi64x(3, 2, 1, 0);
   for (size_t a = 0; a < x.keyroots.size(); ++a) {
     const int64_t kx = x.keyroots[a], r0 = x.leftmost[kx] - 1;
     // A leaf keyroot's tdm (y inserted but for its root, which is matched)
     // is computed where it is read: rows of leaves below.
     if (r0 + 1 == kx) continue;
+    // y's leaf keyroots: x deleted but for the root, for the nodes on K's path.
     const int64_t path_len = x.path_begin[a + 1] - x.path_begin[a];
     const int64_t* path = x.path_nodes.data() + x.path_begin[a];
-    for (int l = 0; l < kLanes; ++l) {  // y's leaf keyroots: x deleted but for the root
-      const WideY& y = *y_of[l];
-      for (int64_t s = 0; s < path_len; ++s) {
-        const int64_t i = path[s];
-        const scalar_t* rep_row = table + x_symbol[i] * S;
-        double* slots = tdm + i * tdm_row + W * kLanes + l;
-        for (size_t k = 0; k < y.leaf_keyroots.size(); ++k)
-          slots[k * kLanes] = below_del[i] + static_cast<double>(rep_row[y.leaf_keyroot_symbol[k]]);
+    for (int64_t s = 0; s < path_len; ++s) {
+      const int64_t i = path[s];
+      const __m256d below = _mm256_set1_pd(below_del[i]);
+      double* slots = tdm_of(i);
+      const double* rep_w = by_symbol ? ws.leaf_rep_w.data() + ws.rep_slot[i] * L * kLanes : nullptr;
+      const scalar_t* rep_row = table + x_symbol[i] * S;
+      for (int64_t k = 0; k < L; ++k) {
+        const __m256d rep = rep_w ? _mm256_loadu_pd(rep_w + k * kLanes)
+                                  : gather4(rep_row, ws.leaf_symbol.data() + k * kLanes);
+        _mm256_storeu_pd(slots - (2 + k) * kLanes, _mm256_add_pd(below, rep));
       }
     }
     std::copy(ws.first_row.begin(), ws.first_row.end(), fd + r0 * row_len);
@@ -1157,8 +1216,9 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
       const double* up = fd + (i - 1) * row_len;
       double* cur = fd + i * row_len;
       const double* jump = fd + (x_on_path ? r0 : li - 1) * row_len;
-      double* tdm_i = tdm + i * tdm_row;
+      double* tdm_i = tdm_of(i);
       const scalar_t* rep_row = table + x_symbol[i] * S;
+      const double* rep_w = rep_w_of(i);
       const __m256d del = _mm256_set1_pd(ws.del[i]);
       __m256d left = _mm256_set1_pd(inf);
       // std::min(a, b) is (b < a) ? b : a, and _mm256_min_pd(p, q) is (p < q) ? p : q.
@@ -1175,21 +1235,27 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
         // (the leaf keyroots' closed form; the same sums for leaves on paths).
         for (int64_t c = 0; c < row_len; c += kLanes) {
           const __m256d del_alt = _mm256_add_pd(_mm256_loadu_pd(up + c), del);
-          const __m256d tv = _mm256_add_pd(_mm256_loadu_pd(below_ins + c), gather4(rep_row, symbol_at + c));
+          const __m256d rep = rep_w ? _mm256_loadu_pd(rep_w + c) : gather4(rep_row, symbol_at + c);
+          const __m256d tv = _mm256_add_pd(_mm256_loadu_pd(below_ins + c), rep);
           const __m256d match = _mm256_add_pd(gather4(jump, jump_at + c), tv);
           left = _mm256_min_pd(_mm256_add_pd(left, _mm256_loadu_pd(ins + c)), _mm256_min_pd(match, del_alt));
           _mm256_storeu_pd(cur + c, left);
         }
       } else {
-        // Rows on K's path define tdm(i, j) on the paths of y's tables, from
-        // the cell up-left, and read the others where they were defined
-        // (before in this row, or a leaf keyroot's slot).
+        // Rows on K's path define tdm(i, j) on the paths of y's tables (the
+        // columns that are their own definition), from the cell up-left, and
+        // read the others where they were defined (before in this row, or a
+        // leaf keyroot's slot).
         __m256d diag = _mm256_setzero_pd();  // column 0 is a first column, never on a path
+        __m256i own = lane_index;
         for (int64_t c = 0; c < row_len; c += kLanes) {
           const __m256d above = _mm256_loadu_pd(up + c);
           const __m256d del_alt = _mm256_add_pd(above, del);
-          const __m256d on_path = _mm256_castsi256_pd(_mm256_loadu_si256((const __m256i*)(path_mask + c)));
-          const __m256d defined = _mm256_add_pd(diag, gather4(rep_row, symbol_at + c));
+          const __m256d on_path = _mm256_castsi256_pd(
+              _mm256_cmpeq_epi64(_mm256_loadu_si256((const __m256i*)(def_at + c)), own));
+          own = _mm256_add_epi64(own, _mm256_set1_epi64x(kLanes));
+          const __m256d rep = rep_w ? _mm256_loadu_pd(rep_w + c) : gather4(rep_row, symbol_at + c);
+          const __m256d defined = _mm256_add_pd(diag, rep);
           diag = above;
           const __m256d tv = _mm256_blendv_pd(gather4(tdm_i, def_at + c), defined, on_path);
           _mm256_storeu_pd(tdm_i + c, tv);
@@ -1203,11 +1269,16 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
     // The row of tdm of kx, as a path row would leave it (from row kx - 1).
     const double* up = fd + (kx - 1) * row_len;
     const scalar_t* rep_row = table + x_symbol[kx] * S;
-    double* tdm_k = tdm + kx * tdm_row;
+    const double* rep_w = rep_w_of(kx);
+    double* tdm_k = tdm_of(kx);
     __m256d diag = _mm256_setzero_pd();
+    __m256i own = lane_index;
     for (int64_t c = 0; c < row_len; c += kLanes) {
-      const __m256d on_path = _mm256_castsi256_pd(_mm256_loadu_si256((const __m256i*)(path_mask + c)));
-      const __m256d defined = _mm256_add_pd(diag, gather4(rep_row, symbol_at + c));
+      const __m256d on_path = _mm256_castsi256_pd(
+          _mm256_cmpeq_epi64(_mm256_loadu_si256((const __m256i*)(def_at + c)), own));
+      own = _mm256_add_epi64(own, _mm256_set1_epi64x(kLanes));
+      const __m256d rep = rep_w ? _mm256_loadu_pd(rep_w + c) : gather4(rep_row, symbol_at + c);
+      const __m256d defined = _mm256_add_pd(diag, rep);
       diag = _mm256_loadu_pd(up + c);
       _mm256_storeu_pd(tdm_k + c, _mm256_blendv_pd(gather4(tdm_k, def_at + c), defined, on_path));
     }
