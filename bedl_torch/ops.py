@@ -95,7 +95,8 @@ class _Table:
         self.ptr = torch.zeros(len(objects) + 1, dtype=torch.long)
         torch.cumsum(self.lengths, 0, out=self.ptr[1:])
         if self.kind == "tree":
-            self.sizes = _long_tensor(itertools.chain.from_iterable(o.subtree_sizes() for o in objects))
+            data = bytearray(b"".join([o._subtree_sizes_int64() for o in objects]))
+            self.sizes = torch.frombuffer(data, dtype=torch.long) if data else torch.zeros(0, dtype=torch.long)
         self._encoded = weakref.WeakKeyDictionary()
 
     def __len__(self) -> int:
@@ -633,7 +634,7 @@ def _alphabet_of(*collections) -> List[Hashable]:
         distinct.append(objects)
     try:
         return list(dict.fromkeys(itertools.chain.from_iterable(
-            _labels_of(o) for objects in distinct for o in objects)))
+            o._distinct_labels() if isinstance(o, Tree) else o for objects in distinct for o in objects)))
     except TypeError:
         raise TypeError("labels must be hashable") from None
 
@@ -647,6 +648,8 @@ def _pair_chunks(x_table: _Table, y_table: _Table, ii: torch.Tensor, jj: torch.T
     longest made each pair cost six times its cells); each chunk holds about
     ``_CHUNK_CELLS`` padded cells, or ``chunk_size`` pairs.
     """
+    if chunk_size is not None and chunk_size >= len(ii):
+        return ii, jj, [0, len(ii)]  # one chunk: nothing padded, the kernel schedules its pairs
     lx, ly = x_table.lengths[ii], y_table.lengths[jj]
     key = torch.maximum(lx, ly)
     order = torch.argsort(key, stable=True)

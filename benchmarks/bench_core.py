@@ -150,9 +150,11 @@ def bench_pairwise_30(rows, quick):
     t_ed = None
     if edist_ted is not None:
         forms = [(list(t.labels), [list(c) for c in t.children]) for t in trees]
-        start = time.perf_counter()
-        d_ed = edist_mp.pairwise_distances_symmetric(forms, edist_ted.ted, num_jobs=2)
-        t_ed = time.perf_counter() - start
+        t_ed = float("inf")
+        for _ in range(3):  # best of three, as for ours (each run starts its worker processes)
+            start = time.perf_counter()
+            d_ed = edist_mp.pairwise_distances_symmetric(forms, edist_ted.ted, num_jobs=2)
+            t_ed = min(t_ed, time.perf_counter() - start)
         assert np.allclose(d_ed, d_ours), "pairwise distances disagree with edist"
     rows.append((f"{n}x{n} matrix of 30-node trees, 2 threads, unit costs", t_ours, t_ed))
     torch.set_num_threads(1)

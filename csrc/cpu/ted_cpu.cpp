@@ -1054,6 +1054,9 @@ struct LaneWorkspace {
   std::vector<double> tdm;
   std::vector<double> ins, first_row, below_ins;     // W x kLanes
   std::vector<int64_t> jump_at, def_at, symbol_at;   // W x kLanes gather indices
+  // What the rows on a path of x jump to: always the first row (so, the
+  // same for every keyroot of x), gathered once.
+  std::vector<double> jump_first;                    // W x kLanes
   std::vector<int64_t> leaf_symbol;                  // L x kLanes
   std::vector<int64_t> x_symbol;                     // x's labels in postorder
   std::vector<double> del, below_del;                // x's deletions, sums below (postorder)
@@ -1075,6 +1078,38 @@ __attribute__((target("avx2"))) inline __m256d gather4(const double* src, const 
 }
 __attribute__((target("avx2"))) inline __m256d gather4(const float* src, const int64_t* at) {
   return _mm256_set_pd(src[at[3]], src[at[2]], src[at[1]], src[at[0]]);
+}
+
+// out[c * kLanes + l] = (c < len[l] ? src[l][c] : pad) (+ l for indices) for c < W:
+// four columns at a time as a 4 x 4 transpose, the ragged end one by one.
+template <typename T, bool kIndex>
+__attribute__((target("avx2"))) void interleave_lanes(const T* const src[kLanes], const int64_t len[kLanes],
+                                                      T pad, int64_t W, T* out) {
+  static_assert(sizeof(T) == sizeof(double), "64-bit columns");
+  int64_t common = W;
+  for (int l = 0; l < kLanes; ++l) common = std::min(common, len[l]);
+  common -= common % kLanes;
+  const __m256i lane_index = _mm256_set_epi64x(3, 2, 1, 0);
+  for (int64_t c = 0; c < common; c += kLanes) {
+    const __m256d r0 = _mm256_loadu_pd(reinterpret_cast<const double*>(src[0] + c));
+    const __m256d r1 = _mm256_loadu_pd(reinterpret_cast<const double*>(src[1] + c));
+    const __m256d r2 = _mm256_loadu_pd(reinterpret_cast<const double*>(src[2] + c));
+    const __m256d r3 = _mm256_loadu_pd(reinterpret_cast<const double*>(src[3] + c));
+    const __m256d t0 = _mm256_unpacklo_pd(r0, r1), t1 = _mm256_unpackhi_pd(r0, r1);
+    const __m256d t2 = _mm256_unpacklo_pd(r2, r3), t3 = _mm256_unpackhi_pd(r2, r3);
+    __m256d cols[kLanes] = {_mm256_permute2f128_pd(t0, t2, 0x20), _mm256_permute2f128_pd(t1, t3, 0x20),
+                            _mm256_permute2f128_pd(t0, t2, 0x31), _mm256_permute2f128_pd(t1, t3, 0x31)};
+    for (int k = 0; k < kLanes; ++k) {
+      if (kIndex) cols[k] = _mm256_castsi256_pd(_mm256_add_epi64(_mm256_castpd_si256(cols[k]), lane_index));
+      _mm256_storeu_pd(reinterpret_cast<double*>(out + (c + k) * kLanes), cols[k]);
+    }
+  }
+  for (int64_t c = common; c < W; ++c) {
+    for (int l = 0; l < kLanes; ++l) {
+      const T v = c < len[l] ? src[l][c] : pad;
+      out[c * kLanes + l] = kIndex ? static_cast<T>(v + l) : v;
+    }
+  }
 }
 
 // Distances of the pairs (x, ys[l]) for l < lanes (2 <= lanes <= 4; unused
@@ -1133,25 +1168,30 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
   } else {
     ws.symbol_at.resize(row_len);
   }
+  {
+    // Padding columns are like first columns (deletions only, no tdm); they
+    // jump to column 0.
+    int64_t len[kLanes];
+    const double *ins_src[kLanes], *first_src[kLanes], *below_src[kLanes];
+    const int64_t *jump_src[kLanes], *def_src[kLanes];
+    for (int l = 0; l < kLanes; ++l) {
+      const WideY& y = *y_of[l];
+      len[l] = y.width;
+      ins_src[l] = y.ins.data();
+      first_src[l] = y.first_row.data();
+      below_src[l] = y.below_ins.data();
+      jump_src[l] = y.jump_at.data();
+      def_src[l] = y.def_at.data();
+    }
+    interleave_lanes<double, false>(ins_src, len, inf, W, ws.ins.data());
+    interleave_lanes<double, false>(first_src, len, 0.0, W, ws.first_row.data());
+    interleave_lanes<double, false>(below_src, len, inf, W, ws.below_ins.data());
+    interleave_lanes<int64_t, true>(jump_src, len, 0, W, ws.jump_at.data());
+    interleave_lanes<int64_t, true>(def_src, len, -kLanes, W, ws.def_at.data());
+  }
   for (int l = 0; l < kLanes; ++l) {
     const WideY& y = *y_of[l];
     const int64_t w = y.width;
-    for (int64_t col = 0; col < w; ++col) {
-      const int64_t at = col * kLanes + l;
-      ws.ins[at] = y.ins[col];
-      ws.first_row[at] = y.first_row[col];
-      ws.below_ins[at] = y.below_ins[col];
-      ws.jump_at[at] = y.jump_at[col] + l;
-      ws.def_at[at] = y.def_at[col] + l;
-    }
-    for (int64_t col = w; col < W; ++col) {  // padding: deletions only, like first columns
-      const int64_t at = col * kLanes + l;
-      ws.ins[at] = inf;
-      ws.first_row[at] = 0.0;
-      ws.below_ins[at] = inf;
-      ws.jump_at[at] = at;
-      ws.def_at[at] = -kLanes + l;
-    }
     for (size_t k = 0; k < y.leaf_symbol.size(); ++k) ws.leaf_symbol[k * kLanes + l] = y.leaf_symbol[k];
     if (by_symbol) {
       for (size_t s = 0; s < symbols.size(); ++s) {
@@ -1174,12 +1214,15 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
   for (int64_t i = 0; i <= m; ++i) {
     for (int l = 0; l < kLanes; ++l) ws.tdm[i * tdm_row + tdm_start - kLanes + l] = inf;
   }
+  ws.jump_first.resize(row_len);
+  for (int64_t at = 0; at < row_len; ++at) ws.jump_first[at] = ws.first_row[ws.jump_at[at]];
 
   double* fd = ws.fd.data();
   // Local pointers: through the vectors the compiler reloads them after every store.
   const double *ins = ws.ins.data(), *below_ins = ws.below_ins.data();
   const int64_t *jump_at = ws.jump_at.data(), *def_at = ws.def_at.data();
   const int64_t* symbol_at = ws.symbol_at.data();
+  const double* jump_first = ws.jump_first.data();
   const int64_t* x_symbol = ws.x_symbol.data();
   const double* below_del = ws.below_del.data();
   auto tdm_of = [&](int64_t i) { return ws.tdm.data() + i * tdm_row + tdm_start; };
@@ -1207,15 +1250,16 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
         _mm256_storeu_pd(slots - (2 + k) * kLanes, _mm256_add_pd(below, rep));
       }
     }
-    std::copy(ws.first_row.begin(), ws.first_row.end(), fd + r0 * row_len);
+    // Row r0 is the first row, read only as the row above r0 + 1 (rows on
+    // K's path jump to it through jump_first).
     // Only the tdm cells of row kx are read later (but in the final tables).
     const int64_t rows_end = kx == m ? m : kx - 1;
     for (int64_t i = r0 + 1; i <= rows_end; ++i) {
       const int64_t li = x.leftmost[i];
       const bool x_on_path = li == r0 + 1;
-      const double* up = fd + (i - 1) * row_len;
+      const double* up = i - 1 == r0 ? ws.first_row.data() : fd + (i - 1) * row_len;
       double* cur = fd + i * row_len;
-      const double* jump = fd + (x_on_path ? r0 : li - 1) * row_len;
+      const double* jump = fd + (li - 1) * row_len;  // (rows on K's path: jump_first)
       double* tdm_i = tdm_of(i);
       const scalar_t* rep_row = table + x_symbol[i] * S;
       const double* rep_w = rep_w_of(i);
@@ -1259,7 +1303,7 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
           diag = above;
           const __m256d tv = _mm256_blendv_pd(gather4(tdm_i, def_at + c), defined, on_path);
           _mm256_storeu_pd(tdm_i + c, tv);
-          const __m256d match = _mm256_add_pd(gather4(jump, jump_at + c), tv);
+          const __m256d match = _mm256_add_pd(_mm256_loadu_pd(jump_first + c), tv);
           left = _mm256_min_pd(_mm256_add_pd(left, _mm256_loadu_pd(ins + c)), _mm256_min_pd(match, del_alt));
           _mm256_storeu_pd(cur + c, left);
         }
