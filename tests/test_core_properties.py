@@ -640,24 +640,27 @@ class _TableCost(bedl_torch.SymbolCost):
         return self.table[x_idx[:, :, None], y_idx[:, None, :]]
 
 
-def test_simd_lanes_equal_scalar_kernel():
+@pytest.mark.parametrize("symbols", [5, 40], ids=["small-alphabet", "large-alphabet"])
+def test_simd_lanes_equal_scalar_kernel(symbols):
     """Tree distances with symbol-table costs run four pairs at a time (pairs that share x,
     AVX2 lanes over the wide layout of y's tables, gathers for y's structure) where the
     processor has AVX2; the scalar kernel runs one pair at a time. Both give the same bits:
     sizes 1-40 (one- and two-node trees take the scalar kernel's special cases inside the
-    same call), groups of 2-4 lanes, float32 and float64 tables, ties and asymmetric costs."""
+    same call), groups of 2-4 lanes, float32 and float64 tables, ties and asymmetric costs;
+    a small alphabet (replacement costs by symbol of x) and a large one (gathered)."""
     from bedl_torch import _ext as ext
+
     if not ext.simd_enabled():
         pytest.skip("no AVX2 on this processor: only the scalar kernel runs")
-    rng = np.random.default_rng(31)
-    alphabet = list("abcde")
-    X = [lib(random_tree(int(s), "abcde", rng)) for s in list(range(1, 9)) + list(rng.integers(3, 41, 28))]
+    rng = np.random.default_rng(31 + symbols)
+    alphabet = [f"s{k}" for k in range(symbols)]
+    X = [lib(random_tree(int(s), alphabet, rng)) for s in list(range(1, 9)) + list(rng.integers(3, 41, 28))]
     Y = X[:7]  # 7 y trees per x: groups of 4 and 3 lanes
     U = len(alphabet) + 1
     costs = [
         None,
         bedl_torch.EuclideanCost(alphabet),  # float32
-        bedl_torch.EuclideanCost(alphabet, embedding=torch.as_tensor(rng.normal(size=(5, 3)))),
+        bedl_torch.EuclideanCost(alphabet, embedding=torch.as_tensor(rng.normal(size=(symbols, 3)))),
         _TableCost(alphabet, torch.as_tensor(rng.integers(0, 3, (U, U)), dtype=torch.float64)),
         _TableCost(alphabet, torch.as_tensor(rng.random((U, U)), dtype=torch.float32)),
     ]

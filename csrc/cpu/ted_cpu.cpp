@@ -997,6 +997,10 @@ struct WideY {
   std::vector<int64_t> def_at;
   std::vector<int64_t> symbol;       // the column's symbol (0 in first columns)
   std::vector<int64_t> leaf_symbol;  // the leaf keyroots' symbols, slot by slot
+  // Small alphabets (S <= kRepBySymbolLimit): the replacement cost of every
+  // column for each symbol s of x, at [s * width + c], for ted_lanes' rep_w.
+  std::vector<double> rep_by_symbol;
+  static constexpr int64_t kRepBySymbolLimit = 32;
 };
 
 inline bool lanes_fit(const TreeIndex& x, const TreeIndex& y) {
@@ -1043,6 +1047,13 @@ void build_wide(const TreeIndex& y, const int64_t* labels, const scalar_t* table
   }
   out.width = static_cast<int64_t>(out.ins.size());
   out.final_col = out.width - 1;
+  if (S <= WideY::kRepBySymbolLimit) {
+    out.rep_by_symbol.resize(S * out.width);
+    for (int64_t a = 0; a < S; ++a) {
+      for (int64_t c = 0; c < out.width; ++c)
+        out.rep_by_symbol[a * out.width + c] = static_cast<double>(table[a * S + out.symbol[c]]);
+    }
+  }
 }
 
 struct LaneWorkspace {
@@ -1193,15 +1204,26 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
     const WideY& y = *y_of[l];
     const int64_t w = y.width;
     for (size_t k = 0; k < y.leaf_symbol.size(); ++k) ws.leaf_symbol[k * kLanes + l] = y.leaf_symbol[k];
-    if (by_symbol) {
+    if (by_symbol && y.rep_by_symbol.empty()) {
       for (size_t s = 0; s < symbols.size(); ++s) {
         const scalar_t* rep_row = table + symbols[s] * S;
         double* rep = ws.rep_w.data() + s * row_len + l;
         for (int64_t col = 0; col < w; ++col) rep[col * kLanes] = static_cast<double>(rep_row[y.symbol[col]]);
         for (int64_t col = w; col < W; ++col) rep[col * kLanes] = 0.0;
       }
-    } else {
+    } else if (!by_symbol) {
       for (int64_t col = 0; col < W; ++col) ws.symbol_at[col * kLanes + l] = col < w ? y.symbol[col] : 0;
+    }
+  }
+  if (by_symbol && !y_of[0]->rep_by_symbol.empty()) {  // (all lanes have them: same S)
+    const double* src[kLanes];
+    int64_t len[kLanes];
+    for (size_t s = 0; s < symbols.size(); ++s) {
+      for (int l = 0; l < kLanes; ++l) {
+        src[l] = y_of[l]->rep_by_symbol.data() + symbols[s] * y_of[l]->width;
+        len[l] = y_of[l]->width;
+      }
+      interleave_lanes<double, false>(src, len, 0.0, W, ws.rep_w.data() + s * row_len);
     }
   }
   if (by_symbol) {
