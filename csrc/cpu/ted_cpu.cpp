@@ -1009,6 +1009,13 @@ inline bool lanes_fit(const TreeIndex& x, const TreeIndex& y) {
   return x.n >= 2 && y.n >= 2 && (x.n + 1) * y.wide_width <= (int64_t{1} << 16);
 }
 
+// Bytes of one WideY (an upper bound), and how many all of a call's may take.
+inline size_t wide_bytes_of(int64_t width, int64_t S) {
+  const int64_t per_column = 7 + (S <= WideY::kRepBySymbolLimit ? S : 0);
+  return static_cast<size_t>(width) * static_cast<size_t>(per_column) * sizeof(double) + 256;
+}
+constexpr size_t kWideBudget = size_t{1} << 28;  // 256 MB
+
 template <typename scalar_t>
 void build_wide(const TreeIndex& y, const int64_t* labels, const scalar_t* table, int64_t S,
                 WideY& out) {
@@ -1557,12 +1564,26 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cpu(
       std::vector<LaneGroup> groups;
       std::vector<int64_t> singles;
       plan_lanes(xs, ys, px_p, py_p, batch, groups, singles);
-      // y's side of the wide layout, per tree and orientation used by a group.
+      // y's side of the wide layout, per tree and orientation used by a group,
+      // within a memory budget (comb-shaped trees have O(n^2) columns); the
+      // groups past it run on the scalar kernel.
       std::vector<WideY> wide(ys.size() * 2);
       std::vector<uint8_t> built(ys.size() * 2, 0);
+      size_t wide_bytes = 0;
+      size_t kept_groups = 0;
       for (const LaneGroup& g : groups) {
         const OrientedTree& xo = xs[px_p[g.pair[0]]];
         const int side = &orient(xo, ys[py_p[g.pair[0]]]).x == &xo.right ? 1 : 0;
+        size_t more = 0;
+        for (int l = 0; l < g.count; ++l) {
+          const OrientedTree& yo = ys[py_p[g.pair[l]]];
+          if (!built[py_p[g.pair[l]] * 2 + side]) more += wide_bytes_of((side ? yo.right : yo.left).wide_width, S);
+        }
+        if (wide_bytes + more > kWideBudget) {
+          for (int l = 0; l < g.count; ++l) singles.push_back(g.pair[l]);
+          continue;
+        }
+        wide_bytes += more;
         for (int l = 0; l < g.count; ++l) {
           const int64_t k = py_p[g.pair[l]] * 2 + side;
           if (built[k]) continue;
@@ -1570,7 +1591,9 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cpu(
           const OrientedTree& yo = ys[py_p[g.pair[l]]];
           build_wide(side ? yo.right : yo.left, yl_p + yptr_p[py_p[g.pair[l]]], t, S, wide[k]);
         }
+        groups[kept_groups++] = g;
       }
+      groups.resize(kept_groups);
       const int64_t g_count = static_cast<int64_t>(groups.size());
       struct Workspaces {
         TedWorkspace ted;
