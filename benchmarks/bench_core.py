@@ -157,6 +157,21 @@ def bench_pairwise_30(rows, quick):
             t_ed = min(t_ed, time.perf_counter() - start)
         assert np.allclose(d_ed, d_ours), "pairwise distances disagree with edist"
     rows.append((f"{n}x{n} matrix of 30-node trees, 2 threads, unit costs", t_ours, t_ed))
+    # The same with the AVX2 lanes (four pairs that share x at a time) off: the scalar
+    # kernel, one pair at a time (same bits).
+    from bedl_torch import _ext
+
+    if _ext.simd_enabled():
+        try:
+            _ext.set_simd_enabled(False)
+            with torch.no_grad():
+                t_scalar = timeit(lambda: bt.pairwise_distances(trees), repeat=3, min_time=0.5)
+                assert torch.equal(bt.pairwise_distances(trees), torch.as_tensor(d_ours))
+        finally:
+            _ext.set_simd_enabled(True)
+        rows.append(("same, AVX2 lanes (ours) vs the scalar kernel (peer: ours, lanes off)", t_ours, t_scalar))
+        if t_ed is not None:
+            rows.append(("same, the scalar kernel vs edist", t_scalar, t_ed))
     torch.set_num_threads(1)
 
 
@@ -180,6 +195,36 @@ def bench_thread_scaling(rows, quick):
                 rows.append((f"pairwise matrix of {name}, unit costs: s with 2 threads (peer: ours with 1)",
                              t2, t1))
     finally:
+        torch.set_num_threads(old)
+
+
+def bench_lanes(rows, quick):
+    """pairwise_distances of random trees on one thread with the AVX2 lanes (four pairs that
+    share x at a time) against the scalar kernel (lanes off; the peer column), by tree size:
+    where lanes pay, and where the wide rows outgrow the caches (lanes stop at (n+1) x wide
+    width of 128k cells, about 250-node random trees)."""
+    from bedl_torch import _ext
+
+    if not _ext.simd_enabled():
+        return
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    sizes = ((10, 100), (50, 60), (150, 20)) if quick else ((10, 100), (20, 100), (50, 60), (100, 30),
+                                                            (150, 20), (200, 12), (300, 8))
+    try:
+        for n, count in sizes:
+            rng = random.Random(n)
+            trees = [random_tree(n, "abcde", rng) for _ in range(count)]
+            best = {}
+            with torch.no_grad():
+                for on in (False, True, False, True):  # alternated: both see the same phases
+                    _ext.set_simd_enabled(on)
+                    best[on] = min(best.get(on, float("inf")),
+                                   timeit(lambda: bt.pairwise_distances(trees), repeat=3))
+            rows.append((f"{count} trees of {n} nodes, pairwise matrix, 1 thread: s with lanes "
+                         f"(peer: lanes off)", best[True], best[False]))
+    finally:
+        _ext.set_simd_enabled(True)
         torch.set_num_threads(old)
 
 
@@ -250,7 +295,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer pairs and sizes")
     benches = {"pair100": bench_pair_100, "pairwise30": bench_pairwise_30,
-               "scaling": bench_thread_scaling, "sequences": bench_sequences, "large": bench_large}
+               "scaling": bench_thread_scaling, "lanes": bench_lanes, "sequences": bench_sequences,
+               "large": bench_large}
     parser.add_argument("--only", nargs="+", choices=sorted(benches), default=list(benches),
                         help="run only these benchmarks")
     args = parser.parse_args()
