@@ -23,6 +23,10 @@
 // Mirroring both trees (children right to left) maps mappings one-to-one onto
 // mappings of equal cost, so each pair runs in the orientation whose keyroot
 // tables are smaller (left paths for right-heavy trees and vice versa).
+//
+// Distances alone with symbol-table costs (pairwise matrices) run four pairs
+// that share x at a time where the processor has AVX2 (ted_lanes, below),
+// to the same bits.
 #include "../edit_distance.h"
 #include "dp_common.h"
 
