@@ -122,6 +122,21 @@ OrientedTree index_tree(const int64_t* size, int64_t n, int64_t tree_id, const c
   return o;
 }
 
+// below[j] = cost of the nodes l(j) .. j-1 (j's subtree but its root), summed
+// from the leaf up along each leftmost path as a table's first row does.
+template <typename CostOf>
+void sums_below(const TreeIndex& t, const CostOf& cost_of, std::vector<double>& below) {
+  below.resize(t.n + 1);
+  for (int64_t k : t.keyroots) {
+    const int64_t leaf = t.leftmost[k];
+    double sum = 0.0;
+    for (int64_t v = leaf; v <= k; ++v) {
+      if (t.leftmost[v] == leaf) below[v] = sum;
+      sum = sum + cost_of(v);
+    }
+  }
+}
+
 // Counts of co-optimal derivations, (m+1)(n+1) each, in one count type.
 template <typename C>
 struct CountBuffers {
@@ -179,21 +194,6 @@ struct TedPair {
   static const int64_t* path_of(const TreeIndex& t, size_t k, int64_t* len) {
     *len = t.path_begin[k + 1] - t.path_begin[k];
     return t.path_nodes.data() + t.path_begin[k];
-  }
-
-  // below[j] = cost of the nodes l(j) .. j-1 (j's subtree but its root), summed
-  // from the leaf up along each leftmost path as a table's first row does.
-  template <typename CostOf>
-  static void sums_below(const TreeIndex& t, const CostOf& cost_of, std::vector<double>& below) {
-    below.resize(t.n + 1);
-    for (int64_t k : t.keyroots) {
-      const int64_t leaf = t.leftmost[k];
-      double sum = 0.0;
-      for (int64_t v = leaf; v <= k; ++v) {
-        if (t.leftmost[v] == leaf) below[v] = sum;
-        sum = sum + cost_of(v);
-      }
-    }
   }
 
   void prepare_leaf_sums() {
@@ -971,21 +971,6 @@ void write_coopt(const TreeIndex& x, const TreeIndex& y, const TedWorkspace& ws,
 // (test_simd_lanes_equal_scalar_kernel).
 constexpr int kLanes = 4;
 
-// below[v] for the nodes of t: the cost of l(v) .. v - 1, summed from the
-// leaf up as TedPair::sums_below does.
-template <typename CostOf>
-void lane_sums_below(const TreeIndex& t, const CostOf& cost_of, std::vector<double>& below) {
-  below.resize(t.n + 1);
-  for (int64_t k : t.keyroots) {
-    const int64_t leaf = t.leftmost[k];
-    double sum = 0.0;
-    for (int64_t v = leaf; v <= k; ++v) {
-      if (t.leftmost[v] == leaf) below[v] = sum;
-      sum = sum + cost_of(v);
-    }
-  }
-}
-
 // y's side of the wide layout, which does not depend on x: built once per
 // tree (and orientation) of a call. Table H's columns are l(H) - 1 .. H.
 // Indices are in doubles of lane 0 (times kLanes); each lane adds its number.
@@ -1030,7 +1015,7 @@ void build_wide(const TreeIndex& y, const int64_t* labels, const scalar_t* table
   std::vector<int64_t> symbol(y.n + 1, 0);
   for (int64_t j = 1; j <= y.n; ++j) symbol[j] = labels[y.pre_of_post[j]];
   std::vector<double> below;
-  lane_sums_below(y, [&](int64_t j) { return static_cast<double>(gap_row[symbol[j]]); }, below);
+  sums_below(y, [&](int64_t j) { return static_cast<double>(gap_row[symbol[j]]); }, below);
   out = WideY{};
   std::vector<int64_t> def_of(y.n + 1, -1);  // node -> def_at / kLanes, filled in keyroot order
   auto column = [&](double ins, double first, double below_ins, int64_t jump, int64_t node, bool path) {
@@ -1161,7 +1146,7 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
     ws.x_symbol[i] = x_labels[x.pre_of_post[i]];
     ws.del[i] = static_cast<double>(table[ws.x_symbol[i] * S + gap]);
   }
-  lane_sums_below(x, [&](int64_t i) { return ws.del[i]; }, ws.below_del);
+  sums_below(x, [&](int64_t i) { return ws.del[i]; }, ws.below_del);
   // Rows of leaves and of paths read a replacement cost per cell. With few
   // symbols in x (unit costs over a small alphabet), one row of them per
   // symbol costs less than gathering them in every such row.
