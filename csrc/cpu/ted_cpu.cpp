@@ -1017,6 +1017,8 @@ void build_wide(const TreeIndex& y, const int64_t* labels, const scalar_t* table
   std::vector<double> below;
   sums_below(y, [&](int64_t j) { return static_cast<double>(gap_row[symbol[j]]); }, below);
   out = WideY{};
+  for (auto* v : {&out.ins, &out.first_row, &out.below_ins}) v->reserve(y.wide_width);
+  for (auto* v : {&out.jump_at, &out.def_at, &out.symbol}) v->reserve(y.wide_width);
   std::vector<int64_t> def_of(y.n + 1, -1);  // node -> def_at / kLanes, filled in keyroot order
   auto column = [&](double ins, double first, double below_ins, int64_t jump, int64_t node, bool path) {
     if (path) def_of[node] = static_cast<int64_t>(out.ins.size());
@@ -1364,8 +1366,9 @@ inline void plan_lanes(const std::vector<OrientedTree>& xs, const std::vector<Or
   struct Entry {
     int64_t key, width, pair;
   };
-  std::vector<Entry> entries;
-  entries.reserve(batch);
+  std::vector<Entry> unsorted;
+  unsorted.reserve(batch);
+  std::vector<int64_t> bucket_end(xs.size() * 2 + 1, 0);  // keys counted, then bucket ends
   for (int64_t b = 0; b < batch; ++b) {
     const OrientedPair o = orient(xs[px[b]], ys[py[b]]);
     if (!lanes_fit(o.x, o.y)) {
@@ -1373,11 +1376,19 @@ inline void plan_lanes(const std::vector<OrientedTree>& xs, const std::vector<Or
       continue;
     }
     const bool mirrored = &o.x == &xs[px[b]].right;
-    entries.push_back({px[b] * 2 + (mirrored ? 1 : 0), o.y.wide_width, b});
+    unsorted.push_back({px[b] * 2 + (mirrored ? 1 : 0), o.y.wide_width, b});
+    ++bucket_end[unsorted.back().key + 1];
   }
-  std::sort(entries.begin(), entries.end(), [](const Entry& p, const Entry& q) {
-    return std::tie(p.key, p.width, p.pair) < std::tie(q.key, q.width, q.pair);
-  });
+  // By key (a counting sort: the keys are few and dense), then by width
+  // within each key's (short) run.
+  for (size_t k = 1; k < bucket_end.size(); ++k) bucket_end[k] += bucket_end[k - 1];
+  std::vector<Entry> entries(unsorted.size());
+  for (const Entry& e : unsorted) entries[bucket_end[e.key]++] = e;  // now bucket_end[key] = end of key
+  for (size_t key = 0, begin = 0; key + 1 < bucket_end.size(); begin = bucket_end[key++]) {
+    std::sort(entries.begin() + begin, entries.begin() + bucket_end[key], [](const Entry& p, const Entry& q) {
+      return std::tie(p.width, p.pair) < std::tie(q.width, q.pair);
+    });
+  }
   for (size_t k = 0; k < entries.size();) {
     size_t end = k;
     while (end < entries.size() && entries[end].key == entries[k].key) ++end;
@@ -1560,6 +1571,7 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cpu(
       // groups past it run on the scalar kernel.
       std::vector<WideY> wide(ys.size() * 2);
       std::vector<uint8_t> built(ys.size() * 2, 0);
+      std::vector<int64_t> to_build;  // (tree * 2 + side), built below in parallel
       size_t wide_bytes = 0;
       size_t kept_groups = 0;
       for (const LaneGroup& g : groups) {
@@ -1579,12 +1591,18 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cpu(
           const int64_t k = py_p[g.pair[l]] * 2 + side;
           if (built[k]) continue;
           built[k] = 1;
-          const OrientedTree& yo = ys[py_p[g.pair[l]]];
-          build_wide(side ? yo.right : yo.left, yl_p + yptr_p[py_p[g.pair[l]]], t, S, wide[k]);
+          to_build.push_back(k);
         }
         groups[kept_groups++] = g;
       }
       groups.resize(kept_groups);
+      at::parallel_for(0, static_cast<int64_t>(to_build.size()), 16, [&](int64_t begin, int64_t end) {
+        for (int64_t n = begin; n < end; ++n) {
+          const int64_t k = to_build[n], tree = k / 2;
+          const OrientedTree& yo = ys[tree];
+          build_wide(k % 2 ? yo.right : yo.left, yl_p + yptr_p[tree], t, S, wide[k]);
+        }
+      });
       const int64_t g_count = static_cast<int64_t>(groups.size());
       struct Workspaces {
         TedWorkspace ted;
