@@ -655,6 +655,11 @@ def test_simd_lanes_equal_scalar_kernel(symbols):
     rng = np.random.default_rng(31 + symbols)
     alphabet = [f"s{k}" for k in range(symbols)]
     X = [lib(random_tree(int(s), alphabet, rng)) for s in list(range(1, 9)) + list(rng.integers(3, 41, 28))]
+    # Paths, stars and combs both ways round: one table, many leaf keyroots, many tables.
+    def labels(n):
+        return [alphabet[int(k)] for k in rng.integers(0, symbols, n)]
+    X += [lib(path_tree(12, labels(12))), lib(star_tree(12, labels(12))),
+          lib(comb_tree(15, labels(15))), lib(comb_tree(15, labels(15), leaf_first=False))]
     Y = X[:7]  # 7 y trees per x: groups of 4 and 3 lanes
     U = len(alphabet) + 1
     costs = [
