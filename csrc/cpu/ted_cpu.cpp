@@ -1123,6 +1123,30 @@ __attribute__((target("avx2"))) void interleave_lanes(const T* const src[kLanes]
   }
 }
 
+// Replacement costs of x_i against column block c: from its row by symbol
+// (rep_w), else gathered from its row of the table.
+template <typename scalar_t>
+__attribute__((target("avx2"))) inline __m256d rep_block(const double* rep_w, const scalar_t* rep_row,
+                                                         const int64_t* symbol_at, int64_t c) {
+  return rep_w ? _mm256_loadu_pd(rep_w + c) : gather4(rep_row, symbol_at + c);
+}
+
+// tdm of column block c in a row of K's path (or K's own row): defined from
+// the cell up-left (`diag`) where the column is its own definition, i.e. on
+// a path of y's tables; elsewhere read where it was defined (before in this
+// row, or a leaf keyroot's slot). Stored in the row's tdm and returned.
+// `own` holds the block's own indices and advances to the next block.
+__attribute__((target("avx2"))) inline __m256d path_tdm_block(double* tdm_row, const int64_t* def_at,
+                                                              int64_t c, __m256i& own, __m256d diag,
+                                                              __m256d rep) {
+  const __m256d on_path = _mm256_castsi256_pd(
+      _mm256_cmpeq_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(def_at + c)), own));
+  own = _mm256_add_epi64(own, _mm256_set1_epi64x(kLanes));
+  const __m256d tv = _mm256_blendv_pd(gather4(tdm_row, def_at + c), _mm256_add_pd(diag, rep), on_path);
+  _mm256_storeu_pd(tdm_row + c, tv);
+  return tv;
+}
+
 // Distances of the pairs (x, ys[l]) for l < lanes (2 <= lanes <= 4; unused
 // lanes repeat the last pair) into out[l]; x_labels in preorder.
 template <typename scalar_t>
@@ -1301,30 +1325,22 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
         // (the leaf keyroots' closed form; the same sums for leaves on paths).
         for (int64_t c = 0; c < row_len; c += kLanes) {
           const __m256d del_alt = _mm256_add_pd(_mm256_loadu_pd(up + c), del);
-          const __m256d rep = rep_w ? _mm256_loadu_pd(rep_w + c) : gather4(rep_row, symbol_at + c);
-          const __m256d tv = _mm256_add_pd(_mm256_loadu_pd(below_ins + c), rep);
+          const __m256d tv = _mm256_add_pd(_mm256_loadu_pd(below_ins + c), rep_block(rep_w, rep_row, symbol_at, c));
           const __m256d match = _mm256_add_pd(gather4(jump, jump_at + c), tv);
           left = _mm256_min_pd(_mm256_add_pd(left, _mm256_loadu_pd(ins + c)), _mm256_min_pd(match, del_alt));
           _mm256_storeu_pd(cur + c, left);
         }
       } else {
-        // Rows on K's path define tdm(i, j) on the paths of y's tables (the
-        // columns that are their own definition), from the cell up-left, and
-        // read the others where they were defined (before in this row, or a
-        // leaf keyroot's slot).
+        // Rows on K's path define their tdm as they go (path_tdm_block) and
+        // jump to the first row.
         __m256d diag = _mm256_setzero_pd();  // column 0 is a first column, never on a path
         __m256i own = lane_index;
         for (int64_t c = 0; c < row_len; c += kLanes) {
           const __m256d above = _mm256_loadu_pd(up + c);
           const __m256d del_alt = _mm256_add_pd(above, del);
-          const __m256d on_path = _mm256_castsi256_pd(
-              _mm256_cmpeq_epi64(_mm256_loadu_si256((const __m256i*)(def_at + c)), own));
-          own = _mm256_add_epi64(own, _mm256_set1_epi64x(kLanes));
-          const __m256d rep = rep_w ? _mm256_loadu_pd(rep_w + c) : gather4(rep_row, symbol_at + c);
-          const __m256d defined = _mm256_add_pd(diag, rep);
+          const __m256d tv =
+              path_tdm_block(tdm_i, def_at, c, own, diag, rep_block(rep_w, rep_row, symbol_at, c));
           diag = above;
-          const __m256d tv = _mm256_blendv_pd(gather4(tdm_i, def_at + c), defined, on_path);
-          _mm256_storeu_pd(tdm_i + c, tv);
           const __m256d match = _mm256_add_pd(_mm256_loadu_pd(jump_first + c), tv);
           left = _mm256_min_pd(_mm256_add_pd(left, _mm256_loadu_pd(ins + c)), _mm256_min_pd(match, del_alt));
           _mm256_storeu_pd(cur + c, left);
@@ -1340,13 +1356,8 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
     __m256d diag = _mm256_setzero_pd();
     __m256i own = lane_index;
     for (int64_t c = 0; c < row_len; c += kLanes) {
-      const __m256d on_path = _mm256_castsi256_pd(
-          _mm256_cmpeq_epi64(_mm256_loadu_si256((const __m256i*)(def_at + c)), own));
-      own = _mm256_add_epi64(own, _mm256_set1_epi64x(kLanes));
-      const __m256d rep = rep_w ? _mm256_loadu_pd(rep_w + c) : gather4(rep_row, symbol_at + c);
-      const __m256d defined = _mm256_add_pd(diag, rep);
+      path_tdm_block(tdm_k, def_at, c, own, diag, rep_block(rep_w, rep_row, symbol_at, c));
       diag = _mm256_loadu_pd(up + c);
-      _mm256_storeu_pd(tdm_k + c, _mm256_blendv_pd(gather4(tdm_k, def_at + c), defined, on_path));
     }
   }
   for (int l = 0; l < lanes; ++l) out[l] = fd[m * row_len + y_of[l]->final_col * kLanes + l];
