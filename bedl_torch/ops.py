@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from . import _ext
 from .costs import SymbolCost, UnitCost, _long_tensor, subtable_of, table_of
 from .tree import Tree
+from .validation import check_cost_module, check_cost_tensor
 
 __all__ = [
     "edit_distance",
@@ -140,23 +141,9 @@ def _check_rel_tol(rel_tol, dtype) -> float:
 
 
 def _check_costs(costs, name: str = "costs", finite: bool = True) -> None:
-    """Type and dtype checks; with ``finite`` also NaN/inf (a pass over the data).
-
-    Costs that go straight to a kernel skip the finiteness pass here: the kernel checks
-    every entry it reads in its serial validation pass and :meth:`PairBatch._run` turns
-    that error into the same ValueError, so large cost tensors are not read twice.
-    """
-    if not isinstance(costs, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(costs).__name__}")
-    if costs.dtype not in (torch.float32, torch.float64):
-        raise TypeError(f"{name} must be float32 or float64, got {costs.dtype}")
-    if not finite:
-        return
-    # A finite sum proves every entry finite and is cheap; only an overflowing
-    # sum of huge finite costs needs the exact check.
-    c = costs.detach()
-    if c.numel() and not bool(torch.isfinite(c.sum())) and not bool(torch.isfinite(c).all()):
-        raise ValueError(f"{name} must be finite, but contains NaN or inf")
+    """:func:`bedl_torch.validation.check_cost_tensor` (type, layout, device, dtype; with
+    ``finite`` also NaN/inf)."""
+    check_cost_tensor(costs, name, finite=finite)
 
 
 class _SymbolView:
@@ -289,11 +276,11 @@ class PairBatch:
         Raises ValueError naming labels missing from ``cost.alphabet`` unless
         ``unknown="gap"``.
         """
-        if not isinstance(cost, SymbolCost):
-            raise TypeError(f"cost must be a bedl_torch.SymbolCost module, got {type(cost).__name__}")
+        check_cost_module(cost)
         x_idx = self.x_table.encoded(cost, unknown)[self.pair_x, : self.rows]
         y_idx = self.y_table.encoded(cost, unknown)[self.pair_y, : self.cols]
         out = cost(x_idx, y_idx)
+        check_cost_tensor(out, f"the costs of {type(cost).__name__}", finite=False)
         if out.shape != self.shape:
             raise ValueError(
                 f"{type(cost).__name__} returned costs of shape {tuple(out.shape)}, expected {self.shape}"
@@ -355,6 +342,7 @@ class PairBatch:
         padded cost tensor; None: the padded path (``cost.forward`` per pair)."""
         if not isinstance(cost, SymbolCost):
             return None
+        check_cost_module(cost)
         table = _whole_table(cost, self.x_table, self.y_table, unknown)
         if table is not None:
             return _SymbolView(table, cost, unknown)
@@ -378,6 +366,8 @@ class PairBatch:
                 P0 at ``reference``: a cost module, a padded tensor or a P0 tensor
                 from :meth:`coopt`; default the current costs, detached).
         """
+        if isinstance(reference, torch.Tensor):
+            check_cost_tensor(reference, "reference", finite=False)
         return self._distances(cost_or_costs, mode, reference, rel_tol, unknown)
 
     def _distances(self, cost_or_costs, mode="exact", reference=None, rel_tol=None,
@@ -424,6 +414,7 @@ class PairBatch:
 
     def pseudo_distances(self, cost_or_costs, coopt: torch.Tensor, *, unknown: str = "error") -> torch.Tensor:
         """Pseudo edit distances ``sum(P0 * C)`` ``(B,)`` for frozen co-optimal matrices ``P0``."""
+        check_cost_tensor(coopt, "coopt", finite=False)
         return self._pseudo(cost_or_costs, coopt, unknown)
 
     def _pseudo(self, cost_or_costs, coopt, unknown="error", view=None):
@@ -556,6 +547,7 @@ def pseudo_edit_distance(x, y, costs: torch.Tensor, reference_costs: torch.Tenso
     to ``costs`` is exactly that P.
     """
     _check_costs(costs)
+    _check_costs(reference_costs, "reference_costs")
     if tuple(reference_costs.shape) != tuple(costs.shape):
         raise ValueError(
             f"reference_costs must have the shape of costs {tuple(costs.shape)}, got {tuple(reference_costs.shape)}"
@@ -729,10 +721,10 @@ def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional
     Y = X if same else list(Y)
     if cost is None:
         cost = UnitCost(_alphabet_of(X, Y))
-    elif not isinstance(cost, SymbolCost):
-        raise TypeError(f"cost must be a bedl_torch.SymbolCost module, got {type(cost).__name__}")
-    if reference_cost is not None and not isinstance(reference_cost, SymbolCost):
-        raise TypeError("reference_cost must be a bedl_torch.SymbolCost module")
+    else:
+        check_cost_module(cost)
+    if reference_cost is not None:
+        check_cost_module(reference_cost, "reference_cost")
     if symmetric is None:
         symmetric = same and getattr(cost, "symmetric", False)
     if symmetric and not same and len(X) != len(Y):

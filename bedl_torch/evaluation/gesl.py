@@ -429,8 +429,12 @@ class MatrixCost(_symbol_cost_base()):
         super().__init__(alphabet)
         import torch
 
+        from ..validation import check_cost_tensor, check_real_tensor
+
         m = torch.as_tensor(np.asarray(matrix) if not isinstance(matrix, torch.Tensor) else matrix)
+        check_real_tensor(m, "matrix")
         m = m.detach().clone().to(dtype or torch.float64)
+        check_cost_tensor(m, "matrix")
         S = len(self.alphabet) + 1
         if m.shape != (S, S):
             raise ValueError(f"matrix must be ({S}, {S}) for {S - 1} symbols plus the gap, "

@@ -19,6 +19,7 @@ import torch
 from ..costs import EuclideanCost, SymbolCost, pair_costs_of, simplex_embedding
 from ..ops import PairBatch, _pair_values, pairwise_distances
 from ..tree import Tree
+from ..validation import check_cost_module, check_device
 from .losses import (
     _phi_derivative,
     frobenius_regularizer,
@@ -322,6 +323,7 @@ class BEDL(_ParamsMixin):
         if not (self.beta >= 0):
             raise ValueError(f"beta must be >= 0, got {self.beta}")
         _dtype_name(self.dtype)
+        check_device(self.device)
 
     def _torch_device(self) -> torch.device:
         return torch.device(self.device) if self.device is not None else torch.device("cpu")
@@ -332,11 +334,13 @@ class BEDL(_ParamsMixin):
             emb = initial_embedding(len(alphabet), self.dim, dtype=dtype)
             return EuclideanCost(alphabet, embedding=emb).to(device=device)
         if isinstance(self.cost, SymbolCost):
+            check_cost_module(self.cost)
             cost = copy.deepcopy(self.cost)
         elif callable(self.cost):
             cost = self.cost(alphabet)
             if not isinstance(cost, SymbolCost):
                 raise TypeError(f"the cost factory returned {type(cost).__name__}, not a SymbolCost")
+            check_cost_module(cost)
         else:
             raise TypeError(f"cost must be None, a SymbolCost or a factory, got {type(self.cost).__name__}")
         return cost.to(device=device, dtype=dtype)

@@ -113,7 +113,12 @@ class _ParamsMixin:
 
 def _as_numpy_matrix(D) -> np.ndarray:
     if hasattr(D, "detach"):  # torch tensor, without importing torch here
-        D = D.detach().cpu().numpy()
+        from ..validation import check_real_tensor
+
+        check_real_tensor(D, "the distance matrix")
+        D = D.detach().cpu().double().numpy()
+    if np.iscomplexobj(D):
+        raise TypeError("the distance matrix must be real, got complex values")
     D = np.asarray(D, dtype=np.float64)
     if D.ndim != 2:
         raise ValueError(f"expected a 2-D distance matrix, got shape {D.shape}")
