@@ -213,7 +213,7 @@ def _whole_table(cost: SymbolCost, x_table: "_Table", y_table: "_Table", unknown
             f"{type(cost).__name__}.symbol_table() must return a ({size}, {size}) tensor, got "
             f"{tuple(table.shape) if isinstance(table, torch.Tensor) else type(table).__name__}"
         )
-    _check_costs(table, "symbol_table()")
+    _check_costs(table, f"{type(cost).__name__}.symbol_table()")
     return table
 
 

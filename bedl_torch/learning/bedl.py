@@ -395,7 +395,8 @@ class BEDL(_ParamsMixin):
             unknown = self._check_known(X, "the training data", "in the given cost's alphabet")
         self.classes_ = classes
 
-        params = [p for p in cost.parameters() if p.requires_grad]
+        # (an empty alphabet has an empty embedding: nothing to learn)
+        params = [p for p in cost.parameters() if p.requires_grad and p.numel()]
         with torch.no_grad():
             for p in params:  # torch.optim.LBFGS views gradients flat
                 if not p.is_contiguous():

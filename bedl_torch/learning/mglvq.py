@@ -127,6 +127,18 @@ def _as_numpy_matrix(D) -> np.ndarray:
     return D
 
 
+def _as_training_matrix(D) -> np.ndarray:
+    """Training distances: finite and >= 0, where the ratios ``d+ / (d+ + d-)`` are defined
+    (a negative or infinite distance would make the likelihood NaN)."""
+    D = _as_numpy_matrix(D)
+    if not np.isfinite(D).all():
+        raise ValueError("the distance matrix contains inf")
+    if (D < 0).any():
+        raise ValueError(f"the distance matrix has negative entries (smallest {D.min()!r}); "
+                         "median GLVQ needs distances >= 0")
+    return D
+
+
 def _ratio_plus(d_plus: np.ndarray, d_minus: np.ndarray) -> np.ndarray:
     """``d+ / (d+ + d-)`` with 1/2 (i.e. mu = 0) where both distances are 0."""
     denom = d_plus + d_minus
@@ -171,7 +183,7 @@ def init_prototypes(D, y_idx: np.ndarray, n_prototypes: int = 1) -> np.ndarray:
     until every class has ``n_prototypes`` prototypes (or all its points). Ties go to the
     smallest index. Returns the indices ordered by class, then by selection order.
     """
-    D = _as_numpy_matrix(D)
+    D = _as_training_matrix(D)
     y_idx = np.asarray(y_idx)
     n_classes = int(y_idx.max()) + 1
     if n_prototypes < 1:
@@ -214,12 +226,17 @@ def median_glvq_em(D, y_idx: np.ndarray, prototypes: Sequence[int], max_iter: in
     Returns ``(prototypes (np.int64 array, same order as given), n_iter, likelihood)`` where
     ``likelihood = sum_i log(g+_i + g-_i)`` at the returned prototypes.
     """
-    D = _as_numpy_matrix(D)
+    D = _as_training_matrix(D)
     y_idx = np.asarray(y_idx)
     m = D.shape[0]
     if D.shape[1] != m:
         raise ValueError(f"expected a square training distance matrix, got shape {D.shape}")
-    protos = np.array(prototypes, dtype=np.int64).copy()
+    protos = np.array(prototypes)
+    if protos.ndim != 1 or (protos.size and protos.dtype.kind not in "iu"):
+        raise TypeError(f"prototypes must be a sequence of int indices, got {prototypes!r}")
+    protos = protos.astype(np.int64)
+    if protos.size and (protos.min() < 0 or protos.max() >= m):
+        raise ValueError(f"prototypes must be indices in [0, {m}), got {protos.tolist()}")
     if len(np.unique(protos)) != len(protos):
         raise ValueError("prototypes must be distinct")
     n_classes = int(y_idx.max()) + 1
@@ -304,7 +321,7 @@ class MedianGLVQ(_ParamsMixin):
         """Fit on the (m, m) training distances. ``init_prototypes``: optional starting
         prototype indices (warm start, e.g. the previous round of BEDL); by default class
         medoids plus greedy additions (:func:`init_prototypes`)."""
-        D = _as_numpy_matrix(D)
+        D = _as_training_matrix(D)
         classes, y_idx = _encode_labels(y)
         if D.shape[0] != len(y_idx) or D.shape[1] != len(y_idx):
             raise ValueError(
@@ -316,7 +333,7 @@ class MedianGLVQ(_ParamsMixin):
         if init_prototypes is None:
             init = _init_prototypes(D, y_idx, n_proto)
         else:
-            init = np.asarray(init_prototypes, dtype=np.int64)
+            init = init_prototypes
         protos, n_iter, likelihood = median_glvq_em(D, y_idx, init, self.max_iter)
         order = np.argsort(y_idx[protos], kind="stable")
         protos = protos[order]
