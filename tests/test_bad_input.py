@@ -627,3 +627,49 @@ def test_self_containing_structures_are_value_errors():
     # a shared (not self-containing) subtree is two copies of it
     leaf = ("b",)
     assert Tree.from_tuple(("a", leaf, ("c", leaf))) == Tree.from_bracket("{a{b}{c{b}}}")
+
+
+# ------------------------------------------------------------------------------ learning on odd data
+def test_median_glvq_rejects_negative_and_infinite_training_distances():
+    from bedl_torch.learning import MedianGLVQ
+
+    D = np.array([[0.0, 1.0, 2.0], [1.0, 0.0, 2.0], [2.0, 2.0, 0.0]])
+    for where, value, pattern in [((0, 1), -0.5, "negative entries"), ((2, 0), math.inf, "inf"),
+                                  ((1, 1), math.nan, "NaN")]:
+        bad = D.copy()
+        bad[where] = value
+        with pytest.raises(ValueError, match=f"distance matrix .*{pattern}|{pattern}"):
+            MedianGLVQ().fit(bad, [0, 0, 1])
+    # prediction only takes an argmin: distances of any sign are fine there
+    model = MedianGLVQ().fit(D, [0, 0, 1])
+    assert model.predict(-D).tolist() == [1, 1, 0]
+
+
+@pytest.mark.parametrize("init, error, pattern", [
+    ([0, 3], ValueError, r"indices in \[0, 3\)"),
+    ([-1, 2], ValueError, r"indices in \[0, 3\)"),
+    ([0.0, 2.0], TypeError, "int indices"),
+    ([[0], [2]], TypeError, "int indices"),
+    ([0, 0, 2], ValueError, "distinct"),
+])
+def test_median_glvq_initial_prototypes(init, error, pattern):
+    from bedl_torch.learning import MedianGLVQ
+
+    D = np.array([[0.0, 1.0, 2.0], [1.0, 0.0, 2.0], [2.0, 2.0, 0.0]])
+    with pytest.raises(error, match=pattern):
+        MedianGLVQ().fit(D, [0, 0, 1], init_prototypes=init)
+    # a valid warm start: points 0 and 1 are symmetric, so no move gains and it stays
+    assert MedianGLVQ().fit(D, [0, 0, 1], init_prototypes=[1, 2]).prototypes_.tolist() == [1, 2]
+
+
+@pytest.mark.parametrize("mode", ["pseudo", "exact"])
+def test_bedl_on_empty_sequences_has_nothing_to_learn(mode):
+    """All objects empty: an empty alphabet and embedding; every distance is 0, so the fit
+    stops at once and predicts the first prototype's class."""
+    from bedl_torch.learning import BEDL
+
+    model = BEDL(mode=mode, max_rounds=2, max_eval=3).fit(["", [], ()], [0, 1, 1])
+    assert model.stop_reason_ == "no parameters to learn" and model.n_rounds_ == 0
+    assert model.alphabet_ == [] and model.cost_.embedding.numel() == 0
+    np.testing.assert_array_equal(model.decision_distances(["", []]), np.zeros((2, 2)))
+    assert model.predict(["", []]).tolist() == [0, 0]
