@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from . import _ext
 from .costs import SymbolCost, UnitCost, _long_tensor, subtable_of, table_of
 from .tree import Tree
-from .validation import check_cost_module, check_cost_tensor
+from .validation import check_cost_module, check_cost_tensor, check_sums_finite
 
 __all__ = [
     "edit_distance",
@@ -426,7 +426,9 @@ class PairBatch:
             costs = self._as_costs(cost_or_costs, unknown)
         rows, cols = min(costs.shape[1], coopt.shape[1]), min(costs.shape[2], coopt.shape[2])
         p0 = coopt[:, :rows, :cols].to(device=costs.device, dtype=costs.dtype)
-        return (p0 * costs[:, :rows, :cols]).sum(dim=(1, 2))
+        out = (p0 * costs[:, :rows, :cols]).sum(dim=(1, 2))
+        check_sums_finite(out, "pseudo distances of pairs")
+        return out
 
 
 class _EditDistanceFn(torch.autograd.Function):
@@ -553,7 +555,9 @@ def pseudo_edit_distance(x, y, costs: torch.Tensor, reference_costs: torch.Tenso
             f"reference_costs must be on the costs' device ({costs.device}), got {reference_costs.device}"
         )
     _, p0 = coopt_matrix(x, y, reference_costs.detach(), rel_tol=rel_tol)
-    return (p0.to(device=costs.device, dtype=costs.dtype) * costs).sum()
+    out = (p0.to(device=costs.device, dtype=costs.dtype) * costs).sum()
+    check_sums_finite(out, "the pseudo distance")
+    return out
 
 
 def _pad_costs(batch: PairBatch, costs) -> Tuple[torch.Tensor, bool]:

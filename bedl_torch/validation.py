@@ -23,6 +23,7 @@ __all__ = [
     "check_real_tensor",
     "check_device",
     "check_cost_module",
+    "check_sums_finite",
 ]
 
 #: The dtypes the kernels compute in.
@@ -64,8 +65,8 @@ def check_cost_tensor(t, name: str = "costs", *, finite: bool = True) -> None:
     with ``finite`` also free of NaN and inf (one pass over the data).
 
     Callers whose tensor goes straight to a kernel pass ``finite=False``: the kernels check
-    every entry they read and the ops turn that into the same ValueError, so large cost
-    tensors are not read twice.
+    every entry they read (NaN/inf and the overflow rule) and raise a ValueError naming the
+    pair, so large cost tensors are not read twice.
 
     Raises:
         TypeError: not a tensor, another layout, quantized, or a dtype other than
@@ -146,3 +147,14 @@ def check_cost_module(cost, name: str = "cost") -> None:
         raise ValueError(f"{name}'s parameters and buffers must be on one device, got "
                          f"{sorted(map(str, devices))}")
     check_cost_dtype(cost.dtype, f"{name}.dtype")
+
+
+def check_sums_finite(sums: torch.Tensor, what: str) -> None:
+    """ValueError naming the entries of ``sums`` (sums of finite costs computed outside the
+    kernels, e.g. pseudo distances) that overflowed their dtype, instead of returning inf."""
+    bad = ~torch.isfinite(sums.detach())
+    if bool(bad.any()):
+        if sums.dim():
+            what = f"{what} {torch.nonzero(bad.reshape(-1)).reshape(-1)[:10].tolist()}"
+        raise ValueError(f"{what} overflowed {sums.dtype}: the costs are too large; scale them "
+                         "down")

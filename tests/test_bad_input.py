@@ -674,3 +674,25 @@ def test_bedl_on_empty_sequences_has_nothing_to_learn(mode):
     assert model.alphabet_ == [] and model.cost_.embedding.numel() == 0
     np.testing.assert_array_equal(model.decision_distances(["", []]), np.zeros((2, 2)))
     assert model.predict(["", []]).tolist() == [0, 0]
+
+
+def test_pseudo_distances_that_overflow_are_value_errors():
+    """Pseudo distances sum P0 * C outside the kernels: where that sum overflows (each cost
+    finite, three of them at 0.9 of float32's largest value), a ValueError, not inf."""
+    from bedl_torch.evaluation.gesl import MatrixCost
+
+    big = 0.9 * torch.finfo(torch.float32).max
+    C = torch.full((3, 2), big, dtype=torch.float32)
+    reference = torch.zeros(3, 2, dtype=torch.float32)
+    with pytest.raises(ValueError, match="the pseudo distance overflowed torch.float32"):
+        bedl_torch.pseudo_edit_distance("ab", "a", C, reference)
+    # P0 at zero costs is finite; below the overflow the same call gives sum(P0 * C)
+    _, P0 = bedl_torch.coopt_matrix("ab", "a", reference)
+    small = torch.full((3, 2), 1e30, dtype=torch.float32)
+    assert float(bedl_torch.pseudo_edit_distance("ab", "a", small, reference)) == \
+        pytest.approx(float((P0 * small).sum()), rel=1e-6)
+    cost = MatrixCost(["a"], torch.full((2, 2), big), dtype=torch.float32)
+    zero = MatrixCost(["a"], torch.zeros(2, 2), dtype=torch.float32)
+    with pytest.raises(ValueError, match=r"pseudo distances of pairs \[0\] overflowed"):
+        bedl_torch.pairwise_distances([["a", "a"]], [["a"]], cost, mode="pseudo",
+                                      reference_cost=zero)

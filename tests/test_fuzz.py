@@ -21,9 +21,15 @@ runs the short default, the same examples every run):
 * ``BEDL_FUZZ_SEED``: hypothesis seed (default: derandomized).
 * ``BEDL_FUZZ_TRACE``: a file that receives each input, written before it runs, so that the
   input of a crash (segfault, abort) can be named.
-* ``BEDL_FUZZ_HUGE_COSTS=1``: also cost magnitudes whose path sums come near overflow
-  (``(|x| + |y| + 2) max|c|`` above 1e300 in float64 or 1e36 in float32); such costs must then
-  give finite results or a ValueError.
+* ``BEDL_FUZZ_HUGE_COSTS=0``: leave out cost magnitudes whose path sums come near overflow
+  (``(|x| + |y| + 2) max|c|`` above 1e300 in float64 or 1e36 in float32). By default they are
+  drawn, in about a quarter of the cost tensors, up to the largest float and exactly at the
+  kernels' overflow rule (``2 (|x| + |y|) max|c|`` at most the dtype's largest value, ``[m, n]``
+  unused): costs that satisfy it must give finite results, the others a ValueError.
+* ``BEDL_FUZZ_HUGE_GAP_GAP=1``: also cost modules whose gap-gap cost alone breaks the overflow
+  rule. The symbol kernels leave that entry out of the rule, yet read it where labels missing
+  from the alphabet are mapped to the gap (``unknown="gap"``), which gives d = inf or an
+  internal error until they count it; off by default.
 """
 import ast
 import json
@@ -38,15 +44,17 @@ from hypothesis import strategies as st
 
 import bedl_torch
 from bedl_torch import BEDL, MedianGLVQ, PairBatch, Tree
+from bedl_torch.costs import subtable_of
 from bedl_torch.evaluation.gesl import MatrixCost
 from oracles import forest_recursion, sequence_reference
 
 EXAMPLES = int(os.environ.get("BEDL_FUZZ_EXAMPLES", "40"))
 SEED = os.environ.get("BEDL_FUZZ_SEED")
 TRACE = os.environ.get("BEDL_FUZZ_TRACE")
-HUGE_COSTS = os.environ.get("BEDL_FUZZ_HUGE_COSTS") == "1"
+HUGE_COSTS = os.environ.get("BEDL_FUZZ_HUGE_COSTS", "1") != "0"
+HUGE_GAP_GAP = os.environ.get("BEDL_FUZZ_HUGE_GAP_GAP", "0") == "1"
 
-#: Largest (|x| + |y| + 2) * max|c| drawn unless HUGE_COSTS is set.
+#: Largest (|x| + |y| + 2) * max|c| of the costs drawn as ordinary ones.
 SAFE_PATH_SUM = {torch.float64: 1e300, torch.float32: 1e36}
 
 #: How many times each test's body ran in this process (tools/fuzz.py reports the totals).
@@ -196,18 +204,40 @@ def pairs(draw, max_nodes=30):
 
 
 # ---------------------------------------------------------------------------- cost tensors
-def cost_cap(dtype, path):
-    """The largest cost magnitude drawn for paths of ``path`` steps."""
-    if HUGE_COSTS:
+def cost_cap(dtype, path, huge=False):
+    """The largest cost magnitude drawn for paths of ``path`` steps (``huge``: the largest
+    value of the dtype)."""
+    if huge:
         return float(torch.finfo(dtype).max)
     return SAFE_PATH_SUM[dtype] / (path + 2)
 
 
+def overflow_bounds(dtype, path):
+    """The largest magnitude the overflow rule allows for ``path`` costs on a path, and its
+    neighbours in the dtype (the rule's edge)."""
+    bound = torch.tensor(float(torch.finfo(dtype).max) / (2.0 * max(path, 1)), dtype=dtype)
+    neighbours = [torch.nextafter(bound, torch.tensor(v, dtype=dtype)) for v in (0.0, math.inf)]
+    return [float(v) for v in [bound] + neighbours]
+
+
+def fits(C, m, n):
+    """The kernels' overflow rule for a pair's costs: ``2 (m + n) max|c| <= max`` of the dtype,
+    ``max|c|`` over the block the dynamic program reads (not ``[m, n]``), in float64."""
+    block = C.detach().double()[:m + 1, :n + 1].clone()
+    block[m, n] = 0.0
+    max_abs = float(block.abs().max())
+    return 2.0 * float(m + n) * max_abs <= float(torch.finfo(C.dtype).max)
+
+
 @st.composite
-def cost_values(draw, shape, dtype, path):
+def cost_values(draw, shape, dtype, path, huge=None):
     """A float64 tensor of the given shape, from a seeded generator (so large tensors stay cheap
-    to draw), scaled from 0 and denormals up to the cap, with a few special finite entries."""
-    cap = cost_cap(dtype, path)
+    to draw), scaled from 0 and denormals up to the cap, with a few special finite entries.
+    ``huge`` (default: in about a quarter of the draws where HUGE_COSTS is on): magnitudes up
+    to the dtype's largest value, and the edge of the overflow rule for ``path``."""
+    if huge is None:
+        huge = HUGE_COSTS and draw(rarely(4))
+    cap = cost_cap(dtype, path, huge)
     tiny = float(torch.finfo(dtype).tiny) * float(torch.finfo(dtype).eps)  # smallest denormal
     scales = [s for s in (0.0, tiny, 1e-300, 1e-30, 1e-6, 1.0, 1.0, 1e3, 1e15, 1e30, 1e100, 1e300)
               if s <= cap and (s == 0.0 or s >= tiny)] + [cap]
@@ -226,6 +256,8 @@ def cost_values(draw, shape, dtype, path):
         base = torch.zeros(shape, dtype=torch.float64)
     C = base * scale
     specials = [0.0, -0.0, tiny, -tiny, 1.0, cap, -cap]
+    if huge:
+        specials += overflow_bounds(dtype, path)
     flat = C.view(-1)
     for pos, value in draw(st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from(specials)),
                                     max_size=3)):
@@ -356,9 +388,10 @@ def test_fuzz_single_pair_ops(pair, data):
         ok_d, got_d = attempt(lambda: bedl_torch.edit_distance(x, y, C), label="edit_distance")
         assert not ok_d and isinstance(got_d, errors), (errors, got_d)
         return
-    if not ok:
-        assert HUGE_COSTS and isinstance(got, ValueError) and "large" in str(got), got
+    if not fits(C, m, n):
+        assert not ok and isinstance(got, ValueError) and "too large" in str(got), got
         return
+    assert ok, got
     d, P = got
     d = d.detach()
     check_coopt(C, m, n, d, P)
@@ -392,7 +425,8 @@ def test_fuzz_single_pair_ops(pair, data):
                                     st.sets(st.integers(), max_size=2)),
        data=st.data())
 def test_fuzz_single_pair_odd_structures(x, y, data):
-    """Mixed trees and sequences and objects of other types are TypeErrors."""
+    """Mixed trees and sequences and objects of other types are TypeErrors (valid pairs with
+    too large costs ValueErrors)."""
     m = len(x)
     n = len(y) if isinstance(y, (Tree, str, list, tuple)) else 1
     C, _ = data.draw(costs_for(m, n, allow_bad=False))
@@ -402,9 +436,12 @@ def test_fuzz_single_pair_odd_structures(x, y, data):
                  lambda: bedl_torch.coopt_matrix(y, x, C.t()),
                  lambda: bedl_torch.edit_distance_batch([x], [y], [C])):
         ok, got = attempt(call)
-        assert ok == valid, (valid, got)
-        if not ok:
-            assert isinstance(got, TypeError), got
+        if not valid:
+            assert not ok and isinstance(got, TypeError), got
+        elif not fits(C, m, n):
+            assert not ok and isinstance(got, ValueError) and "too large" in str(got), got
+        else:
+            assert ok, got
 
 
 # ---------------------------------------------------------------------------- batches
@@ -419,7 +456,7 @@ def test_fuzz_batches(data, count, trees_, dtype):
     ys = [data.draw(draw_one) for _ in range(count)]
     Cs = []
     for x, y in zip(xs, ys):
-        values = data.draw(cost_values((len(x) + 1, len(y) + 1), dtype, len(x) + len(y) + 24))
+        values = data.draw(cost_values((len(x) + 1, len(y) + 1), dtype, len(x) + len(y)))
         Cs.append(values.to(dtype))
     batch = PairBatch(xs, ys)
     B, rows, cols = batch.shape
@@ -427,6 +464,14 @@ def test_fuzz_batches(data, count, trees_, dtype):
     for k, C in enumerate(Cs):
         padded[k, :C.shape[0], :C.shape[1]] = C
     record("batches", xs=xs, ys=ys, padded=padded)
+    too_large = [k for k, (x, y, C) in enumerate(zip(xs, ys, Cs)) if not fits(C, len(x), len(y))]
+    if too_large:  # the first such pair is named, whatever the other pairs
+        for call in (lambda: bedl_torch.coopt_matrix_batch(xs, ys, Cs),
+                     lambda: bedl_torch.edit_distance_batch(xs, ys, padded),
+                     lambda: batch.coopt(padded)):
+            ok, got = attempt(call)
+            assert not ok and f"pair {too_large[0]} are too large" in str(got), got
+        return
 
     d_list, P_list = bedl_torch.coopt_matrix_batch(xs, ys, Cs)
     d_pad, P_pad = bedl_torch.coopt_matrix_batch(xs, ys, padded)
@@ -455,42 +500,45 @@ def test_fuzz_batches_bad_costs(data, count):
     """Per-pair lists with a bad entry, padded tensors of the wrong size: contract errors."""
     xs = [data.draw(sequences(6)) for _ in range(count)]
     ys = [data.draw(sequences(6)) for _ in range(count)]
-    Cs, expected = [], ()
+    Cs, errors = [], []
     for x, y in zip(xs, ys):
-        C, errors = data.draw(costs_for(len(x), len(y)))
+        C, errors_of_C = data.draw(costs_for(len(x), len(y)))
         Cs.append(C)
-        expected += errors
+        errors.append(errors_of_C)
     extra = data.draw(st.sampled_from(["none", "missing", "extra", "mixed_dtype", "padded"]))
-    if extra == "missing":
-        Cs = Cs[:-1]
-        expected += (ValueError,)
-    elif extra == "extra":
-        Cs = Cs + [Cs[-1]]
-        expected += (ValueError,)
-    elif extra == "mixed_dtype" and Cs[0].dtype in (torch.float32, torch.float64):
-        Cs[0] = Cs[0].detach().to(torch.float32 if Cs[0].dtype == torch.float64 else torch.float64)
-        if not torch.isfinite(Cs[0]).all():  # float64 costs beyond the float32 range
-            expected += (ValueError,)
-    if not isinstance(Cs, torch.Tensor) and len({C.dtype for C in Cs}) > 1:
-        expected += (TypeError,)
-    elif extra == "padded":
+    expected = ()
+    if extra == "padded":
         rows = max(len(x) for x in xs) + 1 + data.draw(st.integers(-1, 1))
         cols = max(len(y) for y in ys) + 1 + data.draw(st.integers(-1, 1))
         Cs = torch.zeros(count + data.draw(st.integers(-1, 1)), max(rows, 0), max(cols, 0))
         if tuple(Cs.shape) != (count, rows, cols) or rows < max(len(x) for x in xs) + 1 \
                 or cols < max(len(y) for y in ys) + 1:
             expected = (ValueError,)
-        else:
-            expected = ()
+    else:
+        if extra == "mixed_dtype" and Cs[0].dtype in (torch.float32, torch.float64):
+            Cs[0] = Cs[0].detach().to(
+                torch.float32 if Cs[0].dtype == torch.float64 else torch.float64)
+        for x, y, C, errors_of_C in zip(xs, ys, Cs, errors):
+            if errors_of_C:
+                expected += errors_of_C
+            elif not torch.isfinite(C).all() or not fits(C, len(x), len(y)):
+                expected += (ValueError,)  # (float64 costs beyond float32's range: inf)
+        if len({C.dtype for C in Cs}) > 1:
+            expected += (TypeError,)
+        if extra == "missing":
+            Cs = Cs[:-1]
+            expected += (ValueError,)
+        elif extra == "extra":
+            Cs = Cs + [Cs[-1]]
+            expected += (ValueError,)
     record("batches_bad_costs", xs=xs, ys=ys, Cs=Cs)
     for call in (lambda: bedl_torch.edit_distance_batch(xs, ys, Cs),
                  lambda: bedl_torch.coopt_matrix_batch(xs, ys, Cs)):
         ok, got = attempt(call)
         if expected:
             assert not ok and isinstance(got, expected), (expected, got)
-        elif not ok:
-            assert HUGE_COSTS and isinstance(got, ValueError) and "large" in str(got), got
         else:
+            assert ok, got
             out = got if isinstance(got, torch.Tensor) else got[0]
             assert torch.isfinite(out).all(), "non-finite result"
 
@@ -526,6 +574,11 @@ def cost_modules(draw, alphabet):
         unlabeled = draw(st.sampled_from(["gap", (0.5, 0.5), (0.0, 1.0)]))
         return bedl_torch.CosineCost(words, vectors, gap_cost=gap_cost, unlabeled=unlabeled)
     matrix = draw(cost_values((U + 1, U + 1), dtype, path))
+    if not HUGE_GAP_GAP:
+        # the symbol kernels leave [gap, gap] out of the overflow rule, but labels missing
+        # from the alphabet (unknown="gap") read it: keep it within the other entries
+        limit = float(matrix[:U].abs().max()) if U else 1.0
+        matrix[U, U] = matrix[U, U].clamp(-limit, limit)
     return MatrixCost(alphabet, matrix, dtype=dtype)
 
 
@@ -534,6 +587,17 @@ MODULE_OBJECT_NODES = 40
 
 alphabets = st.lists(st.one_of(st.sampled_from("abcd"), st.integers(0, 3), st.none()),
                      min_size=0, max_size=5, unique=True)
+
+
+def breaks_overflow_rule(cost, path):
+    """Whether a cost module's table over all its symbols (gap included) breaks the overflow
+    rule for paths of ``path`` costs, or is not finite: the only reasons to reject it."""
+    table = subtable_of(cost, torch.arange(len(cost.alphabet) + 1)).detach()
+    big = table.double()
+    big[-1, -1] = 0.0  # gap - gap is never read
+    if not torch.isfinite(big).all():
+        return True
+    return 2.0 * path * float(big.abs().max()) > float(torch.finfo(table.dtype).max)
 
 
 @fuzz
@@ -566,11 +630,13 @@ def test_fuzz_pairwise_distances(data, alphabet, trees_, mode, same, chunk, unkn
     if uses_unknown and unknown == "error":
         assert not ok and isinstance(D, ValueError) and "missing from" in str(D), D
         return
-    if not ok:  # overflowing costs: a ValueError (too large, or not finite once computed)
-        assert HUGE_COSTS and isinstance(D, ValueError) and \
-            ("large" in str(D) or "finite" in str(D)), D
-        return
     Ys = X if Y is None else Y
+    if not ok:  # overflowing costs: a ValueError (too large, or not finite once computed)
+        assert isinstance(D, ValueError) and ("too large" in str(D) or "finite" in str(D)), D
+        longest = max(map(len, X), default=0) + max(map(len, Ys), default=0)
+        assert any(breaks_overflow_rule(module, longest) for module in (cost, reference)
+                   if module is not None), D
+        return
     assert D.shape == (len(X), len(Ys))
     assert torch.isfinite(D).all(), "non-finite result"
     if Y is None and cost.symmetric:
@@ -633,9 +699,9 @@ def test_fuzz_cost_module_constructors(data, alphabet):
     if ok:
         assert torch.isfinite(D).all(), "non-finite result"
     else:
-        largest = max((float(t.detach().abs().max()) for t in cost.parameters() if t.numel()),
-                      default=0.0)
-        assert isinstance(D, ValueError) and "finite" in str(D) and \
+        tensors = list(cost.parameters()) + list(cost.buffers())
+        largest = max((float(t.detach().abs().max()) for t in tensors if t.numel()), default=0.0)
+        assert isinstance(D, ValueError) and ("finite" in str(D) or "too large" in str(D)) and \
             largest > math.sqrt(float(torch.finfo(cost.dtype).max)) / 4, (largest, D)
 
 

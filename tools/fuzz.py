@@ -9,7 +9,7 @@ test wrote before it died.
 
 Usage:
     python tools/fuzz.py [--inputs 100000] [--jobs 1] [--seed S] [--tests NAME,...]
-                         [--scale 1.0] [--timeout 1200] [--huge-costs]
+                         [--scale 1.0] [--timeout 1200] [--no-huge-costs] [--huge-gap-gap]
     python tools/fuzz.py --worker TEST --result FILE   (one batch; set up by the campaign)
 
 Exit status 0 when every batch passed, 1 otherwise.
@@ -76,13 +76,13 @@ def run_worker(test: str, result_path: str) -> None:
 
 
 # ------------------------------------------------------------------------------ the campaign
-def run_batch(test: str, examples: int, seed: int, timeout: float, huge: bool) -> dict:
+def run_batch(test: str, examples: int, seed: int, timeout: float, flags: dict) -> dict:
     """One batch in a subprocess: its result, or a crash or hang with the last input."""
     with tempfile.TemporaryDirectory(prefix="bedl_fuzz_") as tmp:
         trace = os.path.join(tmp, "input.txt")
         result = os.path.join(tmp, "result.json")
         env = dict(os.environ, BEDL_FUZZ_EXAMPLES=str(examples), BEDL_FUZZ_SEED=str(seed),
-                   BEDL_FUZZ_TRACE=trace, BEDL_FUZZ_HUGE_COSTS="1" if huge else "0")
+                   BEDL_FUZZ_TRACE=trace, **flags)
         cmd = [sys.executable, "-X", "faulthandler", str(pathlib.Path(__file__).resolve()),
                "--worker", test, "--result", result]
         start = time.perf_counter()
@@ -97,8 +97,8 @@ def run_batch(test: str, examples: int, seed: int, timeout: float, huge: bool) -
         seconds = time.perf_counter() - start
         last_input = open(trace).read() if os.path.exists(trace) else "(none recorded)"
         rerun = (f"BEDL_FUZZ_SEED={seed} BEDL_FUZZ_EXAMPLES={examples} "
-                 f"BEDL_FUZZ_HUGE_COSTS={int(huge)} python tools/fuzz.py --worker {test} "
-                 "--result /tmp/result.json")
+                 + "".join(f"{k}={v} " for k, v in flags.items())
+                 + f"python tools/fuzz.py --worker {test} --result /tmp/result.json")
         base = {"test": test, "seed": seed, "examples": examples, "seconds": seconds,
                 "rerun": rerun}
         if status == 0 and os.path.exists(result):
@@ -126,9 +126,10 @@ def campaign(args) -> int:
             sys.exit(f"unknown tests: {unknown}; the tests are {tests}")
         tests = wanted
     base_seed = args.seed if args.seed is not None else int(time.time()) % 100_000 * 1000
+    flags = {"BEDL_FUZZ_HUGE_COSTS": "0" if args.no_huge_costs else "1",
+             "BEDL_FUZZ_HUGE_GAP_GAP": "1" if args.huge_gap_gap else "0"}
     print(f"fuzz campaign: {len(tests)} tests, at least {args.inputs} inputs, seeds from "
-          f"{base_seed}, {args.jobs} job(s), huge costs {'on' if args.huge_costs else 'off'}",
-          flush=True)
+          f"{base_seed}, {args.jobs} job(s), {flags}", flush=True)
     start = time.perf_counter()
     totals = {t: 0 for t in tests}
     problems = []
@@ -148,7 +149,7 @@ def campaign(args) -> int:
         while sum(totals.values()) < args.inputs:
             # a round: every test once (the loop's bound is checked between rounds)
             plan = next_batches(len(tests))
-            for result in pool.map(lambda p: run_batch(*p, args.timeout, args.huge_costs), plan):
+            for result in pool.map(lambda p: run_batch(*p, args.timeout, flags), plan):
                 inputs = result["inputs"] or 0
                 totals[result["test"]] += inputs
                 line = (f"[{time.perf_counter() - start:7.0f} s] {result['test']:<40} seed "
@@ -187,9 +188,11 @@ def main(argv=None) -> int:
     parser.add_argument("--tests", default="", help="comma-separated tests (default: all)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies the batch sizes")
     parser.add_argument("--timeout", type=float, default=1200.0, help="seconds per batch")
-    parser.add_argument("--huge-costs", action="store_true",
-                        help="also costs whose path sums come near overflow (needs the kernels' "
-                             "'too large' check)")
+    parser.add_argument("--no-huge-costs", action="store_true",
+                        help="leave out costs whose path sums come near overflow")
+    parser.add_argument("--huge-gap-gap", action="store_true",
+                        help="also cost modules whose gap-gap cost alone breaks the overflow rule "
+                             "(read by the symbol kernels for labels mapped to the gap)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
