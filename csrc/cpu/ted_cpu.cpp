@@ -5,7 +5,7 @@
 // path. One forest table per keyroot pair (K, H) covers the forests
 // x[l(K)..i] and y[l(H)..j].
 //
-// Counting (see ../shared/design/edit-distances.md): where Zhang-Shasha adds
+// Counting (see docs/edit-distances.md): where Zhang-Shasha adds
 // the full tree distance of two subtrees, we add tdm(i, j), the distance with
 // the roots i and j matched, so that mappings which delete i or insert j are
 // reached only through the deletion or insertion alternative of the same cell;
