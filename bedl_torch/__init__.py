@@ -7,7 +7,7 @@ and data (:mod:`bedl_torch.tree`, :mod:`bedl_torch.datasets`), ops
 evaluation (:mod:`bedl_torch.evaluation`, which needs scikit-learn and scipy and
 is not imported here).
 """
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one version source: pyproject.toml reads it
 
 from .tree import Tree
 from .costs import EuclideanCost, SymbolCost, UnitCost
