@@ -59,17 +59,17 @@ test: $(EXT_STAMP)
 
 # The core tests against a copy of the package in build/asan/lib whose extension is built
 # with AddressSanitizer and UndefinedBehaviorSanitizer (SANITIZE=1 in setup.py). That copy
-# comes first on PYTHONPATH, and the pytest script runs (not `python -m pytest`, which
-# would put the repository's in-place package first); the check, run from a folder without
-# a package, fails if another bedl_torch would be loaded.
+# comes first on PYTHONPATH; pytest runs without the current folder on sys.path (where the
+# repository's in-place package would win) and only if bedl_torch comes from the copy.
+ASAN_PYTEST = import sys; del sys.path[0]; import bedl_torch, pytest; \
+	sys.exit(pytest.main(sys.argv[1:]) if bedl_torch.__file__.startswith('$(abspath $(ASAN_LIB))/') \
+	else 'loaded ' + bedl_torch.__file__ + ', not the sanitized build in $(ASAN_LIB)')
+
 test-asan: $(VENV)/.deps_installed
 	rm -rf $(ASAN_LIB)
 	SANITIZE=1 $(PY) setup.py --quiet egg_info --egg-base $(ASAN_DIR) \
 		build --build-base $(ASAN_DIR) --build-lib $(ASAN_LIB)
-	cd $(ASAN_DIR) && $(ASAN_ENV) $(abspath $(PY)) -c "import bedl_torch, sys; \
-		sys.exit(None if bedl_torch.__file__.startswith('$(abspath $(ASAN_LIB))/') \
-		else 'loaded ' + bedl_torch.__file__ + ', not the build in $(ASAN_LIB)')"
-	$(ASAN_ENV) $(VENV)/bin/pytest -q -p no:cacheprovider $(ASAN_TESTS)
+	$(ASAN_ENV) $(PY) -c "$(ASAN_PYTEST)" -q -p no:cacheprovider $(ASAN_TESTS)
 
 demo: $(EXT_STAMP)
 	$(PY) -m bedl_torch.demo
