@@ -68,6 +68,7 @@ ASAN_PYTEST = import sys; del sys.path[0]; import bedl_torch, pytest; \
 
 test-asan: $(VENV)/.deps_installed
 	rm -rf $(ASAN_LIB)
+	mkdir -p $(ASAN_DIR)
 	SANITIZE=1 $(PY) setup.py --quiet egg_info --egg-base $(ASAN_DIR) \
 		build --build-base $(ASAN_DIR) --build-lib $(ASAN_LIB)
 	$(ASAN_ENV) $(PY) -c "$(ASAN_PYTEST)" -q -p no:cacheprovider $(ASAN_TESTS)
