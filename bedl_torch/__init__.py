@@ -10,7 +10,7 @@ is not imported here).
 __version__ = "0.1.0"
 
 from .tree import Tree
-from .costs import EuclideanCost, SymbolCost, UnitCost
+from .costs import CosineCost, EuclideanCost, SymbolCost, UnitCost
 from .ops import (
     PairBatch,
     coopt_matrix,
@@ -21,7 +21,6 @@ from .ops import (
     pairwise_distances,
     pseudo_edit_distance,
 )
-from .pretrained import CosineCost
 from .learning import BEDL, MedianGLVQ
 from . import datasets
 

@@ -22,14 +22,14 @@ from __future__ import annotations
 import itertools
 import math
 import weakref
-from typing import Hashable, List, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
 
 from . import _ext
-from .costs import SymbolCost, UnitCost, _long_tensor, subtable_of, table_of
-from .tree import Tree
+from .costs import SymbolCost, UnitCost, subtable_of, table_of
+from .labels import alphabet_of, kind_of, labels_of, long_tensor
 
 __all__ = [
     "edit_distance",
@@ -38,7 +38,9 @@ __all__ = [
     "edit_distance_batch",
     "coopt_matrix_batch",
     "PairBatch",
+    "FlatTable",
     "pairwise_distances",
+    "pairwise_table_distances",
     "default_rel_tol",
 ]
 
@@ -66,36 +68,44 @@ def default_rel_tol(dtype: torch.dtype) -> float:
 # ---------------------------------------------------------------------------
 
 
-def _kind_of(obj) -> str:
-    if isinstance(obj, Tree):
-        return "tree"
-    if isinstance(obj, (str, list, tuple)):
-        return "sequence"
-    raise TypeError(
-        f"expected a bedl_torch.Tree or a sequence (str, list or tuple), got {type(obj).__name__}"
-    )
+class FlatTable:
+    """A collection of trees or of sequences, flattened once for the kernels and shared by
+    many pairs.
 
+    :class:`PairBatch` builds one per side; :meth:`PairBatch.from_tables` and
+    :func:`pairwise_table_distances` take them, so that pairs drawn again and again from the
+    same objects (chunks of a matrix, BEDL's data-to-prototype pairs) are never flattened or
+    encoded twice. The symbol indices under a cost module are computed on first use and cached
+    per module.
 
-def _labels_of(obj) -> Sequence[Hashable]:
-    return obj.labels if isinstance(obj, Tree) else obj
+    Args:
+        objects: trees (:class:`~bedl_torch.tree.Tree`) or sequences (``str``, ``list``,
+            ``tuple``), one kind only.
+        side: the name used in error messages (e.g. ``"X"``).
 
+    Attributes:
+        objects (list): the objects. kind (str or None): ``"tree"``, ``"sequence"`` or
+            ``None`` (no objects). lengths: int64 ``(len(objects),)``, nodes or elements per
+            object. ptr: int64 ``(len(objects) + 1,)``: object ``t`` holds the concatenated
+            elements ``ptr[t] .. ptr[t + 1] - 1``. sizes (trees only): int64, the subtree
+            sizes of all nodes, concatenated. All on the CPU.
 
-class _Table:
-    """A table of trees or sequences, flattened once and shared by many pairs."""
+    Raises:
+        TypeError: objects that are neither trees nor sequences, or both kinds mixed.
+    """
 
     def __init__(self, objects: Sequence, side: str):
         objects = list(objects)
-        kinds = {_kind_of(o) for o in objects}
+        kinds = {kind_of(o) for o in objects}
         if len(kinds) > 1:
             raise TypeError(f"{side}: cannot mix trees and sequences in one batch")
         self.objects = objects
         self.kind = kinds.pop() if kinds else None
-        self.lengths = _long_tensor(len(o) for o in objects)
-        # Objects concatenated: object t holds elements [ptr[t], ptr[t + 1]).
+        self.lengths = long_tensor(len(o) for o in objects)
         self.ptr = torch.zeros(len(objects) + 1, dtype=torch.long)
         torch.cumsum(self.lengths, 0, out=self.ptr[1:])
         if self.kind == "tree":
-            data = bytearray(b"".join([o._subtree_sizes_int64() for o in objects]))
+            data = bytearray(b"".join([o.subtree_sizes_bytes() for o in objects]))
             self.sizes = torch.frombuffer(data, dtype=torch.long) if data else torch.zeros(0, dtype=torch.long)
         self._encoded = weakref.WeakKeyDictionary()
 
@@ -109,7 +119,7 @@ class _Table:
         key = (len(cost.alphabet), unknown)
         if key not in per_cost:
             # One encode call for the whole table (it names unknown labels).
-            flat = cost.encode(list(itertools.chain.from_iterable(map(_labels_of, self.objects))),
+            flat = cost.encode(list(itertools.chain.from_iterable(map(labels_of, self.objects))),
                                unknown=unknown)
             per_cost.clear()
             per_cost[key] = {"flat": flat}
@@ -189,16 +199,16 @@ class _SymbolView:
         lookup[used] = torch.arange(k)
         return cls(table, cost, unknown, lookup)
 
-    def flat_labels(self, side: "_Table") -> torch.Tensor:
+    def flat_labels(self, side: "FlatTable") -> torch.Tensor:
         flat = side.flat_labels(self.cost, self.unknown)
         return flat if self.lookup is None else self.lookup[flat]
 
-    def padded_labels(self, side: "_Table", pairs: torch.Tensor, width: int) -> torch.Tensor:
+    def padded_labels(self, side: "FlatTable", pairs: torch.Tensor, width: int) -> torch.Tensor:
         enc = side.encoded(self.cost, self.unknown)[pairs, :width]
         return enc if self.lookup is None else self.lookup[enc]
 
 
-def _matrix_view(x_table: "_Table", y_table: "_Table", cost, unknown: str) -> Optional[_SymbolView]:
+def _matrix_view(x_table: "FlatTable", y_table: "FlatTable", cost, unknown: str) -> Optional[_SymbolView]:
     """One symbol view for every pair of two tables (a whole matrix): the whole table, or a
     local one over all their symbols if it fits ``_LOCAL_TABLE_CELLS``, else None."""
     if not isinstance(cost, SymbolCost):
@@ -212,7 +222,7 @@ def _matrix_view(x_table: "_Table", y_table: "_Table", cost, unknown: str) -> Op
     return _SymbolView.local(cost, unknown, labels, _LOCAL_TABLE_CELLS)
 
 
-def _whole_table(cost: SymbolCost, x_table: "_Table", y_table: "_Table", unknown: str) -> Optional[torch.Tensor]:
+def _whole_table(cost: SymbolCost, x_table: "FlatTable", y_table: "FlatTable", unknown: str) -> Optional[torch.Tensor]:
     """The cost module's whole symbol table if it has one, else None."""
     table = table_of(cost)
     if table is None:
@@ -245,15 +255,21 @@ class PairBatch:
         xs, ys = list(xs), list(ys)
         if len(xs) != len(ys):
             raise ValueError(f"xs and ys must have the same length, got {len(xs)} and {len(ys)}")
-        self._init(_Table(xs, "xs"), _Table(ys, "ys"), torch.arange(len(xs)), torch.arange(len(ys)))
+        self._init(FlatTable(xs, "xs"), FlatTable(ys, "ys"), torch.arange(len(xs)), torch.arange(len(ys)))
 
     @classmethod
-    def from_tables(cls, x_table: "_Table", y_table: "_Table", pair_x, pair_y) -> "PairBatch":
-        """Pairs ``(x_table[pair_x[k]], y_table[pair_y[k]])`` over tables flattened once.
+    def from_tables(cls, x_table: FlatTable, y_table: FlatTable, pair_x, pair_y) -> "PairBatch":
+        """Pairs ``(x_table.objects[pair_x[k]], y_table.objects[pair_y[k]])`` over tables
+        flattened once.
 
-        ``x_table``/``y_table`` are the ``x_table``/``y_table`` attributes of another
-        ``PairBatch`` (or ``_Table(objects, name)``); their structure and symbol indices are
-        shared, so sub-batches (chunks, data-to-prototype pairs) cost no re-flattening.
+        Args:
+            x_table, y_table: :class:`FlatTable` objects, e.g. the ``x_table``/``y_table``
+                attributes of another ``PairBatch``; their structure and symbol indices are
+                shared, so sub-batches (chunks, data-to-prototype pairs) cost no re-flattening.
+            pair_x, pair_y: equally long int64 index vectors (CPU) into the two tables.
+
+        Raises:
+            TypeError: one table holds trees and the other sequences.
         """
         self = cls.__new__(cls)
         self._init(x_table, y_table, torch.as_tensor(pair_x, dtype=torch.long),
@@ -625,21 +641,7 @@ def coopt_matrix_batch(xs: Sequence, ys: Sequence, costs, *, rel_tol: Optional[f
 # ---------------------------------------------------------------------------
 
 
-def _alphabet_of(*collections) -> List[Hashable]:
-    """The labels of all objects, in order of first appearance."""
-    distinct = []
-    for objects in collections:
-        if any(objects is seen for seen in distinct):
-            continue
-        distinct.append(objects)
-    try:
-        return list(dict.fromkeys(itertools.chain.from_iterable(
-            o._distinct_labels() if isinstance(o, Tree) else o for objects in distinct for o in objects)))
-    except TypeError:
-        raise TypeError("labels must be hashable") from None
-
-
-def _pair_chunks(x_table: _Table, y_table: _Table, ii: torch.Tensor, jj: torch.Tensor,
+def _pair_chunks(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: torch.Tensor,
                  chunk_size: Optional[int] = None):
     """The pairs ``(ii[k], jj[k])`` reordered by size, and chunk boundaries.
 
@@ -667,7 +669,7 @@ def _pair_chunks(x_table: _Table, y_table: _Table, ii: torch.Tensor, jj: torch.T
     return ii, jj, bounds
 
 
-def _pair_values(x_table: _Table, y_table: _Table, ii: torch.Tensor, jj: torch.Tensor, cost, *,
+def _pair_values(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: torch.Tensor, cost, *,
                  mode: str = "exact", reference_cost=None, rel_tol=None, unknown: str = "error",
                  chunk_size: Optional[int] = None):
     """Distances of the pairs ``(x_table[ii[k]], y_table[jj[k]])`` in memory-bounded chunks.
@@ -728,7 +730,7 @@ def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional
     X = list(X)
     Y = X if same else list(Y)
     if cost is None:
-        cost = UnitCost(_alphabet_of(X, Y))
+        cost = UnitCost(alphabet_of(X, Y))
     elif not isinstance(cost, SymbolCost):
         raise TypeError(f"cost must be a bedl_torch.SymbolCost module, got {type(cost).__name__}")
     if reference_cost is not None and not isinstance(reference_cost, SymbolCost):
@@ -737,10 +739,43 @@ def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional
         symmetric = same and getattr(cost, "symmetric", False)
     if symmetric and not same and len(X) != len(Y):
         raise ValueError("symmetric=True needs a square matrix")
-    x_table = _Table(X, "X")
-    y_table = x_table if same else _Table(Y, "Y")
+    x_table = FlatTable(X, "X")
+    y_table = x_table if same else FlatTable(Y, "Y")
+    return pairwise_table_distances(x_table, y_table, cost, mode=mode,
+                                    reference_cost=reference_cost, chunk_size=chunk_size,
+                                    rel_tol=rel_tol, unknown=unknown, symmetric=symmetric)
+
+
+def pairwise_table_distances(x_table: FlatTable, y_table: FlatTable, cost: SymbolCost, *,
+                             mode: str = "exact", reference_cost: Optional[SymbolCost] = None,
+                             chunk_size: Optional[int] = None, rel_tol: Optional[float] = None,
+                             unknown: str = "error", symmetric: bool = False) -> torch.Tensor:
+    """:func:`pairwise_distances` between the objects of two :class:`FlatTable` objects.
+
+    For callers that compute many matrices over the same objects (BEDL's training distances,
+    once per round): the tables keep their flattened structure and symbol indices. Arguments
+    as for :func:`pairwise_distances`; ``cost`` is required and ``symmetric=True`` computes
+    ``i <= j`` only (square matrices).
+
+    Returns:
+        ``(len(x_table), len(y_table))`` tensor on the cost's device and dtype.
+
+    Raises:
+        TypeError: tables of different kinds, ``cost``/``reference_cost`` not a SymbolCost.
+        ValueError: unknown ``mode``, labels missing from the alphabet (with
+            ``unknown="error"``), ``symmetric`` for a non-square matrix, ``chunk_size < 1``.
+    """
+    if mode not in ("exact", "pseudo"):
+        raise ValueError(f"mode must be 'exact' or 'pseudo', got {mode!r}")
+    if not isinstance(cost, SymbolCost):
+        raise TypeError(f"cost must be a bedl_torch.SymbolCost module, got {type(cost).__name__}")
+    if reference_cost is not None and not isinstance(reference_cost, SymbolCost):
+        raise TypeError("reference_cost must be a bedl_torch.SymbolCost module")
     if x_table.kind and y_table.kind and x_table.kind != y_table.kind:
         raise TypeError(f"X and Y must both hold trees or both sequences, got {x_table.kind}s and {y_table.kind}s")
+    nx, ny = len(x_table), len(y_table)
+    if symmetric and nx != ny:
+        raise ValueError("symmetric=True needs a square matrix")
     # Fail early, naming unknown labels, before any work.
     x_table.flat_labels(cost, unknown)
     y_table.flat_labels(cost, unknown)
@@ -748,7 +783,6 @@ def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional
         x_table.flat_labels(reference_cost, unknown)
         y_table.flat_labels(reference_cost, unknown)
 
-    nx, ny = len(X), len(Y)
     if symmetric:
         ii, jj = torch.triu_indices(nx, ny, offset=0)
     else:

@@ -39,6 +39,10 @@ from typing import Sequence
 import numpy as np
 from scipy import sparse
 
+from ..costs import MatrixCost, UnitCost
+from ..labels import alphabet_of, labels_of
+from ..ops import PairBatch, pairwise_distances
+
 __all__ = ["solve_gesl_qp", "gesl_objective", "gesl_dual_bound", "select_pairs",
            "PairFrequencies", "GESL", "MatrixCost", "node_labels", "frequency_rows"]
 
@@ -183,24 +187,8 @@ def select_pairs(D0, y, n_neighbors: int):
 
 
 def node_labels(obj) -> list:
-    """Node labels of a tree (``.labels``, preorder) or the elements of a sequence."""
-    labels = getattr(obj, "labels", None)
-    return list(labels) if labels is not None else list(obj)
-
-
-def _default_alphabet(objects) -> list:
-    """Labels in order of first occurrence (deterministic for a given data order)."""
-    seen = {}
-    for obj in objects:
-        for label in node_labels(obj):
-            seen.setdefault(label, None)
-    return list(seen)
-
-
-def _unit_cost(alphabet):
-    from ..costs import UnitCost
-
-    return UnitCost(list(alphabet))
+    """Node labels of a tree (``.labels``, preorder) or the elements of a sequence, as a list."""
+    return list(labels_of(obj))
 
 
 def frequency_rows(xs: Sequence, ys: Sequence, reference_cost, *,
@@ -213,8 +201,6 @@ def frequency_rows(xs: Sequence, ys: Sequence, reference_cost, *,
     pairs whose padded co-optimal matrices hold at most ``max_elements`` numbers.
     ``progress(done, total)`` is called after each chunk.
     """
-    from ..ops import PairBatch
-
     if len(xs) != len(ys):
         raise ValueError(f"{len(xs)} left but {len(ys)} right objects")
     S = reference_cost.gap_index + 1
@@ -280,9 +266,9 @@ class PairFrequencies:
     def __init__(self, X: Sequence, alphabet: Sequence | None = None, reference_cost=None,
                  *, symmetric: bool | None = None, progress=None):
         self.X = list(X)
-        self.alphabet = list(alphabet) if alphabet is not None else _default_alphabet(self.X)
+        self.alphabet = list(alphabet) if alphabet is not None else alphabet_of(self.X)
         if reference_cost is None:
-            reference_cost = _unit_cost(self.alphabet)
+            reference_cost = UnitCost(self.alphabet)
             symmetric = True if symmetric is None else symmetric
         self.reference_cost = reference_cost
         self.symmetric = bool(symmetric) if symmetric is not None else False
@@ -398,55 +384,13 @@ class GESL:
     def fit_pairs(self, pos: Sequence, neg: Sequence, alphabet: Sequence | None = None):
         """Learn from explicit positive and negative pairs (lists of ``(x, y)`` tuples)."""
         objs = [o for pair in list(pos) + list(neg) for o in pair]
-        alphabet = list(alphabet) if alphabet is not None else _default_alphabet(objs)
-        ref = self.reference_cost if self.reference_cost is not None else _unit_cost(alphabet)
+        alphabet = list(alphabet) if alphabet is not None else alphabet_of(objs)
+        ref = self.reference_cost if self.reference_cost is not None else UnitCost(alphabet)
         F_pos, _ = frequency_rows([p[0] for p in pos], [p[1] for p in pos], ref)
         F_neg, _ = frequency_rows([p[0] for p in neg], [p[1] for p in neg], ref)
         return self._finish(F_pos, F_neg, alphabet, ref.gap_index + 1)
 
     def pseudo_distances(self, X, Y=None):
         """GESL's pseudo edit distances under the learned costs (scripts from the reference)."""
-        from ..ops import pairwise_distances
-
-        ref = self.reference_cost if self.reference_cost is not None else _unit_cost(self.alphabet_)
+        ref = self.reference_cost if self.reference_cost is not None else UnitCost(self.alphabet_)
         return pairwise_distances(X, Y, self.cost_, mode="pseudo", reference_cost=ref)
-
-
-# --------------------------------------------------------------------------- the learned cost
-def _symbol_cost_base():
-    from ..costs import SymbolCost
-
-    return SymbolCost
-
-
-class MatrixCost(_symbol_cost_base()):
-    """A fixed symbol cost table: ``C[a, b]`` replaces ``a`` by ``b``, ``C[a, U]`` deletes ``a``,
-    ``C[U, b]`` inserts ``b`` (``U = len(alphabet)`` = the gap). ``matrix`` is
-    ``(U + 1, U + 1)``; it is stored as a buffer (float64 by default), not a parameter.
-    ``symmetric`` is set when the matrix is."""
-
-    def __init__(self, alphabet, matrix, dtype=None):
-        super().__init__(alphabet)
-        import torch
-
-        m = torch.as_tensor(np.asarray(matrix) if not isinstance(matrix, torch.Tensor) else matrix)
-        m = m.detach().clone().to(dtype or torch.float64)
-        S = len(self.alphabet) + 1
-        if m.shape != (S, S):
-            raise ValueError(f"matrix must be ({S}, {S}) for {S - 1} symbols plus the gap, "
-                             f"got {tuple(m.shape)}")
-        self.register_buffer("matrix", m)
-        self.symmetric = bool(torch.equal(m, m.T))
-
-    @property
-    def dtype(self):
-        return self.matrix.dtype
-
-    @property
-    def device(self):
-        return self.matrix.device
-
-    def forward(self, x_idx, y_idx):
-        x_idx = x_idx.to(self.matrix.device)
-        y_idx = y_idx.to(self.matrix.device)
-        return self.matrix[x_idx[:, :, None], y_idx[:, None, :]]

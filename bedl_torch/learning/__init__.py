@@ -13,7 +13,7 @@ from .losses import (
 )
 from .mglvq import MedianGLVQ, glvq_likelihood, init_prototypes, median_glvq_em
 from .bedl import BEDL, initial_embedding
-from ..pretrained import CosineCost
+from ..costs import CosineCost
 
 __all__ = [
     "glvq_mu",

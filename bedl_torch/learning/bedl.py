@@ -16,8 +16,9 @@ from typing import Callable, Hashable, Optional, Sequence, Union
 import numpy as np
 import torch
 
-from ..costs import EuclideanCost, SymbolCost, pair_costs_of, simplex_embedding
-from ..ops import PairBatch, _pair_values, pairwise_distances
+from ..costs import CosineCost, EuclideanCost, SymbolCost, pair_costs_of, simplex_embedding
+from ..labels import check_collection, labels_of, missing_labels, sorted_alphabet
+from ..ops import PairBatch, pairwise_distances, pairwise_table_distances
 from ..tree import Tree
 from .losses import (
     _phi_derivative,
@@ -40,46 +41,6 @@ _REGULARIZERS = ("logdet", "frobenius", "both", None)
 # ---------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------
-
-
-def _labels(obj) -> Sequence[Hashable]:
-    return obj.labels if isinstance(obj, Tree) else obj
-
-
-def _check_inputs(X, name="X") -> list:
-    if isinstance(X, (str, Tree)):
-        raise TypeError(f"{name} must be a list of trees or of sequences, not a single {type(X).__name__}")
-    X = list(X)
-    kinds = set()
-    for x in X:
-        if isinstance(x, Tree):
-            kinds.add("tree")
-        elif isinstance(x, (str, list, tuple)):
-            kinds.add("sequence")
-        else:
-            raise TypeError(
-                f"{name} must hold bedl_torch.Tree objects or sequences (str, list, tuple), "
-                f"got {type(x).__name__}"
-            )
-    if len(kinds) > 1:
-        raise TypeError(f"{name} mixes trees and sequences")
-    return X
-
-
-def _sorted_alphabet(X) -> list:
-    """Training labels in a stable order: sorted (by ``(type name, repr)`` where labels of
-    different types cannot be compared), ``None`` (unlabeled nodes) last."""
-    seen = {}
-    for x in X:
-        for label in _labels(x):
-            seen.setdefault(label, None)
-    has_none = None in seen
-    labels = [s for s in seen if s is not None]
-    try:
-        labels = sorted(labels)
-    except TypeError:
-        labels = sorted(labels, key=lambda s: (type(s).__name__, repr(s)))
-    return labels + ([None] if has_none else [])
 
 
 def initial_embedding(num_symbols: int, dim: Optional[int] = None, dtype=torch.float64) -> torch.Tensor:
@@ -116,7 +77,7 @@ def _encode_padded(X, cost: SymbolCost, unknown: str) -> torch.Tensor:
     out = torch.full((len(X), width), cost.gap_index, dtype=torch.long)
     for k, x in enumerate(X):
         if len(x):
-            out[k, : len(x)] = cost.encode(list(_labels(x)), unknown=unknown)
+            out[k, : len(x)] = cost.encode(list(labels_of(x)), unknown=unknown)
     return out
 
 
@@ -342,13 +303,7 @@ class BEDL(_ParamsMixin):
         return cost.to(device=device, dtype=dtype)
 
     def _unknown_labels(self, X) -> list:
-        known = set(self.cost_.alphabet)
-        missing = {}
-        for x in X:
-            for label in _labels(x):
-                if label not in known:
-                    missing.setdefault(label, None)
-        return list(missing)
+        return missing_labels(X, set(self.cost_.alphabet))
 
     def _check_known(self, X, what="X", missing_from="seen in training"):
         """ValueError naming unseen labels unless ``unknown='origin'``; returns the ops'
@@ -372,7 +327,7 @@ class BEDL(_ParamsMixin):
         ``y``. Returns ``self``."""
         t_start = time.perf_counter()
         self._check_params()
-        X = _check_inputs(X)
+        X = check_collection(X)
         y = np.asarray(y)
         if y.ndim != 1 or len(y) != len(X):
             raise ValueError(f"y must be 1-D with len(X) = {len(X)} entries, got shape {y.shape}")
@@ -382,7 +337,7 @@ class BEDL(_ParamsMixin):
             raise ValueError("BEDL needs at least two classes")
         m = len(X)
 
-        train_alphabet = _sorted_alphabet(X)
+        train_alphabet = sorted_alphabet(X)
         cost = self._make_cost(train_alphabet)
         self.cost_ = cost
         self.alphabet_ = list(cost.alphabet)
@@ -497,20 +452,10 @@ class BEDL(_ParamsMixin):
         tables flattened (and encoded) once per fit; as :func:`~bedl_torch.ops.pairwise_distances`
         computes it (only ``i <= j`` for a symmetric cost, mirrored)."""
         symmetric = bool(getattr(cost, "symmetric", False))
-        if symmetric:
-            ii, jj = torch.triu_indices(m, m, offset=0)
-        else:
-            ii = torch.arange(m).repeat_interleave(m)
-            jj = torch.arange(m).repeat(m)
         with torch.no_grad():
-            ii, jj, vals = _pair_values(x_table, y_table, ii, jj, cost, unknown=unknown)
-        vals = vals.cpu()
-        v = vals.numpy()
-        D = np.zeros((m, m), dtype=v.dtype)
-        D[ii.numpy(), jj.numpy()] = v
-        if symmetric:
-            D[jj.numpy(), ii.numpy()] = v
-        return D
+            D = pairwise_table_distances(x_table, y_table, cost, unknown=unknown,
+                                         symmetric=symmetric)
+        return D.cpu().numpy()
 
     def _exact_objective(self, D: np.ndarray, protos, y_idx: np.ndarray, cost) -> float:
         """GLVQ loss plus regularisers from a matrix of actual distances (as :meth:`_objective`;
@@ -923,7 +868,7 @@ class BEDL(_ParamsMixin):
     def decision_distances(self, X) -> np.ndarray:
         """``(len(X), n_prototypes_total)`` learned edit distances to the prototypes."""
         self._check_fitted()
-        X = _check_inputs(X)
+        X = check_collection(X)
         unknown = self._check_known(X)
         with torch.no_grad():
             D = pairwise_distances(X, self.prototypes_, self.cost_, unknown=unknown)
@@ -941,10 +886,10 @@ class BEDL(_ParamsMixin):
     def pairwise_distances(self, X, Y=None) -> np.ndarray:
         """Learned edit distances ``(len(X), len(Y))`` as a numpy array (``Y=None``: X)."""
         self._check_fitted()
-        X = _check_inputs(X)
+        X = check_collection(X)
         unknown = self._check_known(X)
         if Y is not None:
-            Y = _check_inputs(Y, "Y")
+            Y = check_collection(Y, "Y")
             unknown = self._check_known(Y, "Y") if unknown == "error" else unknown
         with torch.no_grad():
             D = pairwise_distances(X, Y, self.cost_, unknown=unknown)
@@ -1007,8 +952,6 @@ class BEDL(_ParamsMixin):
         elif cls_name.endswith(".EuclideanCost"):
             module = EuclideanCost(alphabet, embedding=cs["embedding"])
         elif cls_name.endswith(".CosineCost"):
-            from ..pretrained import CosineCost
-
             module = CosineCost(alphabet[:-1], cs["vectors"], omega=cs["Omega"])
         else:
             raise ValueError(f"pass cost= to restore a model with a custom cost ({cls_name})")
