@@ -41,6 +41,7 @@ from scipy import sparse
 
 from ..costs import MatrixCost, UnitCost
 from ..labels import alphabet_of, labels_of
+from ..learning.estimator import Estimator
 from ..ops import PairBatch, pairwise_distances
 
 __all__ = ["solve_gesl_qp", "gesl_objective", "gesl_dual_bound", "select_pairs",
@@ -321,7 +322,7 @@ class PairFrequencies:
 
 
 # --------------------------------------------------------------------------- the estimator
-class GESL:
+class GESL(Estimator):
     """GESL cost learning (see the module docstring).
 
     Parameters: ``n_neighbors`` (K: positive / negative pairs per training point), ``lam``
@@ -336,6 +337,9 @@ class GESL:
     ``cost_`` (a :class:`MatrixCost` for the core: ``pairwise_distances(X, Y, gesl.cost_,
     mode="pseudo", reference_cost=UnitCost(alphabet))`` is GESL's pseudo edit distance, with
     ``mode="exact"`` the edit distance under the learned costs).
+
+    Every fit raises ValueError for ``n_neighbors < 1`` or ``lam <= 0`` and RuntimeError when
+    the QP's certified duality gap is too large (see :func:`solve_gesl_qp`).
     """
 
     def __init__(self, n_neighbors: int = 1, lam: float = 1.0, nonnegative: bool = True,
@@ -345,19 +349,14 @@ class GESL:
         self.nonnegative = nonnegative
         self.reference_cost = reference_cost
 
-    # scikit-learn style parameters, without importing scikit-learn's BaseEstimator machinery
-    def get_params(self, deep: bool = True) -> dict:
-        return {"n_neighbors": self.n_neighbors, "lam": self.lam,
-                "nonnegative": self.nonnegative, "reference_cost": self.reference_cost}
-
-    def set_params(self, **params):
-        for key, value in params.items():
-            if key not in self.get_params():
-                raise ValueError(f"invalid parameter {key!r} for GESL")
-            setattr(self, key, value)
-        return self
+    def _validate_params(self) -> None:
+        if int(self.n_neighbors) < 1:
+            raise ValueError(f"n_neighbors must be >= 1, got {self.n_neighbors}")
+        if not float(self.lam) > 0:
+            raise ValueError(f"lam must be > 0, got {self.lam}")
 
     def _finish(self, F_pos, F_neg, alphabet, S):
+        """Solve the QP on the pairs' frequency rows and set the fitted attributes."""
         t = time.perf_counter()
         c, eta, info = solve_gesl_qp(F_pos, F_neg, self.lam, nonnegative=self.nonnegative)
         info["qp_seconds"] = time.perf_counter() - t
@@ -369,6 +368,9 @@ class GESL:
         return self
 
     def fit_frequencies(self, freq: PairFrequencies, index, y):
+        """Learn from the training points ``freq.X[index]`` with labels ``y``, their pairs'
+        frequency rows taken from ``freq`` (computed once per data set)."""
+        self._validate_params()
         index = np.asarray(index, dtype=np.int64)
         D0 = freq.reference_matrix(index)
         pos, neg = select_pairs(D0, y, self.n_neighbors)
@@ -378,11 +380,15 @@ class GESL:
         return self._finish(F_pos, F_neg, freq.alphabet, freq.S)
 
     def fit(self, X, y, alphabet: Sequence | None = None):
+        """Learn from trees or sequences ``X`` with labels ``y``; ``alphabet`` default: the
+        labels of ``X`` in order of first appearance."""
+        self._validate_params()
         freq = PairFrequencies(X, alphabet, self.reference_cost)
         return self.fit_frequencies(freq, np.arange(len(freq)), y)
 
     def fit_pairs(self, pos: Sequence, neg: Sequence, alphabet: Sequence | None = None):
         """Learn from explicit positive and negative pairs (lists of ``(x, y)`` tuples)."""
+        self._validate_params()
         objs = [o for pair in list(pos) + list(neg) for o in pair]
         alphabet = list(alphabet) if alphabet is not None else alphabet_of(objs)
         ref = self.reference_cost if self.reference_cost is not None else UnitCost(alphabet)

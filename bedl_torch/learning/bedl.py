@@ -29,7 +29,8 @@ from .losses import (
     logdet_regularizer,
     logdet_regularizer_and_grad,
 )
-from .mglvq import _ParamsMixin, init_prototypes, median_glvq_em
+from .estimator import Estimator
+from .mglvq import init_prototypes, median_glvq_em
 
 __all__ = ["BEDL", "initial_embedding"]
 
@@ -132,7 +133,7 @@ def _dtype_name(dtype) -> str:
 # ---------------------------------------------------------------------------
 
 
-class BEDL(_ParamsMixin):
+class BEDL(Estimator):
     """Embedding edit distance learning: learns edit costs for trees or sequences.
 
     Parameters
@@ -231,6 +232,8 @@ class BEDL(_ParamsMixin):
     costs of round ``best_round_`` with the prototypes median GLVQ chose under those costs.
     """
 
+    _estimator_type = "classifier"
+
     def __init__(
         self,
         n_prototypes: int = 1,
@@ -267,7 +270,7 @@ class BEDL(_ParamsMixin):
 
     # -- validation -----------------------------------------------------------
 
-    def _check_params(self):
+    def _validate_params(self) -> None:
         if self.mode not in ("pseudo", "exact"):
             raise ValueError(f"mode must be 'pseudo' or 'exact', got {self.mode!r}")
         if self.alignments not in ("initial", "step"):
@@ -326,7 +329,7 @@ class BEDL(_ParamsMixin):
         """Learn the edit costs and the prototypes from trees or sequences ``X`` and labels
         ``y``. Returns ``self``."""
         t_start = time.perf_counter()
-        self._check_params()
+        self._validate_params()
         X = check_collection(X)
         y = np.asarray(y)
         if y.ndim != 1 or len(y) != len(X):
