@@ -183,7 +183,7 @@ def test_numpy_losses_equal_torch_closed_forms():
         want = glvq_loss(dp, dm, phi)
         want.backward()
         value, g_plus, g_minus = glvq_loss_and_grad_numpy(d_plus, d_minus, phi)
-        assert value == pytest.approx(float(want), rel=REL)
+        assert value == pytest.approx(float(want.detach()), rel=REL)
         np.testing.assert_allclose(g_plus, dp.grad.numpy(), rtol=REL, atol=0)
         np.testing.assert_allclose(g_minus, dm.grad.numpy(), rtol=REL, atol=0)
         assert glvq_loss_and_grad_numpy(d_plus, d_minus, phi, backward=False) == (value, None, None)
@@ -194,7 +194,7 @@ def test_numpy_losses_equal_torch_closed_forms():
         want = torch_fn(At, 0.7)
         want.backward()
         value, grad = numpy_fn(A, 0.7)
-        assert value == pytest.approx(float(want), rel=REL)
+        assert value == pytest.approx(float(want.detach()), rel=REL)
         np.testing.assert_allclose(grad, At.grad.numpy(), rtol=REL, atol=1e-15)
 
 
