@@ -85,8 +85,8 @@ void finish_index(TreeIndex& t) {
 }
 
 OrientedTree index_tree(const int64_t* size, int64_t n, int64_t tree_id, const char* side) {
-  TORCH_CHECK(n >= 1, side, " tree ", tree_id, " is empty; a tree has at least one node");
-  TORCH_CHECK(size[0] == n, side, " tree ", tree_id, ": the root's subtree size is ", size[0],
+  TORCH_CHECK_VALUE(n >= 1, side, " tree ", tree_id, " is empty; a tree has at least one node");
+  TORCH_CHECK_VALUE(size[0] == n, side, " tree ", tree_id, ": the root's subtree size is ", size[0],
               " but the tree has ", n, " nodes");
   OrientedTree o;
   TreeIndex& t = o.left;
@@ -101,9 +101,9 @@ OrientedTree index_tree(const int64_t* size, int64_t n, int64_t tree_id, const c
   for (int64_t i = 0; i < n; ++i) {
     while (!open_ends.empty() && open_ends.back() <= i) open_ends.pop_back();
     const int64_t s = size[i];
-    TORCH_CHECK(s >= 1 && i + s <= n, side, " tree ", tree_id, ": subtree size ", s,
+    TORCH_CHECK_VALUE(s >= 1 && i + s <= n, side, " tree ", tree_id, ": subtree size ", s,
                 " of node ", i, " is out of range");
-    TORCH_CHECK(i == 0 || (!open_ends.empty() && i + s <= open_ends.back()), side, " tree ",
+    TORCH_CHECK_VALUE(i == 0 || (!open_ends.empty() && i + s <= open_ends.back()), side, " tree ",
                 tree_id, ": subtree of node ", i, " is not nested in its parent's (not preorder)");
     const int64_t depth = static_cast<int64_t>(open_ends.size());
     // Nodes before i in postorder: the non-ancestors before it in preorder and
@@ -935,7 +935,11 @@ double ted_solve(const TreeIndex& x, const TreeIndex& y, bool need_coopt, const 
   }
   // Counts as doubles unless they overflow (massive ties in large trees).
   double distance;
-  if (!ted_coopt(x, y, tie, ws, ws.fast, &distance)) ted_coopt(x, y, tie, ws, ws.exact, &distance);
+  if (!ted_coopt(x, y, tie, ws, ws.fast, &distance)) {
+    // Cannot fail for costs within the overflow rule (some alternative of each cell is its minimum).
+    const bool counted = ted_coopt(x, y, tie, ws, ws.exact, &distance);
+    TORCH_CHECK(counted, "internal error: no co-optimal mapping was counted for a pair of ", x.n, " and ", y.n, " nodes");
+  }
   return distance;
 }
 
@@ -1422,14 +1426,14 @@ inline void plan_lanes(const std::vector<OrientedTree>& xs, const std::vector<Or
 std::vector<OrientedTree> index_trees(const at::Tensor& sizes, const at::Tensor& ptr,
                                    const char* side) {
   const int64_t count = ptr.size(0) - 1;
-  TORCH_CHECK(count >= 0, side, "_ptr must have at least one entry");
+  TORCH_CHECK_VALUE(count >= 0, side, "_ptr must have at least one entry");
   const int64_t* ptr_p = ptr.data_ptr<int64_t>();
   const int64_t* size_p = sizes.data_ptr<int64_t>();
-  TORCH_CHECK(ptr_p[0] == 0 && ptr_p[count] == sizes.size(0), side,
+  TORCH_CHECK_VALUE(ptr_p[0] == 0 && ptr_p[count] == sizes.size(0), side,
               "_ptr must start at 0 and end at the number of nodes");
   std::vector<OrientedTree> trees(count);
   for (int64_t t = 0; t < count; ++t) {
-    TORCH_CHECK(ptr_p[t + 1] >= ptr_p[t], side, "_ptr must be non-decreasing");
+    TORCH_CHECK_VALUE(ptr_p[t + 1] >= ptr_p[t], side, "_ptr must be non-decreasing");
     trees[t] = index_tree(size_p + ptr_p[t], ptr_p[t + 1] - ptr_p[t], t, side);
   }
   return trees;
@@ -1456,9 +1460,9 @@ IndexedTrees index_both(const at::Tensor& x_sizes, const at::Tensor& x_ptr,
 void check_pairs(const std::vector<OrientedTree>& xs, const std::vector<OrientedTree>& ys,
                  const int64_t* px, const int64_t* py, int64_t batch) {
   for (int64_t b = 0; b < batch; ++b) {
-    TORCH_CHECK(px[b] >= 0 && px[b] < static_cast<int64_t>(xs.size()), "pair_x[", b, "] = ", px[b],
+    TORCH_CHECK_VALUE(px[b] >= 0 && px[b] < static_cast<int64_t>(xs.size()), "pair_x[", b, "] = ", px[b],
                 " is not a tree index");
-    TORCH_CHECK(py[b] >= 0 && py[b] < static_cast<int64_t>(ys.size()), "pair_y[", b, "] = ", py[b],
+    TORCH_CHECK_VALUE(py[b] >= 0 && py[b] < static_cast<int64_t>(ys.size()), "pair_y[", b, "] = ", py[b],
                 " is not a tree index");
   }
 }
@@ -1481,7 +1485,7 @@ std::tuple<at::Tensor, at::Tensor> ted_cpu(const at::Tensor& costs_in, const at:
   dp::check_index(y_ptr, "y_ptr", -1);
   dp::check_index(pair_x, "pair_x", batch);
   dp::check_index(pair_y, "pair_y", batch);
-  TORCH_CHECK(rel_tol >= 0.0 && std::isfinite(rel_tol), "rel_tol must be finite and >= 0");
+  dp::check_rel_tol(rel_tol);
   const at::Tensor costs = costs_in.contiguous();
   const IndexedTrees trees = index_both(x_sizes, x_ptr, y_sizes, y_ptr);
   const std::vector<OrientedTree>& xs = trees.xs;
@@ -1492,7 +1496,7 @@ std::tuple<at::Tensor, at::Tensor> ted_cpu(const at::Tensor& costs_in, const at:
   const int64_t rows = costs.size(1), cols = costs.size(2);
   check_pairs(xs, ys, px_p, py_p, batch);
   for (int64_t b = 0; b < batch; ++b) {
-    TORCH_CHECK(xs[px_p[b]].left.n + 1 <= rows && ys[py_p[b]].left.n + 1 <= cols, "pair ", b,
+    TORCH_CHECK_VALUE(xs[px_p[b]].left.n + 1 <= rows && ys[py_p[b]].left.n + 1 <= cols, "pair ", b,
                 " has trees of ", xs[px_p[b]].left.n, " and ", ys[py_p[b]].left.n,
                 " nodes, which do not fit costs of shape ", costs.sizes());
   }
@@ -1504,7 +1508,7 @@ std::tuple<at::Tensor, at::Tensor> ted_cpu(const at::Tensor& costs_in, const at:
     scalar_t* p = need_coopt ? coopt.data_ptr<scalar_t>() : nullptr;
     const std::vector<double> scales = dp::cost_scales(
         c, batch, rows, cols,
-        [&](int64_t b) { return std::make_pair(xs[px_p[b]].left.n, ys[py_p[b]].left.n); }, need_coopt);
+        [&](int64_t b) { return std::make_pair(xs[px_p[b]].left.n, ys[py_p[b]].left.n); });
     dp::for_each_pair<TedWorkspace>(batch, rows * cols, [&](int64_t b, TedWorkspace& ws) {
       const OrientedPair pair = orient(xs[px_p[b]], ys[py_p[b]]);
       const TreeIndex &x = pair.x, &y = pair.y;
@@ -1542,15 +1546,18 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cpu(
   const int64_t* xptr_p = xptr.data_ptr<int64_t>();
   const int64_t* yptr_p = yptr.data_ptr<int64_t>();
   check_pairs(xs, ys, px_p, py_p, batch);
-  int64_t rows = 1, cols = 1;
+  int64_t rows = 1, cols = 1, longest = -1, longest_m = 0, longest_n = 0;
   for (int64_t b = 0; b < batch; ++b) {
-    rows = std::max(rows, xs[px_p[b]].left.n + 1);
-    cols = std::max(cols, ys[py_p[b]].left.n + 1);
+    const int64_t m = xs[px_p[b]].left.n, n = ys[py_p[b]].left.n;
+    rows = std::max(rows, m + 1);
+    cols = std::max(cols, n + 1);
+    if (longest < 0 || m + n > longest_m + longest_n) std::tie(longest, longest_m, longest_n) = std::tie(b, m, n);
   }
   at::Tensor dist = at::empty({batch}, table.options());
   at::Tensor coopt = need_coopt ? at::zeros({batch, rows, cols}, table.options())
                                 : at::empty({0}, table.options());
   AT_DISPATCH_FLOATING_TYPES(table.scalar_type(), "ted_symbols_cpu", [&] {
+    if (longest >= 0) dp::check_pair_costs<scalar_t>(in.max_abs, longest_m, longest_n, longest, "symbol costs");
     const scalar_t* t = table.data_ptr<scalar_t>();
     const int64_t* xl_p = xl.data_ptr<int64_t>();
     const int64_t* yl_p = yl.data_ptr<int64_t>();
