@@ -16,6 +16,12 @@ Two differentiable quantities:
 Costs may live on any device and carry autograd history; the dynamic program
 runs on the CPU (one transfer per batch) and results come back on the costs'
 device.
+
+One module of over 600 lines on purpose: :class:`FlatTable`, the symbol views,
+:class:`PairBatch` and its two autograd functions call into each other (the functions run
+the batch's kernels and scatter into the views' tables), and splitting them would turn their
+private helpers into a public surface. Layer: ops (imports the kernels, the cost modules and
+:mod:`bedl_torch.labels`).
 """
 from __future__ import annotations
 
@@ -48,8 +54,8 @@ __all__ = [
 _CHUNK_CELLS = 1 << 22
 # Largest local symbol table (k x k over the symbols in use) built for a cost module without
 # a whole table: 1024 symbols, 8 MB in float64. The kernels gather a pair's costs from
-# scattered rows and columns, so a larger table is slower than the padded costs (measured:
-# a 4000-word table made 20-word sequence pairs 80 us each, cache misses on every cell).
+# scattered rows and columns, so a larger table loses to the padded costs through cache
+# misses on every cell.
 _LOCAL_TABLE_CELLS = 1 << 20
 
 
@@ -249,6 +255,17 @@ class PairBatch:
 
     Args:
         xs, ys: equally long sequences of trees or of sequences.
+
+    Attributes:
+        x_table, y_table (FlatTable): the two sides, flattened. pair_x, pair_y: int64 ``(B,)``
+            indices of each pair's objects in the tables. m, n: int64 ``(B,)`` their lengths.
+        kind (str): ``"tree"`` or ``"sequence"``. All on the CPU.
+
+    Raises:
+        ValueError: sides of different lengths. TypeError: objects that are neither trees nor
+            sequences, or trees mixed with sequences.
+
+    Results (distances, co-optimal matrices) come back on the costs' device and dtype.
     """
 
     def __init__(self, xs: Sequence, ys: Sequence):
@@ -300,10 +317,13 @@ class PairBatch:
     # -- costs ---------------------------------------------------------------
 
     def costs(self, cost: SymbolCost, unknown: str = "error") -> torch.Tensor:
-        """Padded costs ``(B, M+1, N+1)`` of every pair under a cost module.
+        """Padded costs ``(B, M+1, N+1)`` of every pair under a cost module (its device and
+        dtype; the padding holds gap costs).
 
-        Raises ValueError naming labels missing from ``cost.alphabet`` unless
-        ``unknown="gap"``.
+        Raises:
+            ValueError: labels missing from ``cost.alphabet`` (named) unless
+                ``unknown="gap"``, or a module that returns the wrong shape.
+            TypeError: ``cost`` is not a :class:`SymbolCost`.
         """
         if not isinstance(cost, SymbolCost):
             raise TypeError(f"cost must be a bedl_torch.SymbolCost module, got {type(cost).__name__}")
@@ -385,10 +405,15 @@ class PairBatch:
         """Distances ``(B,)`` of all pairs, differentiable in the costs.
 
         Args:
-            cost_or_costs: a cost module or a padded cost tensor.
+            cost_or_costs: a cost module or a padded float32/float64 cost tensor
+                ``(B, >= M+1, >= N+1)`` on any device.
             mode: ``"exact"`` (gradient P(C)) or ``"pseudo"`` (``sum(P0 * C)`` with
                 P0 at ``reference``: a cost module, a padded tensor or a P0 tensor
                 from :meth:`coopt`; default the current costs, detached).
+
+        Raises:
+            ValueError: an unknown mode, costs of the wrong shape, NaN or inf costs, labels
+                missing from the alphabet. TypeError: non-float costs.
         """
         return self._distances(cost_or_costs, mode, reference, rel_tol, unknown)
 
@@ -419,7 +444,8 @@ class PairBatch:
 
     def coopt(self, cost_or_costs, *, rel_tol: Optional[float] = None,
               unknown: str = "error") -> Tuple[torch.Tensor, torch.Tensor]:
-        """Distances ``(B,)`` and co-optimal matrices ``(B, M+1, N+1)``, without gradient."""
+        """Distances ``(B,)`` and co-optimal matrices ``(B, M+1, N+1)`` (zero outside each
+        pair's block), without gradient, on the costs' device. Raises as :meth:`distances`."""
         return self._coopt(cost_or_costs, rel_tol, unknown)
 
     def _coopt(self, cost_or_costs, rel_tol=None, unknown="error", view=None):
@@ -435,7 +461,12 @@ class PairBatch:
             return self._run(costs, True, tol)
 
     def pseudo_distances(self, cost_or_costs, coopt: torch.Tensor, *, unknown: str = "error") -> torch.Tensor:
-        """Pseudo edit distances ``sum(P0 * C)`` ``(B,)`` for frozen co-optimal matrices ``P0``."""
+        """Pseudo edit distances ``sum(P0 * C)`` ``(B,)`` for frozen co-optimal matrices ``P0``
+        (from :meth:`coopt`), differentiable in the costs.
+
+        Raises:
+            ValueError: ``coopt`` not a ``(B, M+1, N+1)`` tensor; as :meth:`costs`.
+        """
         return self._pseudo(cost_or_costs, coopt, unknown)
 
     def _pseudo(self, cost_or_costs, coopt, unknown="error", view=None):
@@ -556,6 +587,9 @@ def coopt_matrix(x, y, costs: torch.Tensor, *, rel_tol: Optional[float] = None):
     Returns:
         ``(distance, P)``: ``distance`` as from :func:`edit_distance` (differentiable),
         ``P`` with the costs' shape, dtype and device (no gradient).
+
+    Raises:
+        As :func:`edit_distance`.
     """
     return _single(x, y, costs, rel_tol, True)
 
@@ -566,6 +600,10 @@ def pseudo_edit_distance(x, y, costs: torch.Tensor, reference_costs: torch.Tenso
 
     P is frozen at ``reference_costs`` (detached), so the gradient with respect
     to ``costs`` is exactly that P.
+
+    Raises:
+        ValueError: ``reference_costs`` of another shape or device, NaN or inf costs.
+        TypeError: non-float costs.
     """
     _check_costs(costs)
     if tuple(reference_costs.shape) != tuple(costs.shape):
@@ -608,8 +646,16 @@ def edit_distance_batch(xs: Sequence, ys: Sequence, costs, *, rel_tol: Optional[
     """Edit distances ``(B,)`` of the pairs ``(xs[k], ys[k])`` in one call.
 
     Args:
-        costs: a list of ``(|x_k|+1, |y_k|+1)`` tensors, or one padded tensor
-            ``(B, M+1, N+1)`` in which pair ``k`` uses ``[:|x_k|+1, :|y_k|+1]``.
+        costs: a list of ``(|x_k|+1, |y_k|+1)`` tensors (one dtype, one device), or one
+            padded tensor ``(B, M+1, N+1)`` in which pair ``k`` uses ``[:|x_k|+1, :|y_k|+1]``.
+
+    Returns:
+        ``(B,)`` on the costs' device, differentiable (the gradient of pair ``k`` is its P).
+
+    Raises:
+        ValueError: a cost matrix of the wrong shape or count, NaN or inf costs, costs on
+            several devices. TypeError: non-float costs, mixed dtypes, objects of the wrong
+            kind.
     """
     batch = PairBatch(xs, ys)
     padded, _ = _pad_costs(batch, costs)
@@ -620,7 +666,8 @@ def coopt_matrix_batch(xs: Sequence, ys: Sequence, costs, *, rel_tol: Optional[f
     """Distances ``(B,)`` (differentiable) and co-optimal matrices of many pairs.
 
     Returns P as a list of per-pair matrices if ``costs`` is a list, else as one
-    padded ``(B, M+1, N+1)`` tensor (zero outside each pair's block).
+    padded ``(B, M+1, N+1)`` tensor (zero outside each pair's block). Raises as
+    :func:`edit_distance_batch`.
     """
     batch = PairBatch(xs, ys)
     padded, as_list = _pad_costs(batch, costs)
@@ -675,8 +722,8 @@ def _pair_values(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: t
     view = _matrix_view(x_table, y_table, cost, unknown)
     if chunk_size is None and mode == "exact" and view is not None and not (
             torch.is_grad_enabled() and view.table.requires_grad):
-        # Distances alone keep nothing per pair: one kernel call (about 0.6 ms of fixed
-        # cost for 100 trees) over all pairs.
+        # Distances alone keep nothing per pair: one kernel call over all pairs (its fixed
+        # cost is paid once).
         chunk_size = max(1, len(ii))
     ii, jj, bounds = _pair_chunks(x_table, y_table, ii, jj, chunk_size)
     ref = reference_cost if reference_cost is not None else cost
@@ -719,6 +766,13 @@ def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional
     Returns:
         Tensor on the cost's device and dtype, differentiable in the cost module's
         parameters when gradients are enabled.
+
+    Raises:
+        TypeError: objects that are neither trees nor sequences, trees mixed with sequences,
+            ``cost``/``reference_cost`` not a SymbolCost.
+        ValueError: an unknown ``mode``, labels missing from the alphabet (with
+            ``unknown="error"``), ``symmetric`` for a non-square matrix, ``chunk_size < 1``,
+            NaN or inf costs.
     """
     if mode not in ("exact", "pseudo"):
         raise ValueError(f"mode must be 'exact' or 'pseudo', got {mode!r}")
