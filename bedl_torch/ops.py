@@ -46,7 +46,7 @@ __all__ = [
     "PairBatch",
     "FlatTable",
     "pairwise_distances",
-    "pairwise_table_distances",
+    "table_pair_distances",
     "default_rel_tol",
 ]
 
@@ -79,7 +79,7 @@ class FlatTable:
     many pairs.
 
     :class:`PairBatch` builds one per side; :meth:`PairBatch.from_tables` and
-    :func:`pairwise_table_distances` take them, so that pairs drawn again and again from the
+    :func:`table_pair_distances` take them, so that pairs drawn again and again from the
     same objects (chunks of a matrix, BEDL's data-to-prototype pairs) are never flattened or
     encoded twice. The symbol indices under a cost module are computed on first use and cached
     per module.
@@ -712,11 +712,29 @@ def _pair_chunks(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: t
     return ii, jj, bounds
 
 
-def _pair_values(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: torch.Tensor, cost, *,
-                 mode: str = "exact", reference_cost=None, rel_tol=None, unknown: str = "error",
-                 chunk_size: Optional[int] = None):
-    """Distances of the pairs ``(x_table[ii[k]], y_table[jj[k]])`` in memory-bounded chunks.
-    Returns ``(ii, jj, values)`` in the order computed (pairs regrouped by size)."""
+def table_pair_distances(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor,
+                         jj: torch.Tensor, cost: SymbolCost, *, mode: str = "exact",
+                         reference_cost: Optional[SymbolCost] = None,
+                         rel_tol: Optional[float] = None, unknown: str = "error",
+                         chunk_size: Optional[int] = None):
+    """Distances of the pairs ``(x_table.objects[ii[k]], y_table.objects[jj[k]])`` in
+    memory-bounded chunks, for callers that keep :class:`FlatTable` objects across many calls
+    (BEDL's training distances, once per round) and assemble the values themselves.
+
+    Args:
+        x_table, y_table: the objects, flattened once. ii, jj: int64 ``(Q,)`` pair indices.
+        cost, mode, reference_cost, rel_tol, unknown, chunk_size: as for
+            :func:`pairwise_distances` (``chunk_size=None``: chosen by memory).
+
+    Returns:
+        ``(ii, jj, values)`` in the order computed (pairs regrouped by size): the indices on
+        the CPU, ``values`` ``(Q,)`` on the cost's device and dtype, differentiable in its
+        parameters when gradients are enabled.
+
+    Raises:
+        ValueError: labels missing from the alphabet (with ``unknown="error"``), NaN or inf
+            costs.
+    """
     # One symbol table for all chunks (a module's whole table, or one over the symbols of X
     # and Y); chunks build their own local tables only when that one would be too large.
     view = _matrix_view(x_table, y_table, cost, unknown)
@@ -791,41 +809,8 @@ def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional
         raise ValueError("symmetric=True needs a square matrix")
     x_table = FlatTable(X, "X")
     y_table = x_table if same else FlatTable(Y, "Y")
-    return pairwise_table_distances(x_table, y_table, cost, mode=mode,
-                                    reference_cost=reference_cost, chunk_size=chunk_size,
-                                    rel_tol=rel_tol, unknown=unknown, symmetric=symmetric)
-
-
-def pairwise_table_distances(x_table: FlatTable, y_table: FlatTable, cost: SymbolCost, *,
-                             mode: str = "exact", reference_cost: Optional[SymbolCost] = None,
-                             chunk_size: Optional[int] = None, rel_tol: Optional[float] = None,
-                             unknown: str = "error", symmetric: bool = False) -> torch.Tensor:
-    """:func:`pairwise_distances` between the objects of two :class:`FlatTable` objects.
-
-    For callers that compute many matrices over the same objects (BEDL's training distances,
-    once per round): the tables keep their flattened structure and symbol indices. Arguments
-    as for :func:`pairwise_distances`; ``cost`` is required and ``symmetric=True`` computes
-    ``i <= j`` only (square matrices).
-
-    Returns:
-        ``(len(x_table), len(y_table))`` tensor on the cost's device and dtype.
-
-    Raises:
-        TypeError: tables of different kinds, ``cost``/``reference_cost`` not a SymbolCost.
-        ValueError: unknown ``mode``, labels missing from the alphabet (with
-            ``unknown="error"``), ``symmetric`` for a non-square matrix, ``chunk_size < 1``.
-    """
-    if mode not in ("exact", "pseudo"):
-        raise ValueError(f"mode must be 'exact' or 'pseudo', got {mode!r}")
-    if not isinstance(cost, SymbolCost):
-        raise TypeError(f"cost must be a bedl_torch.SymbolCost module, got {type(cost).__name__}")
-    if reference_cost is not None and not isinstance(reference_cost, SymbolCost):
-        raise TypeError("reference_cost must be a bedl_torch.SymbolCost module")
     if x_table.kind and y_table.kind and x_table.kind != y_table.kind:
         raise TypeError(f"X and Y must both hold trees or both sequences, got {x_table.kind}s and {y_table.kind}s")
-    nx, ny = len(x_table), len(y_table)
-    if symmetric and nx != ny:
-        raise ValueError("symmetric=True needs a square matrix")
     # Fail early, naming unknown labels, before any work.
     x_table.flat_labels(cost, unknown)
     y_table.flat_labels(cost, unknown)
@@ -833,6 +818,7 @@ def pairwise_table_distances(x_table: FlatTable, y_table: FlatTable, cost: Symbo
         x_table.flat_labels(reference_cost, unknown)
         y_table.flat_labels(reference_cost, unknown)
 
+    nx, ny = len(X), len(Y)
     if symmetric:
         ii, jj = torch.triu_indices(nx, ny, offset=0)
     else:
@@ -844,9 +830,9 @@ def pairwise_table_distances(x_table: FlatTable, y_table: FlatTable, cost: Symbo
 
     if chunk_size is not None and chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
-    ii, jj, vals = _pair_values(x_table, y_table, ii, jj, cost, mode=mode,
-                                reference_cost=reference_cost, rel_tol=rel_tol, unknown=unknown,
-                                chunk_size=chunk_size)
+    ii, jj, vals = table_pair_distances(x_table, y_table, ii, jj, cost, mode=mode,
+                                        reference_cost=reference_cost, rel_tol=rel_tol,
+                                        unknown=unknown, chunk_size=chunk_size)
     ii, jj = ii.to(out_device), jj.to(out_device)
     if symmetric:
         off = ii != jj

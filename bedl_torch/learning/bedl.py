@@ -20,7 +20,7 @@ import torch
 
 from ..costs import EuclideanCost, SymbolCost, simplex_embedding
 from ..labels import check_collection, missing_labels, sorted_alphabet
-from ..ops import FlatTable, PairBatch, pairwise_distances, pairwise_table_distances
+from ..ops import FlatTable, PairBatch, pairwise_distances, table_pair_distances
 from .estimator import Estimator
 from .mglvq import init_prototypes, median_glvq_em
 from .objectives import (
@@ -432,11 +432,24 @@ class BEDL(Estimator):
     def _train_distances(self, run: _Training) -> np.ndarray:
         """The ``(m, m)`` actual distances between the training objects (only ``i <= j`` for a
         symmetric cost, mirrored), from the tables flattened once per fit."""
+        m = len(run.X)
         symmetric = bool(getattr(run.cost, "symmetric", False))
+        if symmetric:
+            ii, jj = torch.triu_indices(m, m, offset=0)
+        else:
+            ii = torch.arange(m).repeat_interleave(m)
+            jj = torch.arange(m).repeat(m)
         with torch.no_grad():
-            D = pairwise_table_distances(run.x_table, run.y_table, run.cost,
-                                         unknown=run.unknown, symmetric=symmetric)
-        return D.cpu().numpy()
+            ii, jj, vals = table_pair_distances(run.x_table, run.y_table, ii, jj, run.cost,
+                                                unknown=run.unknown)
+        # assembled in numpy: a few small torch operations here can each wait for the
+        # intra-op thread pool on a busy machine
+        v = vals.cpu().numpy()
+        D = np.zeros((m, m), dtype=v.dtype)
+        D[ii.numpy(), jj.numpy()] = v
+        if symmetric:
+            D[jj.numpy(), ii.numpy()] = v
+        return D
 
     def _prototype_step(self, run: _Training, D: np.ndarray, previous) -> np.ndarray:
         """Median GLVQ on the distances ``D``, from the previous prototypes (first round: the
