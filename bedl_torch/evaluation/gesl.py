@@ -295,6 +295,7 @@ class PairFrequencies:
         return I * N + J, np.zeros(len(I), dtype=bool)
 
     def rows(self, I, J):
+        """CSR frequency rows ``(len(I), S * S)`` of the ordered pairs ``(X[I[k]], X[J[k]])``."""
         idx, flip = self._row_index(np.ravel(I), np.ravel(J))
         sub = self.F[idx]
         if flip.any():
@@ -306,12 +307,19 @@ class PairFrequencies:
         return sub
 
     def reference_matrix(self, I, J=None):
+        """Reference-cost edit distances ``(len(I), len(J))`` (numpy; ``J=None``: ``I``)."""
         I = np.asarray(I, dtype=np.int64)
         J = I if J is None else np.asarray(J, dtype=np.int64)
         idx, _ = self._row_index(np.repeat(I, len(J)), np.tile(J, len(I)))
         return self._d[idx].reshape(len(I), len(J))
 
     def pseudo_matrix(self, I, J, C):
+        """Pseudo edit distances ``(len(I), len(J))`` (numpy) under the ``(S, S)`` cost
+        matrix ``C``.
+
+        Raises:
+            ValueError: ``C`` without ``S * S`` entries.
+        """
         I = np.asarray(I, dtype=np.int64)
         J = np.asarray(J, dtype=np.int64)
         c = np.asarray(C, dtype=np.float64).reshape(-1)

@@ -209,6 +209,9 @@ class MedianGLVQ(Estimator):
     Fitted attributes: ``classes_``, ``prototypes_`` (indices into the training data, ordered
     by class), ``prototype_labels_``, ``n_iter_``, ``likelihood_`` (``sum_i log(4 - mu_i)``
     on the training data), ``loss_`` (GLVQ cost ``sum_i log(4 + mu_i)``).
+
+    Raises ValueError for a bad parameter, a matrix of the wrong shape or with NaN, or fewer
+    than two classes, and RuntimeError when predicting before ``fit``.
     """
 
     _estimator_type = "classifier"
