@@ -54,7 +54,10 @@ def initial_embedding(num_symbols: int, dim: Optional[int] = None, dtype=torch.f
     singular vector is the mean direction; the others have equal singular values, so which
     subspace is kept among them is the (deterministic) choice of the SVD routine; the
     projection shrinks some costs below 1. ``dim > num_symbols``: the simplex padded with zero
-    columns.
+    columns. Computed in float64, returned contiguous in ``dtype`` on the CPU.
+
+    Raises:
+        ValueError: ``dim < 1``.
     """
     A = simplex_embedding(num_symbols, dtype=torch.float64)
     # (.contiguous(): the Cholesky factor is column-major, and torch.optim.LBFGS needs
