@@ -74,15 +74,13 @@ def initial_embedding(num_symbols: int, dim: Optional[int] = None, dtype=torch.f
 
 
 @dataclass
-class _Training:
-    """What the rounds of one fit share: the data, the cost module and its learned
-    parameters, the training objects flattened (and encoded) once, and the loss."""
+class _FitData:
+    """What the rounds of one fit share besides the cost module: the training objects
+    (flattened and encoded once), their classes and the loss."""
 
     X: list
     y_idx: np.ndarray  # class index of every training object
     classes: np.ndarray
-    cost: SymbolCost
-    params: List[torch.Tensor]
     x_table: FlatTable
     y_table: FlatTable
     X_idx: torch.Tensor  # padded symbol indices of the training objects
@@ -316,15 +314,16 @@ class BEDL(Estimator):
         t_start = time.perf_counter()
         self._validate_params()
         X, y_idx, classes = self._validate_data(X, y)
-        run = self._initialize(X, y_idx, classes)
-        prototypes, best = self._alternate(run)
-        prototypes = self._keep_best_round(run, best, prototypes)
-        self._finish(run, prototypes)
+        cost, params, data = self._initialize(X, y_idx, classes)
+        prototypes, best = self._alternate(cost, params, data)
+        prototypes = self._keep_best_round(params, best, prototypes)
+        self._finish(data, prototypes)
         self.fit_time_ = time.perf_counter() - t_start
         return self
 
-    def _initialize(self, X, y_idx, classes) -> _Training:
-        """The initial cost module over the training alphabet and everything the rounds share."""
+    def _initialize(self, X, y_idx, classes):
+        """The initial cost module over the training alphabet, its learned parameters and the
+        data the rounds share."""
         cost = self._make_cost(sorted_alphabet(X))
         self.cost_ = cost
         self.alphabet_ = list(cost.alphabet)
@@ -341,12 +340,12 @@ class BEDL(Estimator):
         align_cost = None
         if self.mode == "pseudo" and self.alignments == "initial" and params:
             align_cost = copy.deepcopy(cost).requires_grad_(False)
-        return _Training(X=X, y_idx=y_idx, classes=classes, cost=cost, params=params,
-                         x_table=base.x_table, y_table=base.y_table,
-                         X_idx=padded_symbol_indices(X, cost, unknown), unknown=unknown,
-                         align_cost=align_cost, loss=self._loss_terms())
+        data = _FitData(X=X, y_idx=y_idx, classes=classes, x_table=base.x_table,
+                        y_table=base.y_table, X_idx=padded_symbol_indices(X, cost, unknown),
+                        unknown=unknown, align_cost=align_cost, loss=self._loss_terms())
+        return cost, params, data
 
-    def _alternate(self, run: _Training):
+    def _alternate(self, cost, params, data: _FitData):
         """Rounds of prototype selection and metric steps until a stop criterion holds; returns
         the last prototypes and the round with the lowest actual objective."""
         protos = None
@@ -359,17 +358,17 @@ class BEDL(Estimator):
         self.n_rounds_ = 0
         for rnd in range(int(self.max_rounds) + 1):
             t_round = time.perf_counter()
-            D = self._train_distances(run)
-            new = self._prototype_step(run, D, protos)
+            D = self._train_distances(cost, data)
+            new = self._prototype_step(data, D, protos)
             # Pseudo mode optimises a surrogate: remember the round whose actual objective is
             # lowest (exact distances, the prototypes chosen on them, the regularisers).
-            objective = run.loss.on_matrix(D, new, run.y_idx, run.cost)
+            objective = data.loss.on_matrix(D, new, data.y_idx, cost)
             self.actual_loss_history_.append(objective)
             if best is None or objective < best.objective:
-                best = _Round(objective, [p.detach().clone() for p in run.params], new, rnd)
+                best = _Round(objective, [p.detach().clone() for p in params], new, rnd)
             key = frozenset(int(i) for i in new)
             n_moved = len(new) if protos is None else int(np.sum(~np.isin(new, protos)))
-            stop = self._stop_reason(rnd, protos, key, seen, run)
+            stop = self._stop_reason(rnd, protos, key, seen, params)
             protos = new
             seen.add(key)
             if stop is not None:
@@ -377,7 +376,7 @@ class BEDL(Estimator):
                 if self.verbose:
                     print(f"[BEDL] round {rnd}: {stop}; stop")
                 break
-            loss0, loss1, n_eval = self._metric_step(run, protos)
+            loss0, loss1, n_eval = self._metric_step(cost, params, data, protos)
             self.n_rounds_ += 1
             if not self.loss_history_:
                 self.loss_history_.append(loss0)
@@ -399,7 +398,7 @@ class BEDL(Estimator):
         return protos, best
 
     def _stop_reason(self, rnd: int, previous, key: frozenset, seen: set,
-                     run: _Training) -> Optional[str]:
+                     params) -> Optional[str]:
         """Why the alternation stops before this round's metric step, or ``None``."""
         if previous is not None and key == frozenset(int(i) for i in previous):
             return "prototypes unchanged"
@@ -407,16 +406,16 @@ class BEDL(Estimator):
             return "prototypes cycle back to an earlier set"
         if rnd == int(self.max_rounds):
             return "max_rounds"
-        if not run.params:
+        if not params:
             return "no parameters to learn"
         return None
 
-    def _keep_best_round(self, run: _Training, best: _Round, prototypes):
+    def _keep_best_round(self, params, best: _Round, prototypes):
         """Return to the round with the lowest actual objective (its parameters and
         prototypes) if it is not the last."""
         if best.index != len(self.actual_loss_history_) - 1:
             with torch.no_grad():
-                for p, saved in zip(run.params, best.params):
+                for p, saved in zip(params, best.params):
                     p.copy_(saved)
             prototypes = best.prototypes
             if self.verbose:
@@ -424,27 +423,27 @@ class BEDL(Estimator):
         self.best_round_ = int(best.index)
         return prototypes
 
-    def _finish(self, run: _Training, prototypes) -> None:
+    def _finish(self, data: _FitData, prototypes) -> None:
         """The fitted prototype attributes, prototypes ordered by class."""
-        order = np.argsort(run.y_idx[prototypes], kind="stable")
+        order = np.argsort(data.y_idx[prototypes], kind="stable")
         prototypes = prototypes[order]
         self.prototype_indices_ = prototypes
-        self.prototypes_ = [run.X[int(i)] for i in prototypes]
-        self.prototype_labels_ = run.classes[run.y_idx[prototypes]]
+        self.prototypes_ = [data.X[int(i)] for i in prototypes]
+        self.prototype_labels_ = data.classes[data.y_idx[prototypes]]
 
-    def _train_distances(self, run: _Training) -> np.ndarray:
+    def _train_distances(self, cost, data: _FitData) -> np.ndarray:
         """The ``(m, m)`` actual distances between the training objects (only ``i <= j`` for a
         symmetric cost, mirrored), from the tables flattened once per fit."""
-        m = len(run.X)
-        symmetric = bool(getattr(run.cost, "symmetric", False))
+        m = len(data.X)
+        symmetric = bool(getattr(cost, "symmetric", False))
         if symmetric:
             ii, jj = torch.triu_indices(m, m, offset=0)
         else:
             ii = torch.arange(m).repeat_interleave(m)
             jj = torch.arange(m).repeat(m)
         with torch.no_grad():
-            ii, jj, vals = table_pair_distances(run.x_table, run.y_table, ii, jj, run.cost,
-                                                unknown=run.unknown)
+            ii, jj, vals = table_pair_distances(data.x_table, data.y_table, ii, jj, cost,
+                                                unknown=data.unknown)
         # assembled in numpy: a few small torch operations here can each wait for the
         # intra-op thread pool on a busy machine
         v = vals.cpu().numpy()
@@ -454,23 +453,23 @@ class BEDL(Estimator):
             D[jj.numpy(), ii.numpy()] = v
         return D
 
-    def _prototype_step(self, run: _Training, D: np.ndarray, previous) -> np.ndarray:
+    def _prototype_step(self, data: _FitData, D: np.ndarray, previous) -> np.ndarray:
         """Median GLVQ on the distances ``D``, from the previous prototypes (first round: the
         class medoids and greedy additions)."""
         if previous is None:
-            start = init_prototypes(D, run.y_idx, int(self.n_prototypes))
+            start = init_prototypes(D, data.y_idx, int(self.n_prototypes))
         else:
             start = previous
-        return median_glvq_em(D, run.y_idx, start, max_iter=100 * max(1, len(start)))[0]
+        return median_glvq_em(D, data.y_idx, start, max_iter=100 * max(1, len(start)))[0]
 
     # -- the metric step ------------------------------------------------------
 
-    def _metric_step(self, run: _Training, prototypes):
-        """One L-BFGS run on the loss of the data-to-prototype pairs; returns the loss at the
-        start and at the end, and the number of gradient evaluations. A step never ends worse
-        than it started (or at NaN/inf): then the parameters are restored."""
-        objective = self._make_objective(run, prototypes)
-        params = run.params
+    def _metric_step(self, cost, params, data: _FitData, prototypes):
+        """One L-BFGS run over ``params`` (the learned parameters of ``cost``) on the loss of
+        the data-to-prototype pairs; returns the loss at the start and at the end, and the
+        number of gradient evaluations. A step never ends worse than it started (or at
+        NaN/inf): then the parameters are restored."""
+        objective = self._make_objective(cost, params, data, prototypes)
         optimizer = torch.optim.LBFGS(
             params,
             lr=1.0,
@@ -496,31 +495,31 @@ class BEDL(Estimator):
             p.grad = None
         return loss0, final, objective.n_evals
 
-    def _make_objective(self, run: _Training, prototypes) -> MetricObjective:
+    def _make_objective(self, cost, params, data: _FitData, prototypes) -> MetricObjective:
         """The evaluator for this step (see :mod:`.objectives`): exact mode autograd; pseudo
         mode the frozen co-optimal matrices ``P0`` of the data-prototype pairs (under
-        ``run.align_cost`` or the current costs), then numpy for the default Euclidean cost,
+        ``data.align_cost`` or the current costs), then numpy for the default Euclidean cost,
         the dense symbol-frequency form for small alphabets, else the sparse symbol pairs."""
-        m, P = len(run.y_idx), len(prototypes)
-        cost, device = run.cost, run.cost.device
+        m, P = len(data.y_idx), len(prototypes)
+        device = cost.device
         protos_t = torch.as_tensor(prototypes, dtype=torch.long)
-        full = PairBatch.from_tables(run.x_table, run.y_table,
+        full = PairBatch.from_tables(data.x_table, data.y_table,
                                      torch.arange(m).repeat_interleave(P), protos_t.repeat(m))
-        y_dev = torch.as_tensor(run.y_idx, device=device)
+        y_dev = torch.as_tensor(data.y_idx, device=device)
         pairs = PrototypePairs(
-            y_dev[:, None] == torch.as_tensor(run.y_idx[prototypes], device=device)[None, :])
+            y_dev[:, None] == torch.as_tensor(data.y_idx[prototypes], device=device)[None, :])
         if self.mode == "exact":
-            return ExactObjective(cost, run.params, full, protos_t, pairs, run.loss, run.unknown)
-        align = cost if run.align_cost is None else run.align_cost
-        P0 = full.coopt(align, unknown=run.unknown)[1].to(device)
-        F = self._symbol_frequencies(cost, full, P0, run.X_idx)
-        if F is not None and self._numpy_path_ok(cost, run.params):
-            return self._numpy_evaluator(cost, F.view(m, P, -1), pairs, run.loss)
+            return ExactObjective(cost, params, full, protos_t, pairs, data.loss, data.unknown)
+        align = cost if data.align_cost is None else data.align_cost
+        P0 = full.coopt(align, unknown=data.unknown)[1].to(device)
+        F = self._symbol_frequencies(cost, full, P0, data.X_idx)
+        if F is not None and self._numpy_path_ok(cost, params):
+            return self._numpy_evaluator(cost, F.view(m, P, -1), pairs, data.loss)
         if F is not None:
             terms = DenseFrequencyTerms(flat_symbol_table(cost), F.view(m * P, -1))
         else:
-            terms = self._pair_cost_terms(cost, full, P0, run.X_idx)
-        return self._closed_form_evaluator(cost, run.params, terms, pairs, run.loss)
+            terms = self._pair_cost_terms(cost, full, P0, data.X_idx)
+        return self._closed_form_evaluator(cost, params, terms, pairs, data.loss)
 
     # The evaluator factories are methods so that a subclass can replace one of them.
 
