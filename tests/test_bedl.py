@@ -273,7 +273,7 @@ def test_dim_option():
 def test_pseudo_fast_path_matches_pair_batch(kind):
     """The aggregated symbol-frequency form of the pseudo distance equals
     PairBatch.pseudo_distances (sum of P0 * C over the cells)."""
-    from bedl_torch.learning.bedl import _encode_padded
+    from bedl_torch.learning.objectives import padded_symbol_indices as _encode_padded
 
     if kind == "sequences":
         X, _ = make_strings(12, seed=5)
