@@ -1,8 +1,13 @@
-"""Loads the compiled kernels ``bedl_torch._C`` with a readable error."""
+"""Loads the compiled kernels ``bedl_torch._C`` with a readable error and names its operators.
+
+The kernels are torch operators (``torch.ops.bedl_torch.ted`` etc., CPU implementations in
+C++); the fake (meta) implementations below give their output shapes to ``torch.compile``
+and ``torch.library.opcheck`` without running them.
+"""
 import torch
 
 try:
-    from . import _C  # noqa: F401
+    from . import _C  # noqa: F401  (registers torch.ops.bedl_torch)
 except ImportError as exc:  # pragma: no cover - depends on the build
     raise ImportError(
         "bedl_torch's C++ extension (bedl_torch._C) could not be loaded: "
@@ -18,10 +23,48 @@ if _built.split(".")[:2] != _running.split(".")[:2]:  # pragma: no cover
         "installed; rebuild with `pip install --no-build-isolation -e .`."
     )
 
-ted_cpu = _C.ted_cpu
-sed_cpu = _C.sed_cpu
-ted_symbols_cpu = _C.ted_symbols_cpu
-sed_symbols_cpu = _C.sed_symbols_cpu
+_ops = torch.ops.bedl_torch
+# (distances (B,), P (B, M1, N1) or an empty tensor) for B pairs; see csrc/edit_distance.h
+ted_cpu = _ops.ted
+sed_cpu = _ops.sed
+ted_symbols_cpu = _ops.ted_symbols
+sed_symbols_cpu = _ops.sed_symbols
 # AVX2 kernels on or off (same bits either way; tests and benchmarks compare both)
 set_simd_enabled = _C.set_simd_enabled
 simd_enabled = _C.simd_enabled
+
+
+def _padded_outputs(costs, batch, need_coopt):
+    distances = costs.new_empty((batch,))
+    coopt = costs.new_empty(costs.shape) if need_coopt else costs.new_empty((0,))
+    return distances, coopt
+
+
+def _symbol_outputs(table, batch, need_coopt):
+    distances = table.new_empty((batch,))
+    if not need_coopt:
+        return distances, table.new_empty((0,))
+    # P is padded to the largest pair of the batch: a size known only from the data
+    ctx = torch.library.get_ctx()
+    return distances, table.new_empty((batch, ctx.new_dynamic_size(), ctx.new_dynamic_size()))
+
+
+@torch.library.register_fake("bedl_torch::ted")
+def _ted_fake(costs, x_sizes, x_ptr, y_sizes, y_ptr, pair_x, pair_y, need_coopt, rel_tol):
+    return _padded_outputs(costs, costs.shape[0], need_coopt)
+
+
+@torch.library.register_fake("bedl_torch::sed")
+def _sed_fake(costs, x_len, y_len, need_coopt, rel_tol):
+    return _padded_outputs(costs, costs.shape[0], need_coopt)
+
+
+@torch.library.register_fake("bedl_torch::ted_symbols")
+def _ted_symbols_fake(table, x_labels, x_sizes, x_ptr, y_labels, y_sizes, y_ptr, pair_x, pair_y,
+                      need_coopt, rel_tol):
+    return _symbol_outputs(table, pair_x.shape[0], need_coopt)
+
+
+@torch.library.register_fake("bedl_torch::sed_symbols")
+def _sed_symbols_fake(table, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, need_coopt, rel_tol):
+    return _symbol_outputs(table, pair_x.shape[0], need_coopt)

@@ -319,17 +319,13 @@ class PairBatch:
         c = costs.detach()
         if device.type != "cpu":
             c = c.cpu()
-        try:
-            if self.kind == "tree":
-                d, p = _ext.ted_cpu(c, self.x_table.sizes, self.x_table.ptr, self.y_table.sizes,
-                                    self.y_table.ptr, self.pair_x, self.pair_y, need_coopt, rel_tol)
-            else:
-                d, p = _ext.sed_cpu(c, self.m, self.n, need_coopt, rel_tol)
-        except RuntimeError as exc:
-            message = str(exc).splitlines()[0]
-            if "NaN or inf" in message:  # the kernel's finiteness check, see _check_costs
-                raise ValueError(f"costs must be finite: {message}") from None
-            raise
+        # The kernels check finiteness and the overflow rule on the data they read and raise
+        # ValueError naming the pair (see _check_costs).
+        if self.kind == "tree":
+            d, p = _ext.ted_cpu(c, self.x_table.sizes, self.x_table.ptr, self.y_table.sizes,
+                                self.y_table.ptr, self.pair_x, self.pair_y, need_coopt, rel_tol)
+        else:
+            d, p = _ext.sed_cpu(c, self.m, self.n, need_coopt, rel_tol)
         if device.type != "cpu":
             d = d.to(device)
             p = p.to(device)

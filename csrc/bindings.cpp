@@ -1,28 +1,34 @@
-// The only file that knows pybind11: exposes the kernels as bedl_torch._C.
+// The only file that knows Python: registers the kernels as torch operators
+// (torch.ops.bedl_torch.*, schemas on tensors, CPU implementations) and keeps
+// a small pybind11 module bedl_torch._C for loading the library and the
+// switches that are not operators.
 #include <torch/extension.h>
+#include <torch/library.h>
 
 #include "edit_distance.h"
 
+TORCH_LIBRARY(bedl_torch, m) {
+  m.def("ted(Tensor costs, Tensor x_sizes, Tensor x_ptr, Tensor y_sizes, Tensor y_ptr, "
+        "Tensor pair_x, Tensor pair_y, bool need_coopt, float rel_tol) -> (Tensor, Tensor)");
+  m.def("ted_symbols(Tensor symbol_costs, Tensor x_labels, Tensor x_sizes, Tensor x_ptr, "
+        "Tensor y_labels, Tensor y_sizes, Tensor y_ptr, Tensor pair_x, Tensor pair_y, "
+        "bool need_coopt, float rel_tol) -> (Tensor, Tensor)");
+  m.def("sed(Tensor costs, Tensor x_len, Tensor y_len, bool need_coopt, float rel_tol) -> (Tensor, Tensor)");
+  m.def("sed_symbols(Tensor symbol_costs, Tensor x_labels, Tensor x_ptr, Tensor y_labels, Tensor y_ptr, "
+        "Tensor pair_x, Tensor pair_y, bool need_coopt, float rel_tol) -> (Tensor, Tensor)");
+}
+
+TORCH_LIBRARY_IMPL(bedl_torch, CPU, m) {
+  m.impl("ted", &bedl::ted_cpu);
+  m.impl("ted_symbols", &bedl::ted_symbols_cpu);
+  m.impl("sed", &bedl::sed_cpu);
+  m.impl("sed_symbols", &bedl::sed_symbols_cpu);
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.doc() = "bedl_torch kernels: edit distances and co-optimal alignment matrices";
-  m.def("ted_cpu", &bedl::ted_cpu,
-        "Tree edit distances (and co-optimal matrices) of a batch of pairs", py::arg("costs"),
-        py::arg("x_sizes"), py::arg("x_ptr"), py::arg("y_sizes"), py::arg("y_ptr"),
-        py::arg("pair_x"), py::arg("pair_y"), py::arg("need_coopt"), py::arg("rel_tol"));
-  m.def("sed_cpu", &bedl::sed_cpu,
-        "Sequence edit distances (and co-optimal matrices) of a batch of pairs", py::arg("costs"),
-        py::arg("x_len"), py::arg("y_len"), py::arg("need_coopt"), py::arg("rel_tol"));
-  m.def("ted_symbols_cpu", &bedl::ted_symbols_cpu,
-        "Tree edit distances with costs from a symbol cost table", py::arg("symbol_costs"),
-        py::arg("x_labels"), py::arg("x_sizes"), py::arg("x_ptr"), py::arg("y_labels"),
-        py::arg("y_sizes"), py::arg("y_ptr"), py::arg("pair_x"), py::arg("pair_y"),
-        py::arg("need_coopt"), py::arg("rel_tol"));
+  m.doc() = "bedl_torch kernels: the operators live in torch.ops.bedl_torch once this module is loaded";
   m.def("set_simd_enabled", &bedl::set_simd_enabled,
         "Turn the AVX2 kernels on or off (same results; for tests and benchmarks)", py::arg("on"));
   m.def("simd_enabled", &bedl::simd_enabled, "Whether the AVX2 kernels run");
-  m.def("sed_symbols_cpu", &bedl::sed_symbols_cpu,
-        "Sequence edit distances with costs from a symbol cost table", py::arg("symbol_costs"),
-        py::arg("x_labels"), py::arg("x_ptr"), py::arg("y_labels"), py::arg("y_ptr"),
-        py::arg("pair_x"), py::arg("pair_y"), py::arg("need_coopt"), py::arg("rel_tol"));
   m.attr("torch_version") = TORCH_VERSION;
 }

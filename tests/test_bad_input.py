@@ -70,7 +70,7 @@ def test_non_finite_costs(bad, where):
 def test_non_finite_costs_of_long_sequences(dtype, bad):
     """Long enough for the vectorized paths (the kernels' finiteness pass on the bits, the
     AVX2 distance strips); the unused corner [m, n] is checked too. The largest finite
-    costs are not errors."""
+    costs break the overflow rule (tests/test_overflow.py): a ValueError too, never a NaN."""
     gen = torch.Generator().manual_seed(0)
     x = torch.randint(0, 3, (40,), generator=gen).tolist()
     y = torch.randint(0, 3, (50,), generator=gen).tolist()
@@ -85,7 +85,8 @@ def test_non_finite_costs_of_long_sequences(dtype, bad):
     big = C.clone()
     big[5, 5] = torch.finfo(dtype).max
     big[6, 7] = -torch.finfo(dtype).max
-    assert not torch.isnan(bedl_torch.edit_distance(x, y, big))
+    with pytest.raises(ValueError, match="too large"):
+        bedl_torch.edit_distance(x, y, big)
 
 
 def test_non_finite_padded_costs_in_pairbatch():

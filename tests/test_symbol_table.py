@@ -176,12 +176,12 @@ def test_kernel_checks_labels_and_table_shape():
     good = torch.tensor([0, 1], dtype=torch.long)
     d, _ = _ext.ted_symbols_cpu(t, good, sizes, ptr, good, sizes, ptr, pair, pair, False, 1e-9)
     assert float(d) == 2.0  # every entry 1, diagonal included: two replacements beat 4 indels
-    with pytest.raises(RuntimeError, match=r"x_labels\[1\] = 3 is not a row of the symbol cost table"):
+    with pytest.raises(ValueError, match=r"x_labels\[1\] = 3 is not a row of the symbol cost table"):
         _ext.ted_symbols_cpu(t, torch.tensor([0, 3]), sizes, ptr, good, sizes, ptr, pair, pair, False, 1e-9)
-    with pytest.raises(RuntimeError, match="symbol_costs must be a square 2-D"):
+    with pytest.raises(ValueError, match="symbol_costs must be a square 2-D"):
         _ext.ted_symbols_cpu(torch.ones(3, 2, dtype=torch.float64), good, sizes, ptr, good, sizes, ptr,
                              pair, pair, False, 1e-9)
-    with pytest.raises(RuntimeError, match="symbol_costs contain NaN or inf"):
+    with pytest.raises(ValueError, match="symbol_costs contain NaN or inf"):
         _ext.sed_symbols_cpu(torch.full((3, 3), float("inf")), good, ptr, good, ptr, pair, pair, False, 1e-9)
-    with pytest.raises(RuntimeError, match="pair_y"):
+    with pytest.raises(ValueError, match="pair_y"):
         _ext.sed_symbols_cpu(t, good, ptr, good, ptr, pair, torch.tensor([1]), False, 1e-9)

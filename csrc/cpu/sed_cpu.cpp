@@ -344,7 +344,7 @@ std::tuple<at::Tensor, at::Tensor> sed_cpu(const at::Tensor& costs_in, const at:
   const int64_t batch = costs_in.size(0);
   dp::check_index(x_len, "x_len", batch);
   dp::check_index(y_len, "y_len", batch);
-  TORCH_CHECK(rel_tol >= 0.0 && std::isfinite(rel_tol), "rel_tol must be finite and >= 0");
+  dp::check_rel_tol(rel_tol);
   const at::Tensor costs = costs_in.contiguous();
   const at::Tensor xl = x_len.contiguous();
   const at::Tensor yl = y_len.contiguous();
@@ -352,9 +352,9 @@ std::tuple<at::Tensor, at::Tensor> sed_cpu(const at::Tensor& costs_in, const at:
   const int64_t* xl_p = xl.data_ptr<int64_t>();
   const int64_t* yl_p = yl.data_ptr<int64_t>();
   for (int64_t b = 0; b < batch; ++b) {
-    TORCH_CHECK(xl_p[b] >= 0 && xl_p[b] + 1 <= rows, "x_len[", b, "] = ", xl_p[b],
+    TORCH_CHECK_VALUE(xl_p[b] >= 0 && xl_p[b] + 1 <= rows, "x_len[", b, "] = ", xl_p[b],
                 " does not fit costs of shape ", costs.sizes());
-    TORCH_CHECK(yl_p[b] >= 0 && yl_p[b] + 1 <= cols, "y_len[", b, "] = ", yl_p[b],
+    TORCH_CHECK_VALUE(yl_p[b] >= 0 && yl_p[b] + 1 <= cols, "y_len[", b, "] = ", yl_p[b],
                 " does not fit costs of shape ", costs.sizes());
   }
   at::Tensor dist = at::empty({batch}, costs.options());
@@ -364,7 +364,7 @@ std::tuple<at::Tensor, at::Tensor> sed_cpu(const at::Tensor& costs_in, const at:
     scalar_t* d = dist.data_ptr<scalar_t>();
     scalar_t* p = need_coopt ? coopt.data_ptr<scalar_t>() : nullptr;
     const std::vector<double> scales = dp::cost_scales(
-        c, batch, rows, cols, [&](int64_t b) { return std::make_pair(xl_p[b], yl_p[b]); }, need_coopt);
+        c, batch, rows, cols, [&](int64_t b) { return std::make_pair(xl_p[b], yl_p[b]); });
     dp::for_each_pair<SedWorkspace>(batch, rows * cols, [&](int64_t b, SedWorkspace& ws) {
       const scalar_t* cb = c + b * rows * cols;
       const int64_t m = xl_p[b], n = yl_p[b];
@@ -394,23 +394,26 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_cost
   const int64_t* px_p = px.data_ptr<int64_t>();
   const int64_t* py_p = py.data_ptr<int64_t>();
   const int64_t nx = xptr.size(0) - 1, ny = yptr.size(0) - 1;
-  TORCH_CHECK(nx >= 0 && xptr_p[0] == 0 && xptr_p[nx] == xl.size(0),
+  TORCH_CHECK_VALUE(nx >= 0 && xptr_p[0] == 0 && xptr_p[nx] == xl.size(0),
               "x_ptr must start at 0 and end at the number of labels");
-  TORCH_CHECK(ny >= 0 && yptr_p[0] == 0 && yptr_p[ny] == yl.size(0),
+  TORCH_CHECK_VALUE(ny >= 0 && yptr_p[0] == 0 && yptr_p[ny] == yl.size(0),
               "y_ptr must start at 0 and end at the number of labels");
-  for (int64_t t = 0; t < nx; ++t) TORCH_CHECK(xptr_p[t + 1] >= xptr_p[t], "x_ptr must be non-decreasing");
-  for (int64_t t = 0; t < ny; ++t) TORCH_CHECK(yptr_p[t + 1] >= yptr_p[t], "y_ptr must be non-decreasing");
-  int64_t rows = 1, cols = 1;
+  for (int64_t t = 0; t < nx; ++t) TORCH_CHECK_VALUE(xptr_p[t + 1] >= xptr_p[t], "x_ptr must be non-decreasing");
+  for (int64_t t = 0; t < ny; ++t) TORCH_CHECK_VALUE(yptr_p[t + 1] >= yptr_p[t], "y_ptr must be non-decreasing");
+  int64_t rows = 1, cols = 1, longest = -1, longest_m = 0, longest_n = 0;
   for (int64_t b = 0; b < batch; ++b) {
-    TORCH_CHECK(px_p[b] >= 0 && px_p[b] < nx, "pair_x[", b, "] = ", px_p[b], " is not a sequence index");
-    TORCH_CHECK(py_p[b] >= 0 && py_p[b] < ny, "pair_y[", b, "] = ", py_p[b], " is not a sequence index");
-    rows = std::max(rows, xptr_p[px_p[b] + 1] - xptr_p[px_p[b]] + 1);
-    cols = std::max(cols, yptr_p[py_p[b] + 1] - yptr_p[py_p[b]] + 1);
+    TORCH_CHECK_VALUE(px_p[b] >= 0 && px_p[b] < nx, "pair_x[", b, "] = ", px_p[b], " is not a sequence index");
+    TORCH_CHECK_VALUE(py_p[b] >= 0 && py_p[b] < ny, "pair_y[", b, "] = ", py_p[b], " is not a sequence index");
+    const int64_t m = xptr_p[px_p[b] + 1] - xptr_p[px_p[b]], n = yptr_p[py_p[b] + 1] - yptr_p[py_p[b]];
+    rows = std::max(rows, m + 1);
+    cols = std::max(cols, n + 1);
+    if (longest < 0 || m + n > longest_m + longest_n) std::tie(longest, longest_m, longest_n) = std::tie(b, m, n);
   }
   at::Tensor dist = at::empty({batch}, table.options());
   at::Tensor coopt = need_coopt ? at::zeros({batch, rows, cols}, table.options())
                                 : at::empty({0}, table.options());
   AT_DISPATCH_FLOATING_TYPES(table.scalar_type(), "sed_symbols_cpu", [&] {
+    if (longest >= 0) dp::check_pair_costs<scalar_t>(in.max_abs, longest_m, longest_n, longest, "symbol costs");
     const scalar_t* t = table.data_ptr<scalar_t>();
     const int64_t* xl_p = xl.data_ptr<int64_t>();
     const int64_t* yl_p = yl.data_ptr<int64_t>();
