@@ -20,6 +20,7 @@ from .ops import (
     pairwise_distances,
     pseudo_edit_distance,
 )
+from .alignments import edit_script, optimal_mapping, sample_mappings
 from .learning import BEDL, MedianGLVQ
 from . import datasets
 from . import pretrained  # noqa: F401 (bedl_torch.pretrained stays an attribute, as before)
@@ -37,6 +38,9 @@ __all__ = [
     "coopt_matrix_batch",
     "pairwise_distances",
     "default_rel_tol",
+    "optimal_mapping",
+    "sample_mappings",
+    "edit_script",
     "CosineCost",
     "BEDL",
     "MedianGLVQ",
