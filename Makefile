@@ -21,7 +21,7 @@ ASAN_DIR := build/asan
 ASAN_LIB := $(ASAN_DIR)/lib
 ASAN_TESTS ?= tests/test_core_reference.py tests/test_core_properties.py tests/test_oracles.py \
 	tests/test_symbol_table.py tests/test_local_tables.py tests/test_bad_input.py \
-	tests/test_overflow.py
+	tests/test_overflow.py tests/test_alignments.py
 # The interpreter is not instrumented, so the sanitizer runtimes must be loaded first; they
 # come from the compiler torch's extension builder uses ($CXX, else c++).
 ASAN_PRELOAD = $(shell $${CXX:-c++} -print-file-name=libasan.so):$(shell $${CXX:-c++} -print-file-name=libubsan.so)
