@@ -30,6 +30,10 @@ runs the short default, the same examples every run):
   rule. The symbol kernels leave that entry out of the rule, yet read it where labels missing
   from the alphabet are mapped to the gap (``unknown="gap"``), which gives d = inf or an
   internal error until they count it; off by default.
+* ``BEDL_FUZZ_MAPPING_EDGES=1``: also check the alignments' mappings where the largest cost is
+  subnormal or beyond half the overflow rule's bound. Their pin margin (up to the largest cost)
+  then rounds to 0, so that ``sample_mappings`` can map a node twice, or pushes the pinned
+  costs over the rule (a ValueError for costs that coopt_matrix accepts); off by default.
 """
 import ast
 import json
@@ -44,6 +48,7 @@ from hypothesis import strategies as st
 
 import bedl_torch
 from bedl_torch import BEDL, MedianGLVQ, PairBatch, Tree
+from bedl_torch.alignments import mapping_cost, optimal_mapping, sample_mappings
 from bedl_torch.costs import subtable_of
 from bedl_torch.evaluation.gesl import MatrixCost
 from oracles import forest_recursion, sequence_reference
@@ -53,6 +58,7 @@ SEED = os.environ.get("BEDL_FUZZ_SEED")
 TRACE = os.environ.get("BEDL_FUZZ_TRACE")
 HUGE_COSTS = os.environ.get("BEDL_FUZZ_HUGE_COSTS", "1") != "0"
 HUGE_GAP_GAP = os.environ.get("BEDL_FUZZ_HUGE_GAP_GAP", "0") == "1"
+MAPPING_EDGES = os.environ.get("BEDL_FUZZ_MAPPING_EDGES", "0") == "1"
 
 #: Largest (|x| + |y| + 2) * max|c| of the costs drawn as ordinary ones.
 SAFE_PATH_SUM = {torch.float64: 1e300, torch.float32: 1e36}
@@ -366,6 +372,15 @@ def plain_sequence_distance(m, n, C):
     return D[m][n]
 
 
+def subnormal_scale(C, m, n):
+    """Whether the largest cost a pair reads is subnormal (nonzero, below the dtype's smallest
+    normal value)."""
+    block = C.detach().double()[:m + 1, :n + 1].clone()
+    block[m, n] = 0.0
+    scale = float(block.abs().max())
+    return 0.0 < scale < float(torch.finfo(C.dtype).tiny)
+
+
 def exact_ties(C):
     """Whether every cost is a multiple of 1/2 of moderate size: ties are exact, so the
     oracles' absolute tie tolerance and the library's relative one agree."""
@@ -377,7 +392,8 @@ def exact_ties(C):
 @fuzz
 @given(pair=pairs(), data=st.data())
 def test_fuzz_single_pair_ops(pair, data):
-    """edit_distance, coopt_matrix and pseudo_edit_distance on any cost tensor."""
+    """edit_distance, coopt_matrix, pseudo_edit_distance and the alignments' mappings on any
+    cost tensor."""
     x, y = pair
     m, n = len(x), len(y)
     C, errors = data.draw(costs_for(m, n))
@@ -405,6 +421,16 @@ def test_fuzz_single_pair_ops(pair, data):
     # pseudo distance at its own reference costs: sum(P * C) = d
     pseudo = bedl_torch.pseudo_edit_distance(x, y, C, C.detach())
     assert abs(float(pseudo.detach()) - float(d)) <= d_tolerance(C, m, n)
+    # mappings: the documented optimal one and uniform samples are valid and co-optimal
+    if m + n <= 40 and (MAPPING_EDGES or not (subnormal_scale(C, m, n) or
+                                              not fits(2 * C.detach(), m, n))):
+        mappings = [optimal_mapping(x, y, C)] + sample_mappings(x, y, C, 2,
+                                                                torch.Generator().manual_seed(0))
+        for mapping in mappings:
+            assert sorted(i for i, _ in mapping if i is not None) == list(range(m)), mapping
+            assert sorted(j for _, j in mapping if j is not None) == list(range(n)), mapping
+            cost = float(mapping_cost(mapping, C.detach()))
+            assert abs(cost - float(d)) <= d_tolerance(C, m, n), (cost, float(d))
     # the references: the plain DP (sequences), the forest recursion (tiny trees)
     C64 = C.detach().double()
     if not isinstance(x, Tree) and m * n <= 2500:
