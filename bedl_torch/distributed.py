@@ -28,15 +28,16 @@ import torch
 import torch.distributed as dist
 
 from .costs import SymbolCost, UnitCost
-from .ops import _Table, _alphabet_of, _check_rel_tol, _pair_values
+from .ops import PairBatch, _Table, _alphabet_of, _check_rel_tol, _matrix_view, _pair_chunks
 from .tree import Tree
 
 __all__ = ["pairwise_distances", "kneighbors", "Tile", "plan_tiles", "assign_tiles"]
 
-# Largest default tile side: a tile of 1024 x 1024 pairs keeps about 50 MB of pair indices
-# and values on its rank.
+# Default tile sides. Above 1024 a tile's pair indices and values (about 50 MB) grow with its
+# square; below about 100 objects the kernels' work per tree (indexing it, laying out its
+# tables for the SIMD lanes), done once per tile, is shared by too few pairs.
 _MAX_DEFAULT_TILE = 1024
-_MIN_DEFAULT_TILE = 16
+_MIN_DEFAULT_TILE = 100
 _META_FORMAT = 1
 
 
@@ -76,10 +77,6 @@ class Tile:
                 f"{', mirrored' if self.mirrored else ''})")
 
 
-def _weights(objects) -> List[int]:
-    return [len(o) + 1 for o in objects]
-
-
 def plan_tiles(x_sizes: Sequence[int], y_sizes: Sequence[int], tile_size: int,
                symmetric: bool) -> List[Tile]:
     """The tiles of a ``len(x_sizes) x len(y_sizes)`` matrix in row-major block order.
@@ -87,9 +84,7 @@ def plan_tiles(x_sizes: Sequence[int], y_sizes: Sequence[int], tile_size: int,
     ``x_sizes``/``y_sizes``: the objects' sizes (nodes or elements). With ``symmetric`` only
     the blocks on and above the diagonal (the matrix must be square).
     """
-    tile_size = int(tile_size)
-    if tile_size < 1:
-        raise ValueError(f"tile_size must be >= 1, got {tile_size}")
+    tile_size = _check_tile_size(tile_size)
     nx, ny = len(x_sizes), len(y_sizes)
     if symmetric and nx != ny:
         raise ValueError("a symmetric matrix must be square")
@@ -113,6 +108,14 @@ def plan_tiles(x_sizes: Sequence[int], y_sizes: Sequence[int], tile_size: int,
     return tiles
 
 
+def _check_tile_size(tile_size) -> int:
+    if isinstance(tile_size, bool) or not isinstance(tile_size, (int, np.integer)):
+        raise TypeError(f"tile_size must be an int, got {type(tile_size).__name__}")
+    if tile_size < 1:
+        raise ValueError(f"tile_size must be >= 1, got {tile_size}")
+    return int(tile_size)
+
+
 def assign_tiles(tiles: Sequence[Tile], world_size: int) -> List[List[Tile]]:
     """Tiles per rank: the largest tile first to the least-loaded rank (ties: the earlier tile,
     the lower rank), so that every rank's share of cells is about equal. Deterministic."""
@@ -128,7 +131,7 @@ def assign_tiles(tiles: Sequence[Tile], world_size: int) -> List[List[Tile]]:
 
 def _default_tile_size(nx: int, ny: int, world_size: int) -> int:
     """About four blocks per rank along each side (enough tiles to balance), within
-    ``[16, 1024]``."""
+    ``[100, 1024]``."""
     n = max(nx, ny, 1)
     return max(_MIN_DEFAULT_TILE, min(_MAX_DEFAULT_TILE, math.ceil(n / (4 * world_size))))
 
@@ -231,6 +234,49 @@ class _Problem:
         self.dtype, self.device = cost.dtype, cost.device
         self.kw = dict(mode=mode, reference_cost=reference_cost, rel_tol=rel_tol,
                        unknown=unknown, chunk_size=chunk_size)
+        # The symbol tables of the whole matrix, built once: every tile gathers its costs from
+        # the same table as bedl_torch.pairwise_distances would for the whole matrix.
+        self.reference = reference_cost if reference_cost is not None else cost
+        with torch.no_grad():
+            self.view = _matrix_view(self.x_table, self.y_table, cost, unknown)
+            self.reference_view = self.view if self.reference is cost else None
+            if mode == "pseudo" and self.reference_view is None:
+                self.reference_view = _matrix_view(self.x_table, self.y_table, self.reference,
+                                                   unknown)
+        self._blocks: Dict[Tuple[str, int, int], _Table] = {}
+
+    def block(self, side: str, start: int, stop: int) -> _Table:
+        """The objects ``[start, stop)`` of X (``side="x"``) or Y, flattened once: the kernels
+        index every tree of the tables they get, so a tile gets tables of its own objects."""
+        if self.same:
+            side = "x"  # a diagonal tile of X x X passes one table twice, as the whole matrix does
+        key = (side, start, stop)
+        if key not in self._blocks:
+            objects = (self.X if side == "x" else self.Y)[start:stop]
+            self._blocks[key] = _Table(objects, side.upper())
+        return self._blocks[key]
+
+    def pair_values(self, x_table: _Table, y_table: _Table, ii: torch.Tensor, jj: torch.Tensor):
+        """Distances of the pairs ``(x_table[ii[k]], y_table[jj[k]])`` as
+        ``bedl_torch.pairwise_distances`` computes them (one kernel call for exact distances
+        from a symbol table, else chunks of similar sizes), with the whole matrix's symbol
+        tables; returns ``(ii, jj, values)`` in the order computed."""
+        mode, chunk_size = self.kw["mode"], self.kw["chunk_size"]
+        rel_tol, unknown = self.kw["rel_tol"], self.kw["unknown"]
+        if chunk_size is None and mode == "exact" and self.view is not None:
+            chunk_size = max(1, len(ii))
+        ii, jj, bounds = _pair_chunks(x_table, y_table, ii, jj, chunk_size)
+        values = []
+        with torch.no_grad():
+            for s, e in zip(bounds[:-1], bounds[1:]):
+                batch = PairBatch.from_tables(x_table, y_table, ii[s:e], jj[s:e])
+                if mode == "exact":
+                    values.append(batch._distances(self.cost, rel_tol=rel_tol, unknown=unknown,
+                                                   view=self.view))
+                else:
+                    p0 = batch._coopt(self.reference, rel_tol, unknown, view=self.reference_view)[1]
+                    values.append(batch._pseudo(self.cost, p0, unknown, view=self.view))
+        return ii, jj, torch.cat(values)
 
     @property
     def shape(self) -> Tuple[int, int]:
@@ -271,23 +317,21 @@ class _Problem:
 
 def _tile_values(problem: _Problem, tile: Tile) -> torch.Tensor:
     """The tile's distances ``(r1 - r0, c1 - c0)`` on the CPU (a triangle tile mirrored in
-    place), from the same code and symbol table as the whole matrix in
-    :func:`bedl_torch.pairwise_distances`."""
+    place)."""
     rows, cols = tile.shape
     if tile.triangle:
         ii, jj = torch.triu_indices(rows, cols, offset=0)
-        ii, jj = ii + tile.r0, jj + tile.c0
     else:
-        ii = torch.arange(tile.r0, tile.r1).repeat_interleave(cols)
-        jj = torch.arange(tile.c0, tile.c1).repeat(rows)
-    with torch.no_grad():
-        ii, jj, vals = _pair_values(problem.x_table, problem.y_table, ii, jj, problem.cost,
-                                    **problem.kw)
+        ii = torch.arange(rows).repeat_interleave(cols)
+        jj = torch.arange(cols).repeat(rows)
+    x_table = problem.block("x", tile.r0, tile.r1)
+    y_table = problem.block("y", tile.c0, tile.c1)
+    ii, jj, vals = problem.pair_values(x_table, y_table, ii, jj)
     vals = vals.detach().to("cpu", problem.dtype)
     values = torch.zeros(rows, cols, dtype=problem.dtype)
-    values.index_put_((ii - tile.r0, jj - tile.c0), vals)
+    values.index_put_((ii, jj), vals)
     if tile.triangle:
-        values.index_put_((jj - tile.r0, ii - tile.c0), vals)
+        values.index_put_((jj, ii), vals)
     return values
 
 
@@ -353,11 +397,12 @@ def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional
             into it, and a read-only ``numpy.memmap`` of it comes back. Each rank then holds
             one tile at a time, never the matrix.
         resume: with ``out``, keep the tiles a previous call with the same arguments finished
-            (recorded in the folder ``out + ".tiles"``) and compute only the others. Raises
-            ValueError if that call had another shape, dtype, tile size or other inputs.
-            Without a previous call it starts afresh.
+            (recorded in the folder ``out + ".tiles"``) and compute only the others, on any
+            number of ranks. Raises ValueError if that call had another shape, dtype, tile size
+            or other inputs. Without a previous call it starts afresh.
         tile_size: objects per tile side (default: about four tiles per rank along each side,
-            between 16 and 1024). Memory per rank grows with its square.
+            between 100 and 1024; when resuming, the previous call's). Memory per rank grows
+            with its square.
         group: the process group (default: the whole world when initialised).
         progress: a progress bar on rank 0 (needs tqdm).
 
@@ -373,13 +418,13 @@ def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional
         raise ValueError("resume=True needs out= (the file whose finished tiles to keep)")
     problem = _Problem(X, Y, cost, mode, reference_cost, chunk_size, rel_tol, unknown, symmetric)
     grp = _Group(group)
+    if tile_size is not None:
+        tile_size = _check_tile_size(tile_size)
+    if out is not None:
+        return _pairwise_to_file(problem, tile_size, grp, os.fspath(out), resume, progress)
     nx, ny = problem.shape
-    if tile_size is None:
-        tile_size = _default_tile_size(nx, ny, grp.size)
-    tiles = problem.tiles(tile_size)
-    if out is None:
-        return _pairwise_in_memory(problem, tiles, grp, progress)
-    return _pairwise_to_file(problem, tiles, int(tile_size), grp, os.fspath(out), resume, progress)
+    tiles = problem.tiles(tile_size or _default_tile_size(nx, ny, grp.size))
+    return _pairwise_in_memory(problem, tiles, grp, progress)
 
 
 def _compute_share(problem: _Problem, share: Sequence[Tile], grp: _Group, progress: bool,
@@ -526,26 +571,40 @@ def _write_block(fd: int, data_offset: int, ncols: int, r0: int, c0: int, block:
         _pwrite_all(fd, block[i].tobytes(), data_offset + ((r0 + i) * ncols + c0) * itemsize)
 
 
-def _pairwise_to_file(problem: _Problem, tiles: List[Tile], tile_size: int, grp: _Group,
-                      path: str, resume: bool, progress: bool):
+def _recorded_tile_size(path: str) -> Optional[int]:
+    """The tile size a previous run recorded for ``path``, if any (resume's default)."""
+    try:
+        with open(_meta_path(path), "r", encoding="utf-8") as f:
+            size = json.load(f).get("tile_size")
+    except (OSError, ValueError):
+        return None
+    return size if isinstance(size, int) and size >= 1 and os.path.exists(path) else None
+
+
+def _pairwise_to_file(problem: _Problem, tile_size: Optional[int], grp: _Group, path: str,
+                      resume: bool, progress: bool):
     nx, ny = problem.shape
     np_dtype = _np_dtype(problem.dtype)
     if grp.rank == 0:
-        meta = {"format": _META_FORMAT, "shape": [nx, ny], "dtype": np_dtype.str,
-                "tile_size": tile_size, "symmetric": problem.symmetric,
-                "fingerprint": problem.fingerprint()}
         try:
-            status = ("ok", _start_file(path, meta, resume))
+            if tile_size is None:  # a resumed run keeps its tiles, whatever the world size now
+                tile_size = ((_recorded_tile_size(path) if resume else None)
+                             or _default_tile_size(nx, ny, grp.size))
+            meta = {"format": _META_FORMAT, "shape": [nx, ny], "dtype": np_dtype.str,
+                    "tile_size": tile_size, "symmetric": problem.symmetric,
+                    "fingerprint": problem.fingerprint()}
+            status = ("ok", _start_file(path, meta, resume), tile_size)
         except (ValueError, OSError) as error:
             status = ("error", f"{type(error).__name__}: {error}", error)
         # the others open the file only after this broadcast, i.e. after rank 0 made it
-        message = grp.broadcast_object(status[:2], src=0)
+        message = grp.broadcast_object(status[:3] if status[0] == "ok" else status[:2], src=0)
         if status[0] == "error":
             raise status[2]
     else:
         message = grp.broadcast_object(None, src=0)
         if message[0] == "error":
             raise ValueError(f"rank 0 could not start {path}: {message[1]}")
+    tiles = problem.tiles(message[2])
     finished = set(message[1])
     todo = [t for t in tiles if t.name not in finished]
     shares = assign_tiles(todo, grp.size)
@@ -621,7 +680,7 @@ def kneighbors(X: Sequence, Y: Optional[Sequence] = None, *, k: int,
     grp = _Group(group)
     if tile_size is None:
         tile_size = _default_tile_size(nx, ny, grp.size)
-    tiles = problem.tiles(tile_size)
+    tiles = problem.tiles(_check_tile_size(tile_size))
     share = assign_tiles(tiles, grp.size)[grp.rank]
     best_d = torch.full((nx, k), math.inf, dtype=torch.float64)
     best_i = torch.full((nx, k), _NO_INDEX, dtype=torch.int64)
@@ -680,7 +739,7 @@ def add_cli_parser(subparsers) -> None:
                    help="keep the tiles a previous run of the same command finished")
     p.add_argument("--tile-size", type=int, default=None,
                    help="objects per tile side (default: about four tiles per rank a side, "
-                        "16 to 1024)")
+                        "100 to 1024)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 

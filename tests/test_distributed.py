@@ -280,6 +280,8 @@ def test_bad_arguments():
     trees = _trees(6, 0)
     with pytest.raises(ValueError, match="tile_size"):
         bd.pairwise_distances(trees, tile_size=0, progress=False)
+    with pytest.raises(TypeError, match="tile_size must be an int"):
+        bd.pairwise_distances(trees, tile_size=2.5, progress=False)
     with pytest.raises(ValueError, match="resume=True needs out"):
         bd.pairwise_distances(trees, resume=True, progress=False)
     with pytest.raises(ValueError, match="not initialised"):
@@ -434,7 +436,7 @@ def test_resume_computes_only_the_missing_tiles_and_gives_the_same_bits(tmp_path
     assert sorted(computed) == sorted(set(tiles) - set(first))
     assert np.array_equal(M, expected)
     computed.clear()
-    M = bd.pairwise_distances(trees, tile_size=5, out=path, resume=True, progress=False)
+    M = bd.pairwise_distances(trees, out=path, resume=True, progress=False)  # tiles of 5 kept
     assert computed == [] and np.array_equal(M, expected)
     # without resume everything is computed again, the old record dropped first
     bd.pairwise_distances(trees, tile_size=5, out=path, progress=False)
@@ -698,9 +700,9 @@ _MEMORY_SCRIPT = textwrap.dedent("""
     resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
     try:
         if use_file:
-            D = bd.pairwise_distances(X, tile_size=256, out=out, progress=False)
+            D = bd.pairwise_distances(X, tile_size=128, out=out, progress=False)
         else:
-            D = bd.pairwise_distances(X, tile_size=256, progress=False)
+            D = bd.pairwise_distances(X, tile_size=128, progress=False)
     except (MemoryError, RuntimeError) as error:
         print("out of memory:", str(error)[:200])
         sys.exit(3)
@@ -712,7 +714,9 @@ _MEMORY_SCRIPT = textwrap.dedent("""
 
 
 def test_memory_per_rank_is_bounded_by_the_tile_with_out(tmp_path):
-    n = 3000  # a 72 MB matrix; the limit leaves 18 MB above the warmed-up process
+    # a 72 MB matrix; the limit leaves 18 MB above the warmed-up process, and tiles of 128 x 128
+    # take a few MB (their pair indices and values, and what the allocator keeps of them)
+    n = 3000
     runs = {}
     for mode in ("file", "memory"):
         runs[mode] = subprocess.run([sys.executable, "-c", _MEMORY_SCRIPT, str(n), mode,
