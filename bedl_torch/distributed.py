@@ -33,8 +33,8 @@ from .tree import Tree
 
 __all__ = ["pairwise_distances", "kneighbors", "Tile", "plan_tiles", "assign_tiles"]
 
-# Default tile sides. Above 1024 a tile's pair indices and values (about 50 MB) grow with its
-# square; below about 100 objects the kernels' work per tree (indexing it, laying out its
+# Default tile sides. Above 1024 a tile's pair indices, values and kernel bookkeeping (50 to
+# 110 MB at 1024) grow with its square; below about 100 objects the kernels' work per tree (indexing it, laying out its
 # tables for the SIMD lanes), done once per tile, is shared by too few pairs.
 _MAX_DEFAULT_TILE = 1024
 _MIN_DEFAULT_TILE = 100
