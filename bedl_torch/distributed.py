@@ -796,6 +796,9 @@ def run_cli(args) -> int:
             print(f"{args.out}: {D.shape[0]} x {D.shape[1]} {D.dtype} in "
                   f"{time.perf_counter() - start:.1f} s on {world} process(es)")
         return 0
+    except (ValueError, TypeError, OSError) as error:
+        print(f"python -m bedl_torch pairwise: error: {error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         if rank == 0:
             done = len(_finished_tiles(args.out))

@@ -641,7 +641,9 @@ def test_cli_one_process_interrupt_and_resume(tmp_path):
     assert "D.npy: 17 x 17 float64" in run.stdout
     assert np.array_equal(np.load(tmp_path / "D.npy"), expected)
     run = _cli(["pairwise", "missing.jsonl", "--out", "E.npy"], tmp_path)
-    assert run.returncode != 0 and "neither a data set" in run.stderr
+    assert run.returncode == 2 and "'missing.jsonl' is neither a data set" in run.stderr
+    run = _cli(args + ["--resume", "--tile-size", "6"], tmp_path)
+    assert run.returncode == 2 and "cannot resume D.npy" in run.stderr
 
 
 def test_cli_glove_costs_on_word_trees(tmp_path):
