@@ -38,6 +38,11 @@ inline bool simd_avx2() {
 #endif
 }
 
+// Which alternatives of a cell are co-optimal: deleting x_i (from the cell
+// above), inserting y_j (from the left), matching (a replacement, or in a
+// forest the jump over a matched subtree pair).
+enum : uint8_t { kDel = 1, kIns = 2, kMatch = 4 };
+
 // A count of co-optimal mappings, m * 2^e with m in [0.5, 1) (or m == 0).
 // Counts grow exponentially with the size of the inputs when costs tie, past
 // any floating point range; an explicit exponent keeps them exact to double

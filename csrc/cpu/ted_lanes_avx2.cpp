@@ -1,0 +1,565 @@
+// Tree distances with symbol-table costs, four pairs at a time with AVX2.
+#include "ted_lanes_avx2.h"
+
+#include <algorithm>
+#include <limits>
+#include <tuple>
+
+namespace bedl {
+namespace ted {
+namespace {
+
+#ifdef BEDL_X86_SIMD
+// ---- Four pairs at once: the distance with symbol-table costs, AVX2 ----
+//
+// The forest tables of 30-node random trees average 6 x 6 cells, so a sweep
+// row by row spends about as much on starting rows and tables (and on the
+// mispredicted exits of short loops) as on cells, and each cell waits for its
+// left neighbour. Here up to four pairs that share x (and orientation) run in
+// the four lanes of AVX2 vectors. For one keyroot K of x, all tables (K, H)
+// over the non-leaf keyroots H of a lane's y stand side by side in one wide
+// row, each with its first column (as a cell whose only finite alternative
+// is the deletion), so a keyroot of x is one loop over long rows with four
+// independent chains. The columns of lane l come from its own y: the jump
+// and tdm reads, which follow y's structure, are gathers. Every cell uses the
+// expressions of distance_table in the same order (including std::min's
+// operand order), so lanes and the scalar kernel give the same bits
+// (test_simd_lanes_equal_scalar_kernel).
+constexpr int kLanes = 4;
+
+// y's side of the wide layout, which does not depend on x: built once per
+// tree (and orientation) of a call. Table H's columns are l(H) - 1 .. H.
+// Indices are in doubles of lane 0 (times kLanes); each lane adds its number.
+struct WideY {
+  int64_t width = 0, final_col = 0;  // final_col: the root's table is the last
+  std::vector<double> ins;           // +inf in first columns: no insertion enters them
+  std::vector<double> first_row;     // the tables' first rows (insertion sums)
+  std::vector<double> below_ins;     // inserting l(j) .. j - 1 (leaf rows' tdm); +inf in first columns
+  std::vector<int64_t> jump_at;      // the column the jump (match) alternative comes from
+  // Where a row's tdm of the column's node lies, relative to the row's start:
+  // the node's column in its own keyroot's table (itself on paths), leaf
+  // keyroot k's slot (-2 - k), or the +inf slot (-1) in first columns.
+  std::vector<int64_t> def_at;
+  std::vector<int64_t> symbol;       // the column's symbol (0 in first columns)
+  std::vector<int64_t> leaf_symbol;  // the leaf keyroots' symbols, slot by slot
+  // Small alphabets (S <= kRepBySymbolLimit): the replacement cost of every
+  // column for each symbol s of x, at [s * width + c], for ted_lanes' rep_w.
+  std::vector<double> rep_by_symbol;
+  static constexpr int64_t kRepBySymbolLimit = 32;
+};
+
+inline bool lanes_fit(const TreeIndex& x, const TreeIndex& y) {
+  // One-node trees take the scalar kernel's special cases. The wide rows of
+  // large trees (comb-shaped ones have O(n^2) columns) outgrow the caches:
+  // measured on random trees, lanes were 1.8x the scalar kernel at 100 nodes
+  // ((n+1) W ~ 23k cells), 1.2x at 200 (~91k), 0.75x at 300 (~207k).
+  return x.n >= 2 && y.n >= 2 && (x.n + 1) * y.wide_width <= (int64_t{1} << 17);
+}
+
+// Bytes of one WideY (an upper bound), and how many all of a call's may take.
+inline size_t wide_bytes_of(int64_t width, int64_t S) {
+  const int64_t per_column = 7 + (S <= WideY::kRepBySymbolLimit ? S : 0);
+  return static_cast<size_t>(width) * static_cast<size_t>(per_column) * sizeof(double) + 256;
+}
+constexpr size_t kWideBudget = size_t{1} << 28;  // 256 MB
+
+template <typename scalar_t>
+void build_wide(const TreeIndex& y, const int64_t* labels, const scalar_t* table, int64_t S,
+                WideY& out) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  const scalar_t* gap_row = table + (S - 1) * S;
+  std::vector<int64_t> symbol(y.n + 1, 0);
+  for (int64_t j = 1; j <= y.n; ++j) symbol[j] = labels[y.pre_of_post[j]];
+  std::vector<double> below;
+  sums_below(y, [&](int64_t j) { return static_cast<double>(gap_row[symbol[j]]); }, below);
+  out = WideY{};
+  for (auto* v : {&out.ins, &out.first_row, &out.below_ins}) v->reserve(y.wide_width);
+  for (auto* v : {&out.jump_at, &out.def_at, &out.symbol}) v->reserve(y.wide_width);
+  std::vector<int64_t> def_of(y.n + 1, -1);  // node -> def_at / kLanes, filled in keyroot order
+  auto column = [&](double ins, double first, double below_ins, int64_t jump, int64_t node, bool path) {
+    if (path) def_of[node] = static_cast<int64_t>(out.ins.size());
+    out.ins.push_back(ins);
+    out.first_row.push_back(first);
+    out.below_ins.push_back(below_ins);
+    out.jump_at.push_back(jump * kLanes);
+    out.def_at.push_back(node == 0 ? -kLanes : def_of[node] * kLanes);
+    out.symbol.push_back(symbol[node]);
+  };
+  for (int64_t h : y.keyroots) {
+    const int64_t c0 = y.leftmost[h] - 1;
+    if (c0 + 1 == h) {  // leaf keyroots: closed form
+      def_of[h] = -2 - static_cast<int64_t>(out.leaf_symbol.size());
+      out.leaf_symbol.push_back(symbol[h]);
+      continue;
+    }
+    const int64_t base = static_cast<int64_t>(out.ins.size());
+    column(inf, 0.0, inf, base, 0, false);  // the first column: deletions only
+    double sum = 0.0;
+    for (int64_t j = c0 + 1; j <= h; ++j) {
+      const double ins = static_cast<double>(gap_row[symbol[j]]);
+      sum = sum + ins;
+      column(ins, sum, below[j], base + y.leftmost[j] - 1 - c0, j, y.leftmost[j] == c0 + 1);
+    }
+  }
+  out.width = static_cast<int64_t>(out.ins.size());
+  out.final_col = out.width - 1;
+  if (S <= WideY::kRepBySymbolLimit) {
+    out.rep_by_symbol.resize(S * out.width);
+    for (int64_t a = 0; a < S; ++a) {
+      for (int64_t c = 0; c < out.width; ++c)
+        out.rep_by_symbol[a * out.width + c] = static_cast<double>(table[a * S + out.symbol[c]]);
+    }
+  }
+}
+
+struct LaneWorkspace {
+  std::vector<double> fd;         // (m+1) wide rows x W columns x kLanes
+  // Per row i of x: the +inf slot, one slot per leaf keyroot of y (L, the
+  // most of the lanes; slot k at -2 - k), then tdm(i, node of column c) for
+  // every column, as the rows of x's paths define or read it, so that other
+  // rows read it contiguously: (m+1) x (L+1+W) x kLanes.
+  std::vector<double> tdm;
+  std::vector<double> ins, first_row, below_ins;     // W x kLanes
+  std::vector<int64_t> jump_at, def_at, symbol_at;   // W x kLanes gather indices
+  // What the rows on a path of x jump to: always the first row (so, the
+  // same for every keyroot of x), gathered once.
+  std::vector<double> jump_first;                    // W x kLanes
+  std::vector<int64_t> leaf_symbol;                  // L x kLanes
+  std::vector<int64_t> x_symbol;                     // x's labels in postorder
+  std::vector<double> del, below_del;                // x's deletions, sums below (postorder)
+  // Replacement costs by wide column (and by leaf keyroot slot) for each
+  // distinct symbol of x, where x has few: contiguous loads in the rows
+  // instead of a gather per step.
+  std::vector<double> rep_w, leaf_rep_w;
+  std::vector<int64_t> slot_of;                      // symbol -> row of rep_w, -1: none
+  std::vector<int64_t> distinct_symbols;
+  std::vector<int64_t> rep_slot;                     // x node -> its row of rep_w
+};
+
+// src[at[0..3]] as a vector. Four loads and two inserts: vgatherqpd took
+// 1.6x as long on the AMD EPYC (Zen 3) this was measured on.
+__attribute__((target("avx2"))) inline __m256d gather4(const double* src, const int64_t* at) {
+  const __m128d lo = _mm_loadh_pd(_mm_load_sd(src + at[0]), src + at[1]);
+  const __m128d hi = _mm_loadh_pd(_mm_load_sd(src + at[2]), src + at[3]);
+  return _mm256_insertf128_pd(_mm256_castpd128_pd256(lo), hi, 1);
+}
+__attribute__((target("avx2"))) inline __m256d gather4(const float* src, const int64_t* at) {
+  return _mm256_set_pd(src[at[3]], src[at[2]], src[at[1]], src[at[0]]);
+}
+
+// out[c * kLanes + l] = (c < len[l] ? src[l][c] : pad) (+ l for indices) for c < W:
+// four columns at a time as a 4 x 4 transpose, the ragged end one by one.
+template <typename T, bool kIndex>
+__attribute__((target("avx2"))) void interleave_lanes(const T* const src[kLanes], const int64_t len[kLanes],
+                                                      T pad, int64_t W, T* out) {
+  static_assert(sizeof(T) == sizeof(double), "64-bit columns");
+  int64_t common = W;
+  for (int l = 0; l < kLanes; ++l) common = std::min(common, len[l]);
+  common -= common % kLanes;
+  const __m256i lane_index = _mm256_set_epi64x(3, 2, 1, 0);
+  for (int64_t c = 0; c < common; c += kLanes) {
+    const __m256d r0 = _mm256_loadu_pd(reinterpret_cast<const double*>(src[0] + c));
+    const __m256d r1 = _mm256_loadu_pd(reinterpret_cast<const double*>(src[1] + c));
+    const __m256d r2 = _mm256_loadu_pd(reinterpret_cast<const double*>(src[2] + c));
+    const __m256d r3 = _mm256_loadu_pd(reinterpret_cast<const double*>(src[3] + c));
+    const __m256d t0 = _mm256_unpacklo_pd(r0, r1), t1 = _mm256_unpackhi_pd(r0, r1);
+    const __m256d t2 = _mm256_unpacklo_pd(r2, r3), t3 = _mm256_unpackhi_pd(r2, r3);
+    __m256d cols[kLanes] = {_mm256_permute2f128_pd(t0, t2, 0x20), _mm256_permute2f128_pd(t1, t3, 0x20),
+                            _mm256_permute2f128_pd(t0, t2, 0x31), _mm256_permute2f128_pd(t1, t3, 0x31)};
+    for (int k = 0; k < kLanes; ++k) {
+      if (kIndex) cols[k] = _mm256_castsi256_pd(_mm256_add_epi64(_mm256_castpd_si256(cols[k]), lane_index));
+      _mm256_storeu_pd(reinterpret_cast<double*>(out + (c + k) * kLanes), cols[k]);
+    }
+  }
+  for (int64_t c = common; c < W; ++c) {
+    for (int l = 0; l < kLanes; ++l) {
+      const T v = c < len[l] ? src[l][c] : pad;
+      out[c * kLanes + l] = kIndex ? static_cast<T>(v + l) : v;
+    }
+  }
+}
+
+// Replacement costs of x_i against column block c: from its row by symbol
+// (rep_w), else gathered from its row of the table.
+template <typename scalar_t>
+__attribute__((target("avx2"))) inline __m256d rep_block(const double* rep_w, const scalar_t* rep_row,
+                                                         const int64_t* symbol_at, int64_t c) {
+  return rep_w ? _mm256_loadu_pd(rep_w + c) : gather4(rep_row, symbol_at + c);
+}
+
+// tdm of column block c in a row of K's path (or K's own row): defined from
+// the cell up-left (`diag`) where the column is its own definition, i.e. on
+// a path of y's tables; elsewhere read where it was defined (before in this
+// row, or a leaf keyroot's slot). Stored in the row's tdm and returned.
+// `own` holds the block's own indices and advances to the next block.
+__attribute__((target("avx2"))) inline __m256d path_tdm_block(double* tdm_row, const int64_t* def_at,
+                                                              int64_t c, __m256i& own, __m256d diag,
+                                                              __m256d rep) {
+  const __m256d on_path = _mm256_castsi256_pd(
+      _mm256_cmpeq_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(def_at + c)), own));
+  own = _mm256_add_epi64(own, _mm256_set1_epi64x(kLanes));
+  const __m256d tv = _mm256_blendv_pd(gather4(tdm_row, def_at + c), _mm256_add_pd(diag, rep), on_path);
+  _mm256_storeu_pd(tdm_row + c, tv);
+  return tv;
+}
+
+// Distances of the pairs (x, ys[l]) for l < lanes (2 <= lanes <= 4; unused
+// lanes repeat the last pair) into out[l]; x_labels in preorder.
+template <typename scalar_t>
+__attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* const* ys,
+                                               int lanes, const scalar_t* table, int64_t S,
+                                               const int64_t* x_labels, LaneWorkspace& ws,
+                                               double* out) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  const int64_t m = x.n, gap = S - 1;
+  const WideY* y_of[kLanes];
+  int64_t W = 0, L = 0;
+  for (int l = 0; l < kLanes; ++l) {
+    y_of[l] = ys[std::min(l, lanes - 1)];
+    W = std::max(W, y_of[l]->width);
+    L = std::max(L, static_cast<int64_t>(y_of[l]->leaf_symbol.size()));
+  }
+  const int64_t row_len = W * kLanes, tdm_row = (L + 1 + W) * kLanes, tdm_start = (L + 1) * kLanes;
+
+  // x's side.
+  ws.x_symbol.resize(m + 1);
+  ws.del.resize(m + 1);
+  for (int64_t i = 1; i <= m; ++i) {
+    ws.x_symbol[i] = x_labels[x.pre_of_post[i]];
+    ws.del[i] = static_cast<double>(table[ws.x_symbol[i] * S + gap]);
+  }
+  sums_below(x, [&](int64_t i) { return ws.del[i]; }, ws.below_del);
+  // Rows of leaves and of paths read a replacement cost per cell. With few
+  // symbols in x (unit costs over a small alphabet), one row of them per
+  // symbol costs less than gathering them in every such row.
+  if (ws.slot_of.size() < static_cast<size_t>(S)) ws.slot_of.resize(S, -1);
+  std::vector<int64_t>& symbols = ws.distinct_symbols;
+  symbols.clear();
+  ws.rep_slot.resize(m + 1);
+  for (int64_t i = 1; i <= m; ++i) {
+    int64_t& slot = ws.slot_of[ws.x_symbol[i]];
+    if (slot < 0) {
+      slot = static_cast<int64_t>(symbols.size());
+      symbols.push_back(ws.x_symbol[i]);
+    }
+    ws.rep_slot[i] = slot;
+  }
+  for (int64_t s : symbols) ws.slot_of[s] = -1;
+  const bool by_symbol = 2 * static_cast<int64_t>(symbols.size()) <= m;
+
+  // The lanes' columns, interleaved and padded to W.
+  ws.fd.resize((m + 1) * row_len);
+  ws.tdm.resize((m + 1) * tdm_row);
+  for (auto* v : {&ws.ins, &ws.first_row, &ws.below_ins}) v->resize(row_len);
+  for (auto* v : {&ws.jump_at, &ws.def_at}) v->resize(row_len);
+  ws.leaf_symbol.assign(L * kLanes, 0);
+  if (by_symbol) {
+    ws.rep_w.resize(symbols.size() * row_len);
+    ws.leaf_rep_w.resize(symbols.size() * L * kLanes);
+  } else {
+    ws.symbol_at.resize(row_len);
+  }
+  {
+    // Padding columns are like first columns (deletions only, no tdm); they
+    // jump to column 0.
+    int64_t len[kLanes];
+    const double *ins_src[kLanes], *first_src[kLanes], *below_src[kLanes];
+    const int64_t *jump_src[kLanes], *def_src[kLanes];
+    for (int l = 0; l < kLanes; ++l) {
+      const WideY& y = *y_of[l];
+      len[l] = y.width;
+      ins_src[l] = y.ins.data();
+      first_src[l] = y.first_row.data();
+      below_src[l] = y.below_ins.data();
+      jump_src[l] = y.jump_at.data();
+      def_src[l] = y.def_at.data();
+    }
+    interleave_lanes<double, false>(ins_src, len, inf, W, ws.ins.data());
+    interleave_lanes<double, false>(first_src, len, 0.0, W, ws.first_row.data());
+    interleave_lanes<double, false>(below_src, len, inf, W, ws.below_ins.data());
+    interleave_lanes<int64_t, true>(jump_src, len, 0, W, ws.jump_at.data());
+    interleave_lanes<int64_t, true>(def_src, len, -kLanes, W, ws.def_at.data());
+  }
+  for (int l = 0; l < kLanes; ++l) {
+    const WideY& y = *y_of[l];
+    const int64_t w = y.width;
+    for (size_t k = 0; k < y.leaf_symbol.size(); ++k) ws.leaf_symbol[k * kLanes + l] = y.leaf_symbol[k];
+    if (by_symbol && y.rep_by_symbol.empty()) {
+      for (size_t s = 0; s < symbols.size(); ++s) {
+        const scalar_t* rep_row = table + symbols[s] * S;
+        double* rep = ws.rep_w.data() + s * row_len + l;
+        for (int64_t col = 0; col < w; ++col) rep[col * kLanes] = static_cast<double>(rep_row[y.symbol[col]]);
+        for (int64_t col = w; col < W; ++col) rep[col * kLanes] = 0.0;
+      }
+    } else if (!by_symbol) {
+      for (int64_t col = 0; col < W; ++col) ws.symbol_at[col * kLanes + l] = col < w ? y.symbol[col] : 0;
+    }
+  }
+  if (by_symbol && !y_of[0]->rep_by_symbol.empty()) {  // (all lanes have them: same S)
+    const double* src[kLanes];
+    int64_t len[kLanes];
+    for (size_t s = 0; s < symbols.size(); ++s) {
+      for (int l = 0; l < kLanes; ++l) {
+        src[l] = y_of[l]->rep_by_symbol.data() + symbols[s] * y_of[l]->width;
+        len[l] = y_of[l]->width;
+      }
+      interleave_lanes<double, false>(src, len, 0.0, W, ws.rep_w.data() + s * row_len);
+    }
+  }
+  if (by_symbol) {
+    for (size_t s = 0; s < symbols.size(); ++s) {
+      const scalar_t* rep_row = table + symbols[s] * S;
+      double* rep = ws.leaf_rep_w.data() + s * L * kLanes;
+      for (int64_t k = 0; k < L * kLanes; ++k) rep[k] = static_cast<double>(rep_row[ws.leaf_symbol[k]]);
+    }
+  }
+  for (int64_t i = 0; i <= m; ++i) {
+    for (int l = 0; l < kLanes; ++l) ws.tdm[i * tdm_row + tdm_start - kLanes + l] = inf;
+  }
+  ws.jump_first.resize(row_len);
+  for (int64_t at = 0; at < row_len; ++at) ws.jump_first[at] = ws.first_row[ws.jump_at[at]];
+
+  double* fd = ws.fd.data();
+  // Local pointers: through the vectors the compiler reloads them after every store.
+  const double *ins = ws.ins.data(), *below_ins = ws.below_ins.data();
+  const int64_t *jump_at = ws.jump_at.data(), *def_at = ws.def_at.data();
+  const int64_t* symbol_at = ws.symbol_at.data();
+  const double* jump_first = ws.jump_first.data();
+  const int64_t* x_symbol = ws.x_symbol.data();
+  const double* below_del = ws.below_del.data();
+  auto tdm_of = [&](int64_t i) { return ws.tdm.data() + i * tdm_row + tdm_start; };
+  auto rep_w_of = [&](int64_t i) -> const double* {
+    return by_symbol ? ws.rep_w.data() + ws.rep_slot[i] * row_len : nullptr;
+  };
+  const __m256i lane_index = _mm256_set_epi64x(3, 2, 1, 0);
+  for (size_t a = 0; a < x.keyroots.size(); ++a) {
+    const int64_t kx = x.keyroots[a], r0 = x.leftmost[kx] - 1;
+    // A leaf keyroot's tdm (y inserted but for its root, which is matched)
+    // is computed where it is read: rows of leaves below.
+    if (r0 + 1 == kx) continue;
+    // y's leaf keyroots: x deleted but for the root, for the nodes on K's path.
+    const int64_t path_len = x.path_begin[a + 1] - x.path_begin[a];
+    const int64_t* path = x.path_nodes.data() + x.path_begin[a];
+    for (int64_t s = 0; s < path_len; ++s) {
+      const int64_t i = path[s];
+      const __m256d below = _mm256_set1_pd(below_del[i]);
+      double* slots = tdm_of(i);
+      const double* rep_w = by_symbol ? ws.leaf_rep_w.data() + ws.rep_slot[i] * L * kLanes : nullptr;
+      const scalar_t* rep_row = table + x_symbol[i] * S;
+      for (int64_t k = 0; k < L; ++k) {
+        const __m256d rep = rep_w ? _mm256_loadu_pd(rep_w + k * kLanes)
+                                  : gather4(rep_row, ws.leaf_symbol.data() + k * kLanes);
+        _mm256_storeu_pd(slots - (2 + k) * kLanes, _mm256_add_pd(below, rep));
+      }
+    }
+    // Row r0 is the first row, read only as the row above r0 + 1 (rows on
+    // K's path jump to it through jump_first).
+    // Only the tdm cells of row kx are read later (but in the final tables).
+    const int64_t rows_end = kx == m ? m : kx - 1;
+    for (int64_t i = r0 + 1; i <= rows_end; ++i) {
+      const int64_t li = x.leftmost[i];
+      const bool x_on_path = li == r0 + 1;
+      const double* up = i - 1 == r0 ? ws.first_row.data() : fd + (i - 1) * row_len;
+      double* cur = fd + i * row_len;
+      const double* jump = fd + (li - 1) * row_len;  // (rows on K's path: jump_first)
+      double* tdm_i = tdm_of(i);
+      const scalar_t* rep_row = table + x_symbol[i] * S;
+      const double* rep_w = rep_w_of(i);
+      const __m256d del = _mm256_set1_pd(ws.del[i]);
+      __m256d left = _mm256_set1_pd(inf);
+      // std::min(a, b) is (b < a) ? b : a, and _mm256_min_pd(p, q) is (p < q) ? p : q.
+      if (!x_on_path && li != i) {
+        // i lies on a path below: its row of tdm is complete.
+        for (int64_t c = 0; c < row_len; c += kLanes) {
+          const __m256d del_alt = _mm256_add_pd(_mm256_loadu_pd(up + c), del);
+          const __m256d match = _mm256_add_pd(gather4(jump, jump_at + c), _mm256_loadu_pd(tdm_i + c));
+          left = _mm256_min_pd(_mm256_add_pd(left, _mm256_loadu_pd(ins + c)), _mm256_min_pd(match, del_alt));
+          _mm256_storeu_pd(cur + c, left);
+        }
+      } else if (!x_on_path) {
+        // A leaf: tdm(i, j) inserts y's subtree of j but j, matched to i
+        // (the leaf keyroots' closed form; the same sums for leaves on paths).
+        for (int64_t c = 0; c < row_len; c += kLanes) {
+          const __m256d del_alt = _mm256_add_pd(_mm256_loadu_pd(up + c), del);
+          const __m256d tv = _mm256_add_pd(_mm256_loadu_pd(below_ins + c), rep_block(rep_w, rep_row, symbol_at, c));
+          const __m256d match = _mm256_add_pd(gather4(jump, jump_at + c), tv);
+          left = _mm256_min_pd(_mm256_add_pd(left, _mm256_loadu_pd(ins + c)), _mm256_min_pd(match, del_alt));
+          _mm256_storeu_pd(cur + c, left);
+        }
+      } else {
+        // Rows on K's path define their tdm as they go (path_tdm_block) and
+        // jump to the first row.
+        __m256d diag = _mm256_setzero_pd();  // column 0 is a first column, never on a path
+        __m256i own = lane_index;
+        for (int64_t c = 0; c < row_len; c += kLanes) {
+          const __m256d above = _mm256_loadu_pd(up + c);
+          const __m256d del_alt = _mm256_add_pd(above, del);
+          const __m256d tv =
+              path_tdm_block(tdm_i, def_at, c, own, diag, rep_block(rep_w, rep_row, symbol_at, c));
+          diag = above;
+          const __m256d match = _mm256_add_pd(_mm256_loadu_pd(jump_first + c), tv);
+          left = _mm256_min_pd(_mm256_add_pd(left, _mm256_loadu_pd(ins + c)), _mm256_min_pd(match, del_alt));
+          _mm256_storeu_pd(cur + c, left);
+        }
+      }
+    }
+    if (kx == m) break;  // the last keyroot
+    // The row of tdm of kx, as a path row would leave it (from row kx - 1).
+    const double* up = fd + (kx - 1) * row_len;
+    const scalar_t* rep_row = table + x_symbol[kx] * S;
+    const double* rep_w = rep_w_of(kx);
+    double* tdm_k = tdm_of(kx);
+    __m256d diag = _mm256_setzero_pd();
+    __m256i own = lane_index;
+    for (int64_t c = 0; c < row_len; c += kLanes) {
+      path_tdm_block(tdm_k, def_at, c, own, diag, rep_block(rep_w, rep_row, symbol_at, c));
+      diag = _mm256_loadu_pd(up + c);
+    }
+  }
+  for (int l = 0; l < lanes; ++l) out[l] = fd[m * row_len + y_of[l]->final_col * kLanes + l];
+}
+
+// Groups of pairs for ted_lanes: same x tree and orientation, in order of y's
+// width within a group so that lanes do similar work. Pairs left alone (or
+// that do not fit) run on the scalar kernel.
+struct LaneGroup {
+  int64_t pair[kLanes];
+  int count;
+};
+
+inline void plan_lanes(const std::vector<OrientedTree>& xs, const std::vector<OrientedTree>& ys,
+                       const int64_t* px, const int64_t* py, int64_t batch,
+                       std::vector<LaneGroup>& groups, std::vector<int64_t>& singles) {
+  struct Entry {
+    int64_t key, width, pair;
+  };
+  std::vector<Entry> unsorted;
+  unsorted.reserve(batch);
+  std::vector<int64_t> bucket_end(xs.size() * 2 + 1, 0);  // keys counted, then bucket ends
+  for (int64_t b = 0; b < batch; ++b) {
+    const OrientedPair o = orient(xs[px[b]], ys[py[b]]);
+    if (!lanes_fit(o.x, o.y)) {
+      singles.push_back(b);
+      continue;
+    }
+    const bool mirrored = &o.x == &xs[px[b]].right;
+    unsorted.push_back({px[b] * 2 + (mirrored ? 1 : 0), o.y.wide_width, b});
+    ++bucket_end[unsorted.back().key + 1];
+  }
+  // By key (a counting sort: the keys are few and dense), then by width
+  // within each key's (short) run.
+  for (size_t k = 1; k < bucket_end.size(); ++k) bucket_end[k] += bucket_end[k - 1];
+  std::vector<Entry> entries(unsorted.size());
+  for (const Entry& e : unsorted) entries[bucket_end[e.key]++] = e;  // now bucket_end[key] = end of key
+  for (size_t key = 0, begin = 0; key + 1 < bucket_end.size(); begin = bucket_end[key++]) {
+    std::sort(entries.begin() + begin, entries.begin() + bucket_end[key], [](const Entry& p, const Entry& q) {
+      return std::tie(p.width, p.pair) < std::tie(q.width, q.pair);
+    });
+  }
+  for (size_t k = 0; k < entries.size();) {
+    size_t end = k;
+    while (end < entries.size() && entries[end].key == entries[k].key) ++end;
+    for (; k < end; k += kLanes) {
+      const int count = static_cast<int>(std::min<size_t>(kLanes, end - k));
+      if (count == 1) {
+        singles.push_back(entries[k].pair);
+        continue;
+      }
+      LaneGroup g{};
+      g.count = count;
+      for (int l = 0; l < count; ++l) g.pair[l] = entries[k + l].pair;
+      groups.push_back(g);
+    }
+    k = end;
+  }
+}
+#endif  // BEDL_X86_SIMD
+
+}  // namespace
+
+// Distances with symbol-table costs: pairs that share x (and orientation)
+// four at a time, y's wide layouts built once per tree within a memory budget,
+// the rest through scalar_pair.
+template <typename scalar_t>
+bool symbol_distances_lanes(const SymbolBatch<scalar_t>& in, int64_t cells_per_pair, scalar_t* d,
+                            const std::function<void(int64_t, TedWorkspace&)>& scalar_pair) {
+#ifdef BEDL_X86_SIMD
+  if (!dp::simd_avx2()) return false;
+  const std::vector<OrientedTree>& xs = *in.xs;
+  const std::vector<OrientedTree>& ys = *in.ys;
+  const int64_t *px_p = in.pair_x, *py_p = in.pair_y, *xl_p = in.x_labels, *yl_p = in.y_labels;
+  const int64_t *xptr_p = in.x_ptr, *yptr_p = in.y_ptr;
+  const int64_t batch = in.batch, S = in.symbols;
+  const scalar_t* t = in.table;
+    std::vector<LaneGroup> groups;
+    std::vector<int64_t> singles;
+    plan_lanes(xs, ys, px_p, py_p, batch, groups, singles);
+    // y's side of the wide layout, per tree and orientation used by a group,
+    // within a memory budget (comb-shaped trees have O(n^2) columns); the
+    // groups past it run on the scalar kernel.
+    std::vector<WideY> wide(ys.size() * 2);
+    std::vector<uint8_t> built(ys.size() * 2, 0);
+    std::vector<int64_t> to_build;  // (tree * 2 + side), built below in parallel
+    size_t wide_bytes = 0;
+    size_t kept_groups = 0;
+    for (const LaneGroup& g : groups) {
+      const OrientedTree& xo = xs[px_p[g.pair[0]]];
+      const int side = &orient(xo, ys[py_p[g.pair[0]]]).x == &xo.right ? 1 : 0;
+      size_t more = 0;
+      for (int l = 0; l < g.count; ++l) {
+        const OrientedTree& yo = ys[py_p[g.pair[l]]];
+        if (!built[py_p[g.pair[l]] * 2 + side]) more += wide_bytes_of((side ? yo.right : yo.left).wide_width, S);
+      }
+      if (wide_bytes + more > kWideBudget) {
+        for (int l = 0; l < g.count; ++l) singles.push_back(g.pair[l]);
+        continue;
+      }
+      wide_bytes += more;
+      for (int l = 0; l < g.count; ++l) {
+        const int64_t k = py_p[g.pair[l]] * 2 + side;
+        if (built[k]) continue;
+        built[k] = 1;
+        to_build.push_back(k);
+      }
+      groups[kept_groups++] = g;
+    }
+    groups.resize(kept_groups);
+    at::parallel_for(0, static_cast<int64_t>(to_build.size()), 16, [&](int64_t begin, int64_t end) {
+      for (int64_t n = begin; n < end; ++n) {
+        const int64_t k = to_build[n], tree = k / 2;
+        const OrientedTree& yo = ys[tree];
+        build_wide(k % 2 ? yo.right : yo.left, yl_p + yptr_p[tree], t, S, wide[k]);
+      }
+    });
+    const int64_t g_count = static_cast<int64_t>(groups.size());
+    struct Workspaces {
+      TedWorkspace ted;
+      LaneWorkspace lanes;
+    };
+    dp::for_each_pair<Workspaces>(
+        g_count + static_cast<int64_t>(singles.size()), cells_per_pair * 2, [&](int64_t k, Workspaces& ws) {
+          if (k >= g_count) return scalar_pair(singles[k - g_count], ws.ted);
+          const LaneGroup& g = groups[k];
+          const OrientedTree& xo = xs[px_p[g.pair[0]]];
+          const OrientedPair first = orient(xo, ys[py_p[g.pair[0]]]);
+          const int side = &first.x == &xo.right ? 1 : 0;
+          const WideY* y_wide[kLanes];
+          for (int l = 0; l < g.count; ++l) y_wide[l] = &wide[py_p[g.pair[l]] * 2 + side];
+          double out[kLanes];
+          ted_lanes(first.x, y_wide, g.count, t, S, xl_p + xptr_p[px_p[g.pair[0]]], ws.lanes, out);
+          for (int l = 0; l < g.count; ++l) d[g.pair[l]] = static_cast<scalar_t>(out[l]);
+        });
+  return true;
+#else
+  (void)in, (void)cells_per_pair, (void)d, (void)scalar_pair;
+  return false;
+#endif
+}
+
+template bool symbol_distances_lanes<float>(const SymbolBatch<float>&, int64_t, float*,
+                                           const std::function<void(int64_t, TedWorkspace&)>&);
+template bool symbol_distances_lanes<double>(const SymbolBatch<double>&, int64_t, double*,
+                                            const std::function<void(int64_t, TedWorkspace&)>&);
+
+}  // namespace ted
+}  // namespace bedl

@@ -1,0 +1,714 @@
+// Tree edit distance (Zhang-Shasha) and its co-optimal alignment matrix on the CPU.
+//
+// Nodes are numbered 1..n in postorder inside the kernel; l(i) is the leftmost
+// leaf of i's subtree and the keyroots are the highest nodes of each leftmost
+// path. One forest table per keyroot pair (K, H) covers the forests
+// x[l(K)..i] and y[l(H)..j].
+//
+// Counting (see docs/edit-distances.md): where Zhang-Shasha adds
+// the full tree distance of two subtrees, we add tdm(i, j), the distance with
+// the roots i and j matched, so that mappings which delete i or insert j are
+// reached only through the deletion or insertion alternative of the same cell;
+// and an insertion may not leave a cell entered by a deletion. Then every
+// co-optimal mapping is exactly one derivation, and P follows from an inside
+// pass (counts per cell, tdm counts kept) and an outside pass over the keyroot
+// pairs in reverse order, which restores one table at a time and pushes
+// completion counts down its co-optimal edges. Only the tables that some
+// co-optimal mapping passes need counts; a distance pass and a boolean
+// outside pass over the co-optimal flags find them first, and their flags
+// are kept (up to a memory bound) so that neither counting pass recomputes
+// distances or ties. Memory is O(m n) plus the kept flags and counts (both
+// bounded per thread).
+//
+// Mirroring both trees (children right to left) maps mappings one-to-one onto
+// mappings of equal cost, so each pair runs in the orientation whose keyroot
+// tables are smaller (left paths for right-heavy trees and vice versa).
+//
+// Distances alone with symbol-table costs (pairwise matrices) run four pairs
+// that share x at a time where the processor has AVX2 (ted_lanes_avx2.cpp),
+// to the same bits.
+//
+// Over 600 lines: one algorithm's passes (distance, co-optimal flags, inside
+// counts, the boolean and counting outside sweeps) share TedPair's state and
+// are kept together so that their expressions can be compared side by side.
+#pragma once
+
+#include "dp_common.h"
+#include "tree_index.h"
+#include "ted_workspace.h"
+
+namespace bedl {
+namespace ted {
+
+using dp::kDel;
+using dp::kIns;
+using dp::kMatch;
+
+template <typename Count>
+struct TedPair {
+  const TreeIndex& x;
+  const TreeIndex& y;
+  TedWorkspace& ws;
+  CountBuffers<Count>& cnt;
+  int64_t w;  // row stride of all (m+1)(n+1) arrays
+  dp::Tie tie;
+
+  double del(int64_t i) const { return ws.dels[i]; }
+  double ins(int64_t j) const { return ws.cost[j]; }
+  double rep(int64_t i, int64_t j) const { return ws.rep_row[i][ws.rep_col[j]]; }
+  Count total(int64_t cell) const { return cnt.tot[cell]; }
+
+  static const int64_t* path_of(const TreeIndex& t, size_t k, int64_t* len) {
+    *len = t.path_begin[k + 1] - t.path_begin[k];
+    return t.path_nodes.data() + t.path_begin[k];
+  }
+
+  void prepare_leaf_sums() {
+    sums_below(y, [this](int64_t j) { return ins(j); }, ws.below_ins);
+    sums_below(x, [this](int64_t i) { return del(i); }, ws.below_del);
+  }
+
+  // A keyroot that is a leaf has a one-row (one-column) table whose only
+  // lasting output, tdm, has a closed form: the other forest is inserted
+  // (deleted) except its root, which is matched. One derivation each.
+  template <bool kCount>
+  void leaf_x(int64_t kx) {
+    const int64_t row = kx * w;
+    for (int64_t j = 1; j <= y.n; ++j) {
+      ws.tdm[row + j] = ws.below_ins[j] + rep(kx, j);
+      if (kCount) cnt.tdm_count[row + j] = Count::one();
+    }
+  }
+
+  template <bool kCount>
+  void leaf_y(size_t kx_index, int64_t ky) {
+    int64_t len;
+    const int64_t* path = path_of(x, kx_index, &len);
+    for (int64_t k = 0; k < len; ++k) {
+      const int64_t cell = path[k] * w + ky;
+      ws.tdm[cell] = ws.below_del[path[k]] + rep(path[k], ky);
+      if (kCount) cnt.tdm_count[cell] = Count::one();
+    }
+  }
+
+  // All tables of the inside pass, in keyroot order; with `needed` (counting
+  // only) just the flagged keyroot pairs' forest tables.
+  template <bool kCount>
+  void inside(const uint8_t* needed = nullptr) {
+    prepare_leaf_sums();
+    const int64_t m = x.n, n = y.n;
+    const size_t ky_count = y.keyroots.size();
+    for (size_t a = 0; a < x.keyroots.size(); ++a) {
+      const int64_t kx = x.keyroots[a];
+      const bool x_leaf = x.leftmost[kx] == kx;
+      if (x_leaf) {
+        leaf_x<kCount>(kx);
+        if (kx == m) any_table<kCount>(a, ky_count - 1);  // a one-node x: the final table
+        continue;
+      }
+      for (size_t b = 0; b < ky_count; ++b) {
+        const int64_t ky = y.keyroots[b];
+        if (y.leftmost[ky] == ky && !(kx == m && ky == n)) {
+          leaf_y<kCount>(a, ky);
+        } else if (needed == nullptr) {
+          any_table<kCount>(a, b);
+        } else if (needed[a * ky_count + b]) {
+          const uint8_t* f = kept_flags(a, b);
+          if (f != nullptr) {
+            count_table<false>(kx, ky, f);
+            keep_counts(kx, ky, a * ky_count + b);
+          } else {
+            table<false>(kx, ky);
+          }
+        }
+      }
+    }
+  }
+
+  // Which forest tables need inside counts: those holding a cell of some
+  // co-optimal mapping (every co-optimal predecessor of such a cell is one too,
+  // so its counts never read a table outside the set). A boolean outside pass
+  // finds them top-down: each such table recomputed with co-optimal flags from
+  // the distance pass's tdm (the counting pass's own expressions, so the same
+  // tie decisions), then swept like `sweep` with "reached" for counts. The set
+  // is exactly the one the outside pass later sweeps (has_outside).
+  // Their flags are kept (up to kFlagStoreLimit bytes), so that the counting
+  // and outside passes need neither distances nor tie tests again.
+  static constexpr size_t kFlagStoreLimit = size_t{1} << 26;
+
+  void mark_needed(std::vector<uint8_t>& needed) {
+    const size_t kx_count = x.keyroots.size(), ky_count = y.keyroots.size();
+    const int64_t cells = (x.n + 1) * w;
+    needed.assign(kx_count * ky_count, 0);
+    ws.reach_any.assign(cells, 0);
+    ws.reach_ins.assign(cells, 0);
+    ws.reach_tdm.assign(cells, 0);
+    ws.flag_offset.assign(kx_count * ky_count, -1);
+    ws.flag_store.clear();
+    ws.flags_kept = true;
+    for (size_t a = kx_count; a-- > 0;) {
+      for (size_t b = ky_count; b-- > 0;) {
+        if (!reached(a, b)) continue;
+        const int64_t kx = x.keyroots[a], ky = y.keyroots[b];
+        needed[a * ky_count + b] = 1;
+        flag_table(kx, ky);
+        reach_sweep(kx, ky);
+        if (ws.flags_kept) keep_flags(kx, ky, a * ky_count + b);
+      }
+    }
+  }
+
+  void keep_flags(int64_t kx, int64_t ky, size_t pair_index) {
+    const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1, fw = ky - c0 + 1;
+    const size_t size = static_cast<size_t>((kx - r0 + 1) * fw);
+    if (ws.flag_store.size() + size > kFlagStoreLimit) {
+      ws.flags_kept = false;  // too many: the passes recompute them instead
+      ws.flag_store.clear();
+      return;
+    }
+    ws.flag_offset[pair_index] = static_cast<int64_t>(ws.flag_store.size());
+    for (int64_t i = r0; i <= kx; ++i) {
+      const uint8_t* row = ws.coopt.data() + i * w + c0;
+      ws.flag_store.insert(ws.flag_store.end(), row, row + fw);
+    }
+  }
+
+  const uint8_t* kept_flags(size_t a, size_t b) const {
+    if (!ws.flags_kept) return nullptr;
+    const int64_t off = ws.flag_offset[a * y.keyroots.size() + b];
+    return off < 0 ? nullptr : ws.flag_store.data() + off;
+  }
+
+  // The outside pass needs each needed table's inside counts again, in
+  // reverse order; keeping them (up to kCountStoreLimit bytes, 16 MB per
+  // thread beside the flags; the tables past it are counted again) spares
+  // counting every table twice.
+  static constexpr size_t kCountStoreLimit = size_t{1} << 24;
+
+  void keep_counts(int64_t kx, int64_t ky, size_t pair_index) {
+    const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1, fw = ky - c0 + 1;
+    const size_t size = static_cast<size_t>(2 * (kx - r0 + 1) * fw);
+    if ((cnt.kept.size() + size) * sizeof(Count) > kCountStoreLimit) return;  // counted again
+    cnt.kept_offset[pair_index] = static_cast<int64_t>(cnt.kept.size());
+    for (int64_t i = r0; i <= kx; ++i) {
+      cnt.kept.insert(cnt.kept.end(), cnt.tot.begin() + i * w + c0, cnt.tot.begin() + i * w + ky + 1);
+      cnt.kept.insert(cnt.kept.end(), cnt.in_other.begin() + i * w + c0,
+                      cnt.in_other.begin() + i * w + ky + 1);
+    }
+  }
+
+  // The table (kx, ky) ready for `sweep` from its kept flags `f` and kept
+  // counts; false (nothing done) if its counts were not kept.
+  bool restore_table(size_t a, size_t b, const uint8_t* f) {
+    const int64_t off = cnt.kept_offset[a * y.keyroots.size() + b];
+    if (off < 0) return false;
+    const int64_t kx = x.keyroots[a], ky = y.keyroots[b];
+    const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1, fw = ky - c0 + 1;
+    const Count* kept = cnt.kept.data() + off;
+    for (int64_t i = r0; i <= kx; ++i, kept += 2 * fw, f += fw) {
+      std::copy(f, f + fw, ws.coopt.data() + i * w + c0);
+      std::copy(kept, kept + fw, cnt.tot.data() + i * w + c0);
+      std::copy(kept + fw, kept + 2 * fw, cnt.in_other.data() + i * w + c0);
+    }
+    return true;
+  }
+
+  // Inside counts of the forest table (kx, ky) from its kept co-optimal flags
+  // `f` (the region row by row): `table` without distances or ties.
+  // With kRestore the flags go back to ws.coopt for the sweep.
+  template <bool kRestore>
+  void count_table(int64_t kx, int64_t ky, const uint8_t* f) {
+    Count* tot = cnt.tot.data();
+    Count* other = cnt.in_other.data();
+    Count* tdm_count = cnt.tdm_count.data();
+    const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1;
+    const int64_t corner = r0 * w + c0, fw = ky - c0 + 1;
+    if (kRestore) {
+      for (int64_t i = r0; i <= kx; ++i) std::copy(f + (i - r0) * fw, f + (i - r0 + 1) * fw, ws.coopt.data() + i * w + c0);
+    }
+    tot[corner] = Count::one();
+    other[corner] = Count::one();
+    for (int64_t i = r0 + 1; i <= kx; ++i) {
+      tot[i * w + c0] = Count::one();
+      other[i * w + c0] = Count::zero();
+    }
+    for (int64_t j = c0 + 1; j <= ky; ++j) {
+      tot[r0 * w + j] = Count::one();
+      other[r0 * w + j] = Count::one();
+    }
+    const int64_t* ly = y.leftmost.data();
+    for (int64_t i = r0 + 1; i <= kx; ++i) {
+      const int64_t li = x.leftmost[i];
+      const bool x_on_path = li == r0 + 1;
+      const int64_t row = i * w;
+      const int64_t jump_base = (li - 1) * w - 1;
+      const uint8_t* frow = f + (i - r0) * fw - c0;
+      Count left_other = Count::zero();  // the first column is entered by deletions
+      for (int64_t j = c0 + 1; j <= ky; ++j) {
+        const int64_t cell = row + j;
+        const uint8_t flags = frow[j];
+        int64_t source;
+        if (x_on_path && ly[j] == c0 + 1) {
+          tdm_count[cell] = tot[cell - w - 1];
+          source = corner;
+        } else {
+          source = jump_base + ly[j];
+        }
+        const Count in_d = (flags & kDel) ? tot[cell - w] : Count::zero();
+        const Count via_ins = (flags & kIns) ? left_other : Count::zero();
+        const Count via_match = (flags & kMatch) ? tot[source] * tdm_count[cell] : Count::zero();
+        const Count in_o = via_ins + via_match;
+        tot[cell] = in_d + in_o;
+        other[cell] = in_o;
+        left_other = in_o;
+      }
+    }
+  }
+
+  // True for the final table and for a table one of whose tdm cells (its two
+  // keyroots' path pairs) satisfies `used(cell)`.
+  template <typename Used>
+  bool any_tdm_used(size_t a, size_t b, const Used& used) const {
+    if (x.keyroots[a] == x.n && y.keyroots[b] == y.n) return true;
+    int64_t len_x, len_y;
+    const int64_t* px = path_of(x, a, &len_x);
+    const int64_t* py = path_of(y, b, &len_y);
+    for (int64_t s = 0; s < len_x; ++s)
+      for (int64_t t = 0; t < len_y; ++t)
+        if (used(px[s] * w + py[t])) return true;
+    return false;
+  }
+
+  bool reached(size_t a, size_t b) const {
+    return any_tdm_used(a, b, [this](int64_t cell) { return ws.reach_tdm[cell] != 0; });
+  }
+
+  // The forest table (kx, ky) again, with co-optimal flags and no counts.
+  void flag_table(int64_t kx, int64_t ky) {
+    double* fd = ws.fd.data();
+    const double* tdm = ws.tdm.data();
+    const double* cost = ws.cost.data();
+    uint8_t* coopt = ws.coopt.data();
+    const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1;
+    const int64_t corner = r0 * w + c0;
+    fd[corner] = 0.0;
+    coopt[corner] = 0;
+    double sum = 0.0;
+    for (int64_t i = r0 + 1; i <= kx; ++i) {
+      sum = sum + del(i);
+      fd[i * w + c0] = sum;
+      coopt[i * w + c0] = kDel;
+    }
+    sum = 0.0;
+    for (int64_t j = c0 + 1; j <= ky; ++j) {
+      sum = sum + ins(j);
+      fd[r0 * w + j] = sum;
+      coopt[r0 * w + j] = kIns;
+    }
+    const int64_t* ly = y.leftmost.data();
+    for (int64_t i = r0 + 1; i <= kx; ++i) {
+      const bool x_on_path = x.leftmost[i] == r0 + 1;
+      const double del_i = del(i);
+      const int64_t row = i * w;
+      const int64_t jump_base = (x.leftmost[i] - 1) * w - 1;
+      double left = fd[row + c0];
+      for (int64_t j = c0 + 1; j <= ky; ++j) {
+        const int64_t cell = row + j;
+        const double a = fd[cell - w] + del_i;
+        const double b = left + cost[j];
+        const bool defines = x_on_path && ly[j] == c0 + 1;
+        const double t = defines ? fd[cell - w - 1] + cost[cell] : tdm[cell];
+        const double c = fd[defines ? corner : jump_base + ly[j]] + t;
+        const double best = std::min(std::min(a, c), b);
+        const double threshold = tie.threshold(best);
+        coopt[cell] = static_cast<uint8_t>((tie.within(a, best, threshold) ? kDel : 0) |
+                                           (tie.within(b, best, threshold) ? kIns : 0) |
+                                           (tie.within(c, best, threshold) ? kMatch : 0));
+        fd[cell] = best;
+        left = best;
+      }
+    }
+  }
+
+  // `sweep` with booleans: which cells of the table (kx, ky) some co-optimal
+  // mapping passes, and which tdm it uses.
+  void reach_sweep(int64_t kx, int64_t ky) {
+    const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1;
+    uint8_t* any = ws.reach_any.data();
+    uint8_t* ins_only = ws.reach_ins.data();
+    uint8_t* used_tdm = ws.reach_tdm.data();
+    for (int64_t i = r0; i <= kx; ++i) {
+      std::fill(any + i * w + c0, any + i * w + ky + 1, uint8_t{0});
+      std::fill(ins_only + i * w + c0, ins_only + i * w + ky + 1, uint8_t{0});
+    }
+    if (kx == x.n && ky == y.n) any[kx * w + ky] = 1;
+    for (int64_t i = kx; i >= r0; --i) {
+      const int64_t li = x.leftmost[i];
+      for (int64_t j = ky; j >= c0; --j) {
+        const int64_t cell = i * w + j;
+        const uint8_t flags = ws.coopt[cell];
+        const int64_t lj = y.leftmost[j];
+        const bool defines_tdm = i > r0 && j > c0 && li == r0 + 1 && lj == c0 + 1;
+        if (any[cell] | ins_only[cell]) {
+          if ((flags & kDel) && any[cell]) any[cell - w] = 1;
+          if (flags & kIns) ins_only[cell - 1] = 1;
+          if (flags & kMatch) {
+            any[defines_tdm ? r0 * w + c0 : (li - 1) * w + (lj - 1)] = 1;
+            used_tdm[cell] = 1;
+          }
+        }
+        if (defines_tdm && used_tdm[cell]) any[cell - w - 1] = 1;
+      }
+    }
+  }
+
+  // The forest table of keyroots x.keyroots[a], y.keyroots[b].
+  template <bool kCount>
+  void any_table(size_t a, size_t b) {
+    if (kCount) {
+      table<false>(x.keyroots[a], y.keyroots[b]);
+    } else {
+      distance_table(a, b);
+    }
+  }
+
+  // The forest table of keyroots (kx, ky), distances only, for what later
+  // tables read of it: the tdm of its path pairs (i, j), each the forest
+  // distance at (i - 1, j - 1) plus the replacement. So the last row and
+  // column are left out (but in the final table, whose corner is the
+  // answer): 12% of the cells of 30-node random trees. The same expressions
+  // as `table`, so the same values to the bit.
+  void distance_table(size_t a, size_t b) {
+    double* fd = ws.fd.data();
+    const int64_t kx = x.keyroots[a], ky = y.keyroots[b];
+    const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1;
+    const bool last = kx == x.n && ky == y.n;
+    const int64_t rows_end = last ? kx : kx - 1, cols_end = last ? ky : ky - 1;
+    fd[r0 * w + c0] = 0.0;
+    // The sums stay in a register; reading them back from the strided column
+    // made a store-to-load chain that cost as much as small tables themselves.
+    double sum = 0.0;
+    for (int64_t i = r0 + 1; i <= rows_end; ++i) {
+      sum = sum + del(i);
+      fd[i * w + c0] = sum;
+    }
+    sum = 0.0;
+    for (int64_t j = c0 + 1; j <= cols_end; ++j) {
+      sum = sum + ins(j);
+      fd[r0 * w + j] = sum;
+    }
+    double* tdm = ws.tdm.data();
+    const double* cost = ws.cost.data();  // row 0: insertions
+    const int64_t corner = r0 * w + c0;
+    const int64_t* ly = y.leftmost.data();
+    for (int64_t i = r0 + 1; i <= rows_end; ++i) {
+      const int64_t li = x.leftmost[i];
+      const bool x_on_path = li == r0 + 1;
+      const double del_i = del(i);
+      const int64_t row = i * w;
+      // The left neighbour stays in a register: the insertion alternative
+      // is the only chain from cell to cell.
+      if (!x_on_path && i < rows_end && x.leftmost[i + 1] != r0 + 1) {
+        // Two ordinary rows at once, the second one cell behind: two
+        // independent chains for the processor to overlap.
+        const int64_t row2 = row + w;
+        const double del2 = del(i + 1);
+        const double* jump1 = fd + (li - 1) * w - 1;
+        const double* jump2 = fd + (x.leftmost[i + 1] - 1) * w - 1;
+        double left1 = fd[row + c0], left2 = fd[row2 + c0];
+        int64_t j = c0 + 1;
+        left1 = std::min(std::min(fd[row - w + j] + del_i, jump1[ly[j]] + tdm[row + j]), left1 + cost[j]);
+        fd[row + j] = left1;
+        for (j = c0 + 2; j <= cols_end; ++j) {
+          left1 = std::min(std::min(fd[row - w + j] + del_i, jump1[ly[j]] + tdm[row + j]),
+                           left1 + cost[j]);
+          fd[row + j] = left1;
+          const int64_t k = j - 1;
+          left2 = std::min(std::min(fd[row + k] + del2, jump2[ly[k]] + tdm[row2 + k]),
+                           left2 + cost[k]);
+          fd[row2 + k] = left2;
+        }
+        left2 = std::min(std::min(fd[row + cols_end] + del2, jump2[ly[cols_end]] + tdm[row2 + cols_end]),
+                         left2 + cost[cols_end]);
+        fd[row2 + cols_end] = left2;
+        ++i;
+        continue;
+      }
+      double left = fd[row + c0];
+      if (!x_on_path) {
+        // Every jump comes from row li - 1.
+        const double* jump_row = fd + (li - 1) * w - 1;
+        for (int64_t j = c0 + 1; j <= cols_end; ++j) {
+          const int64_t cell = row + j;
+          const double ac = std::min(fd[cell - w] + del_i, jump_row[ly[j]] + tdm[cell]);
+          left = std::min(ac, left + cost[j]);
+          fd[cell] = left;
+        }
+      } else {
+        // Jumps come from row r0; cells on y's path define tdm.
+        const double* jump_row = fd + r0 * w - 1;
+        for (int64_t j = c0 + 1; j <= cols_end; ++j) {
+          const int64_t cell = row + j;
+          double c;
+          if (ly[j] == c0 + 1) {
+            tdm[cell] = fd[cell - w - 1] + rep(i, j);
+            c = fd[corner] + tdm[cell];
+          } else {
+            c = jump_row[ly[j]] + tdm[cell];
+          }
+          left = std::min(std::min(fd[cell - w] + del_i, c), left + cost[j]);
+          fd[cell] = left;
+        }
+      }
+    }
+    if (last) return;
+    // The path pairs in the left-out row and column.
+    int64_t len_x, len_y;
+    const int64_t* px = path_of(x, a, &len_x);
+    const int64_t* py = path_of(y, b, &len_y);
+    for (int64_t s = 0; s < len_x; ++s) {
+      const int64_t cell = px[s] * w + ky;
+      tdm[cell] = fd[cell - w - 1] + rep(px[s], ky);
+    }
+    for (int64_t t = 0; t + 1 < len_y; ++t) {
+      const int64_t cell = kx * w + py[t];
+      tdm[cell] = fd[cell - w - 1] + rep(kx, py[t]);
+    }
+  }
+
+  // Fills the forest table of keyroots (kx, ky) with distances and inside
+  // counts (the counting pass where no flags were kept; distance_table is the
+  // distance pass), and with kFlags what only the outside pass reads:
+  // co-optimal flags and counts not entered by a deletion.
+  template <bool kFlags>
+  void table(int64_t kx, int64_t ky) {
+    double* fd = ws.fd.data();
+    double* tdm = ws.tdm.data();
+    const double* cost = ws.cost.data();
+    const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1;
+    const int64_t corner = r0 * w + c0;
+    fd[corner] = 0.0;
+    cnt.tot[corner] = Count::one();
+    if (kFlags) {
+      cnt.in_other[corner] = Count::one();
+      ws.coopt[corner] = 0;
+    }
+    // First column and row: deletions (insertions) only, one derivation each.
+    // The sums stay in a register; reading them back from the strided column
+    // made a store-to-load chain that cost as much as small tables themselves.
+    double sum = 0.0;
+    for (int64_t i = r0 + 1; i <= kx; ++i) {
+      const int64_t cell = i * w + c0;
+      sum = sum + del(i);
+      fd[cell] = sum;
+      cnt.tot[cell] = Count::one();
+      if (kFlags) {
+        cnt.in_other[cell] = Count::zero();
+        ws.coopt[cell] = kDel;
+      }
+    }
+    sum = 0.0;
+    for (int64_t j = c0 + 1; j <= ky; ++j) {
+      const int64_t cell = r0 * w + j;
+      sum = sum + ins(j);
+      fd[cell] = sum;
+      cnt.tot[cell] = Count::one();
+      if (kFlags) {
+        cnt.in_other[cell] = Count::one();
+        ws.coopt[cell] = kIns;
+      }
+    }
+    const int64_t* ly = y.leftmost.data();
+    for (int64_t i = r0 + 1; i <= kx; ++i) {
+      const int64_t li = x.leftmost[i];
+      const bool x_on_path = li == r0 + 1;
+      const double del_i = del(i);
+      const int64_t row = i * w;
+      // The counting pass: counts of derivations entering each cell, in
+      // total and "not by a deletion" (an insertion may not follow one).
+      Count* tot = cnt.tot.data();
+      Count* other = cnt.in_other.data();
+      Count* tdm_count = cnt.tdm_count.data();
+      uint8_t* coopt = ws.coopt.data();
+      const int64_t jump_base = (li - 1) * w - 1;  // + l(j): the cell a jump comes from
+      double left = fd[row + c0];
+      Count left_other = Count::zero();  // the first column is entered by deletions
+      for (int64_t j = c0 + 1; j <= ky; ++j) {
+        const int64_t cell = row + j;
+        const int64_t lj = ly[j];
+        const double a = fd[cell - w] + del_i;
+        const double b = left + cost[j];
+        int64_t source;  // cell the match (or jump) alternative comes from
+        if (x_on_path && lj == c0 + 1) {
+          // Both forests are whole trees: define tdm(i, j) here.
+          tdm[cell] = fd[cell - w - 1] + cost[cell];
+          tdm_count[cell] = tot[cell - w - 1];
+          source = corner;
+        } else {
+          source = jump_base + lj;
+        }
+        const double c = fd[source] + tdm[cell];
+        const double best = std::min(std::min(a, c), b);
+        const double threshold = tie.threshold(best);
+        // Which alternatives tie varies from cell to cell: selects instead of
+        // branches keep the processor from mispredicting at every cell.
+        const bool by_del = tie.within(a, best, threshold);
+        const bool by_ins = tie.within(b, best, threshold);
+        const bool by_match = tie.within(c, best, threshold);
+        const uint8_t flags = static_cast<uint8_t>((by_del ? kDel : 0) | (by_ins ? kIns : 0) |
+                                                   (by_match ? kMatch : 0));
+        const Count in_d = by_del ? tot[cell - w] : Count::zero();
+        const Count via_ins = by_ins ? left_other : Count::zero();
+        const Count via_match = by_match ? tot[source] * tdm_count[cell] : Count::zero();
+        const Count in_o = via_ins + via_match;
+        fd[cell] = best;
+        left = best;
+        tot[cell] = in_d + in_o;
+        left_other = in_o;
+        if (kFlags) {
+          other[cell] = in_o;
+          coopt[cell] = flags;
+        }
+      }
+    }
+  }
+
+  // True if some replacement defined in the table of keyroots x.keyroots[a],
+  // y.keyroots[b] lies on a co-optimal mapping; only then does the outside
+  // pass need the table.
+  bool has_outside(size_t a, size_t b) const {
+    return any_tdm_used(a, b, [this](int64_t cell) { return !cnt.out_tdm[cell].is_zero(); });
+  }
+
+  // Pushes outside counts down the co-optimal edges of the table (kx, ky),
+  // which must have just been recomputed with counts, and accumulates P.
+  void sweep(int64_t kx, int64_t ky, const Count& all) {
+    const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1;
+    Count* out_any = cnt.out_any.data();
+    Count* out_ins = cnt.out_ins.data();
+    Count* out_tdm = cnt.out_tdm.data();
+    double* acc = ws.p_acc.data();
+    for (int64_t i = r0; i <= kx; ++i) {
+      std::fill(out_any + i * w + c0, out_any + i * w + ky + 1, Count::zero());
+      std::fill(out_ins + i * w + c0, out_ins + i * w + ky + 1, Count::zero());
+    }
+    if (kx == x.n && ky == y.n) out_any[kx * w + ky] = Count::one();
+    for (int64_t i = kx; i >= r0; --i) {
+      const int64_t li = x.leftmost[i];
+      for (int64_t j = ky; j >= c0; --j) {
+        const int64_t cell = i * w + j;
+        const uint8_t flags = ws.coopt[cell];
+        const int64_t lj = y.leftmost[j];
+        const bool defines_tdm = i > r0 && j > c0 && li == r0 + 1 && lj == c0 + 1;
+        const Count out_d = out_any[cell];
+        const Count out_o = out_any[cell] + out_ins[cell];
+        if (!out_o.is_zero()) {
+          if (flags & kDel) {
+            out_any[cell - w] = out_any[cell - w] + out_d;
+            acc[i * w] += dp::ratio(total(cell - w) * out_d, all);
+          }
+          if (flags & kIns) {
+            out_ins[cell - 1] = out_ins[cell - 1] + out_o;
+            acc[j] += dp::ratio(cnt.in_other[cell - 1] * out_o, all);
+          }
+          if (flags & kMatch) {
+            const int64_t source = defines_tdm ? r0 * w + c0 : (li - 1) * w + (lj - 1);
+            out_any[source] = out_any[source] + out_o * cnt.tdm_count[cell];
+            out_tdm[cell] = out_tdm[cell] + out_o * total(source);
+          }
+        }
+        // tdm(i, j) is used nowhere after this cell: all its outside counts
+        // are in, so the replacement i -> j is final and its inside lies in
+        // this table at (i - 1, j - 1).
+        if (defines_tdm && !out_tdm[cell].is_zero()) {
+          acc[cell] += dp::ratio(cnt.tdm_count[cell] * out_tdm[cell], all);
+          out_any[cell - w - 1] = out_any[cell - w - 1] + out_tdm[cell];
+        }
+      }
+    }
+  }
+};
+
+// The distance (and, with need_coopt, P in ws.p_acc) of the pair whose costs
+// are in ws.cost.
+// Inside and outside passes with counts of type Count; false (and nothing
+// accumulated) if the total count is not representable in that type.
+template <typename Count>
+bool ted_coopt(const TreeIndex& x, const TreeIndex& y, const dp::Tie& tie, TedWorkspace& ws,
+               CountBuffers<Count>& cnt, double* distance) {
+  const int64_t m = x.n, n = y.n, w = n + 1, cells = (m + 1) * w;
+  cnt.tdm_count.resize(cells);
+  cnt.tot.resize(cells);
+  cnt.in_other.resize(cells);
+  cnt.out_any.resize(cells);
+  cnt.out_ins.resize(cells);
+  ws.coopt.resize(cells);
+  TedPair<Count> pair{x, y, ws, cnt, w, tie};
+  // Counting costs several times the distance per cell, and P needs the counts
+  // of only the tables that its co-optimal mappings pass (about a fifth of the
+  // cells of random trees): distances everywhere first, then those tables
+  // top-down with their co-optimal flags, then counts there alone, from the
+  // kept flags.
+  pair.template inside<false>();
+  pair.mark_needed(ws.needed);
+  cnt.kept.clear();
+  cnt.kept_offset.assign(ws.needed.size(), -1);
+  pair.template inside<true>(ws.needed.data());
+  *distance = ws.fd[m * w + n];  // the outside pass reuses fd
+  const Count all = pair.total(m * w + n);
+  if (!all.usable_total()) return false;
+  cnt.out_tdm.assign(cells, Count::zero());
+  ws.p_acc.assign(cells, 0.0);
+  for (size_t a = x.keyroots.size(); a-- > 0;) {
+    for (size_t b = y.keyroots.size(); b-- > 0;) {
+      if (!pair.has_outside(a, b)) continue;
+      const uint8_t* f = pair.kept_flags(a, b);
+      if (f != nullptr) {
+        if (!pair.restore_table(a, b, f)) pair.template count_table<true>(x.keyroots[a], y.keyroots[b], f);
+      } else {
+        pair.template table<true>(x.keyroots[a], y.keyroots[b]);
+      }
+      pair.sweep(x.keyroots[a], y.keyroots[b], all);
+    }
+  }
+  return true;
+}
+
+// The distance (and, with need_coopt, P in ws.p_acc) of the pair whose costs
+// are in ws.cost.
+inline double ted_solve(const TreeIndex& x, const TreeIndex& y, bool need_coopt, const dp::Tie& tie,
+                 TedWorkspace& ws) {
+  const int64_t m = x.n, n = y.n, w = n + 1, cells = (m + 1) * w;
+  ws.fd.resize(cells);
+  ws.tdm.resize(cells);
+  if (!need_coopt) {
+    TedPair<dp::FastCount> pair{x, y, ws, ws.fast, w, tie};
+    pair.inside<false>();
+    return ws.fd[m * w + n];
+  }
+  // Counts as doubles unless they overflow (massive ties in large trees).
+  double distance;
+  if (!ted_coopt(x, y, tie, ws, ws.fast, &distance)) {
+    // Cannot fail for costs within the overflow rule (some alternative of each cell is its minimum).
+    const bool counted = ted_coopt(x, y, tie, ws, ws.exact, &distance);
+    TORCH_CHECK(counted, "internal error: no co-optimal mapping was counted for a pair of ", x.n, " and ", y.n, " nodes");
+  }
+  return distance;
+}
+
+// P from ws.p_acc back to preorder and the padded cost layout.
+template <typename scalar_t>
+void write_coopt(const TreeIndex& x, const TreeIndex& y, const TedWorkspace& ws, scalar_t* p,
+                 int64_t stride) {
+  const int64_t m = x.n, n = y.n, w = n + 1;
+  const double* acc = ws.p_acc.data();
+  for (int64_t i = 1; i <= m; ++i) {
+    scalar_t* row = p + x.pre_of_post[i] * stride;
+    row[n] = static_cast<scalar_t>(acc[i * w]);
+    for (int64_t j = 1; j <= n; ++j) row[y.pre_of_post[j]] = static_cast<scalar_t>(acc[i * w + j]);
+  }
+  for (int64_t j = 1; j <= n; ++j) p[m * stride + y.pre_of_post[j]] = static_cast<scalar_t>(acc[j]);
+}
+
+}  // namespace ted
+}  // namespace bedl

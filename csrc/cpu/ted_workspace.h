@@ -1,0 +1,53 @@
+// Per-thread buffers of the tree kernel, reused across the pairs a thread runs.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "dp_common.h"
+
+namespace bedl {
+namespace ted {
+
+// Counts of co-optimal derivations, (m+1)(n+1) each, in one count type.
+template <typename C>
+struct CountBuffers {
+  std::vector<C> tdm_count;          // counts of the root-matched subtree distances
+  std::vector<C> tot, in_other;      // inside counts of the current table: all, and not entered by a deletion
+  std::vector<C> out_any, out_ins, out_tdm;  // outside counts
+  // The inside pass's tot and in_other of the needed tables (region by region,
+  // row by row, like the kept flags), for the outside pass; -1: not kept.
+  std::vector<C> kept;
+  std::vector<int64_t> kept_offset;
+};
+
+struct TedWorkspace {
+  std::vector<double> cost;      // (m+1)(n+1) postorder: [i][j] replace, [i][0] delete, [0][j] insert
+  std::vector<double> dels;      // the deletion costs [i][0] again, contiguous (tables walk them down columns)
+  std::vector<double> fd;        // forest distances of the current table
+  std::vector<double> tdm;       // root-matched subtree distances, all tables
+  std::vector<uint8_t> coopt;    // co-optimal incoming edges of the current table
+  CountBuffers<dp::FastCount> fast;  // counts as doubles: the usual case
+  CountBuffers<dp::Count> exact;     // counts with an exponent: where doubles overflow
+  std::vector<double> p_acc;
+  // Insertions of y[l(j) .. j-1] (deletions of x[l(i) .. i-1]), summed from
+  // the path's leaf up exactly as a forest table's first row (column) does.
+  std::vector<double> below_ins, below_del;
+  std::vector<int64_t> y_symbol;  // y's labels in postorder (symbol-table costs)
+  // Replacement costs for the distance pass: rep_row[i][rep_col[j]] is cost
+  // (i, j) (postorder). Rows of `cost` for padded costs; rows of the symbol
+  // table itself where it is float64, so that the distance alone gathers
+  // each cost once, where it is used, instead of filling `cost` first.
+  std::vector<const double*> rep_row;
+  std::vector<int64_t> rep_col;
+  std::vector<uint8_t> needed;    // keyroot pairs whose inside counts P needs (see ted_coopt)
+  std::vector<uint8_t> reach_any, reach_ins, reach_tdm;  // mark_needed's boolean outside pass
+  // Co-optimal flags of the needed tables, kept by mark_needed (region by
+  // region, row-major) unless they exceed kFlagStoreLimit; -1: not kept.
+  std::vector<uint8_t> flag_store;
+  std::vector<int64_t> flag_offset;
+  bool flags_kept = false;
+};
+
+}  // namespace ted
+}  // namespace bedl

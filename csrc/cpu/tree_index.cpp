@@ -1,0 +1,111 @@
+#include "tree_index.h"
+
+#include "dp_common.h"
+
+namespace bedl {
+namespace ted {
+namespace {
+
+void finish_index(TreeIndex& t) {
+  const int64_t n = t.n;
+  std::vector<int64_t> top_of_path(n + 1, 0);
+  for (int64_t i = 1; i <= n; ++i) top_of_path[t.leftmost[i]] = i;
+  t.keyroot_of.assign(n + 1, 0);
+  for (int64_t i = 1; i <= n; ++i) t.keyroot_of[i] = top_of_path[t.leftmost[i]];
+  for (int64_t i = 1; i <= n; ++i) {
+    if (top_of_path[t.leftmost[i]] == i) {
+      t.keyroots.push_back(i);
+      t.work += static_cast<double>(i - t.leftmost[i] + 1);
+      if (t.leftmost[i] != i) t.wide_width += i - t.leftmost[i] + 2;
+    }
+  }
+  // Every node lies on exactly one keyroot's leftmost path: the nodes that
+  // share its leftmost leaf.
+  std::vector<int64_t> slot(n + 1, 0);  // leftmost leaf -> path length, then write position
+  for (int64_t i = 1; i <= n; ++i) ++slot[t.leftmost[i]];
+  t.path_begin.assign(t.keyroots.size() + 1, 0);
+  for (size_t k = 0; k < t.keyroots.size(); ++k) {
+    const int64_t leaf = t.leftmost[t.keyroots[k]];
+    t.path_begin[k + 1] = t.path_begin[k] + slot[leaf];
+    slot[leaf] = t.path_begin[k];
+  }
+  t.path_nodes.assign(n, 0);
+  for (int64_t i = 1; i <= n; ++i) t.path_nodes[slot[t.leftmost[i]]++] = i;
+}
+
+}  // namespace
+
+OrientedTree index_tree(const int64_t* size, int64_t n, int64_t tree_id, const char* side) {
+  TORCH_CHECK_VALUE(n >= 1, side, " tree ", tree_id, " is empty; a tree has at least one node");
+  TORCH_CHECK_VALUE(size[0] == n, side, " tree ", tree_id, ": the root's subtree size is ", size[0],
+              " but the tree has ", n, " nodes");
+  OrientedTree o;
+  TreeIndex& t = o.left;
+  TreeIndex& r = o.right;
+  t.n = r.n = n;
+  t.pre_of_post.assign(n + 1, 0);
+  t.leftmost.assign(n + 1, 0);
+  r.pre_of_post.assign(n + 1, 0);
+  r.leftmost.assign(n + 1, 0);
+  std::vector<int64_t> open_ends;  // ends of the subtrees that contain the current node
+  open_ends.reserve(64);
+  for (int64_t i = 0; i < n; ++i) {
+    while (!open_ends.empty() && open_ends.back() <= i) open_ends.pop_back();
+    const int64_t s = size[i];
+    TORCH_CHECK_VALUE(s >= 1 && i + s <= n, side, " tree ", tree_id, ": subtree size ", s,
+                " of node ", i, " is out of range");
+    TORCH_CHECK_VALUE(i == 0 || (!open_ends.empty() && i + s <= open_ends.back()), side, " tree ",
+                tree_id, ": subtree of node ", i, " is not nested in its parent's (not preorder)");
+    const int64_t depth = static_cast<int64_t>(open_ends.size());
+    // Nodes before i in postorder: the non-ancestors before it in preorder and
+    // its own descendants.
+    const int64_t post = i - depth + s;  // 1-based
+    t.pre_of_post[post] = i;
+    t.leftmost[post] = post - s + 1;
+    // The mirrored tree's postorder is the reversed preorder.
+    const int64_t mpost = n - i;
+    r.pre_of_post[mpost] = i;
+    r.leftmost[mpost] = mpost - s + 1;
+    open_ends.push_back(i + s);
+  }
+  finish_index(t);
+  finish_index(r);
+  return o;
+}
+
+std::vector<OrientedTree> index_trees(const at::Tensor& sizes, const at::Tensor& ptr,
+                                   const char* side) {
+  const int64_t count = ptr.size(0) - 1;
+  TORCH_CHECK_VALUE(count >= 0, side, "_ptr must have at least one entry");
+  const int64_t* ptr_p = ptr.data_ptr<int64_t>();
+  const int64_t* size_p = sizes.data_ptr<int64_t>();
+  TORCH_CHECK_VALUE(ptr_p[0] == 0 && ptr_p[count] == sizes.size(0), side,
+              "_ptr must start at 0 and end at the number of nodes");
+  std::vector<OrientedTree> trees(count);
+  for (int64_t t = 0; t < count; ++t) {
+    TORCH_CHECK_VALUE(ptr_p[t + 1] >= ptr_p[t], side, "_ptr must be non-decreasing");
+    trees[t] = index_tree(size_p + ptr_p[t], ptr_p[t + 1] - ptr_p[t], t, side);
+  }
+  return trees;
+}
+
+IndexedTrees index_both(const at::Tensor& x_sizes, const at::Tensor& x_ptr,
+                        const at::Tensor& y_sizes, const at::Tensor& y_ptr) {
+  IndexedTrees t;
+  t.xs = index_trees(x_sizes.contiguous(), x_ptr.contiguous(), "x");
+  t.same = x_sizes.is_same(y_sizes) && x_ptr.is_same(y_ptr);
+  if (!t.same) t.ys_own = index_trees(y_sizes.contiguous(), y_ptr.contiguous(), "y");
+  return t;
+}
+
+void check_pairs(const std::vector<OrientedTree>& xs, const std::vector<OrientedTree>& ys,
+                 const int64_t* px, const int64_t* py, int64_t batch) {
+  for (int64_t b = 0; b < batch; ++b) {
+    TORCH_CHECK_VALUE(px[b] >= 0 && px[b] < static_cast<int64_t>(xs.size()), "pair_x[", b, "] = ", px[b],
+                " is not a tree index");
+    TORCH_CHECK_VALUE(py[b] >= 0 && py[b] < static_cast<int64_t>(ys.size()), "pair_y[", b, "] = ", py[b],
+                " is not a tree index");
+  }
+}
+}  // namespace ted
+}  // namespace bedl
