@@ -7,8 +7,9 @@ then ``bedl_torch.distributed.pairwise_distances`` in one process and in a gloo 
 processes on 127.0.0.1 (spawned here, as torchrun would start them), in memory and into a
 ``.npy`` file. Every process runs one thread (``torch.set_num_threads(1)``). A time is one call
 between two barriers after a warm-up call; the table gives the median and the best of the
-repeats, and the speed-up of the median over the one-process ``bedl_torch.pairwise_distances``.
-Prints a Markdown table with the command, the CPU model and the load average.
+repeats, the speed-up of the median over the one-process ``bedl_torch.pairwise_distances``, and
+the CPU time of the busiest process (a wall time well above it means the processes waited for
+cores). Prints a Markdown table with the command, the CPU model and the load average.
 """
 from __future__ import annotations
 
@@ -67,16 +68,18 @@ def load_average() -> str:
 
 
 def timed(call, repeat: int, barrier=lambda: None):
-    """Seconds of each of ``repeat`` calls (after one warm-up call), between barriers."""
+    """Wall and CPU seconds of this process for each of ``repeat`` calls (after one warm-up
+    call), between barriers."""
     call()
-    times = []
+    wall, cpu = [], []
     for _ in range(repeat):
         barrier()
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         call()
         barrier()
-        times.append(time.perf_counter() - start)
-    return times
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    return wall, cpu
 
 
 def _rank(rank, world, port, n, nodes, repeat, tile_size, folder, queue):
@@ -94,8 +97,7 @@ def _rank(rank, world, port, n, nodes, repeat, tile_size, folder, queue):
                                                         progress=False),
                           repeat, dist.barrier),
         }
-        if rank == 0:
-            queue.put(results)
+        queue.put((rank, results))
     finally:
         dist.destroy_process_group()
 
@@ -111,12 +113,16 @@ def group_times(world, n, nodes, repeat, tile_size):
                                                  folder, queue)) for r in range(world)]
         for p in procs:
             p.start()
-        results = queue.get()
+        per_rank = dict(queue.get() for _ in range(world))
         for p in procs:
             p.join()
     if any(p.exitcode for p in procs):
         raise RuntimeError("a rank failed")
-    return results
+    # wall times of rank 0 (the calls end together), CPU times of the busiest rank per call
+    return {key: (per_rank[0][key][0],
+                  [max(per_rank[r][key][1][i] for r in range(world))
+                   for i in range(len(per_rank[0][key][1]))])
+            for key in per_rank[0]}
 
 
 def main():
@@ -141,7 +147,7 @@ def main():
     rows.append(("distributed, 2 processes (gloo), into one .npy file", two["file"]))
     load_after = load_average()
 
-    base = statistics.median(ops_times)
+    base = statistics.median(ops_times[0])
     print(f"command: `{' '.join([os.path.basename(sys.executable)] + sys.argv)}`")
     print(f"CPU: {cpu_model()}, {os.cpu_count()} logical cores; torch {torch.__version__}; "
           f"load average (1, 5, 15 min) before {load_before}, after {load_after}")
@@ -149,11 +155,15 @@ def main():
     print(f"{args.n} x {args.n} matrix of random {args.nodes}-node trees, unit costs, "
           f"1 thread per process, {args.repeat} timed calls each")
     print()
-    print("| run | median s | best s | speed-up (median) |")
-    print("|---|---|---|---|")
-    for name, times in rows:
-        med = statistics.median(times)
-        print(f"| {name} | {med:.4f} | {min(times):.4f} | {base / med:.2f}x |")
+    print("| run | median s | best s | speed-up (median) | CPU s per process (median, busiest rank) |")
+    print("|---|---|---|---|---|")
+    for name, (wall, cpu) in rows:
+        med = statistics.median(wall)
+        print(f"| {name} | {med:.4f} | {min(wall):.4f} | {base / med:.2f}x | "
+              f"{statistics.median(cpu):.4f} |")
+    print()
+    print("A wall time well above the CPU time of the busiest process means the processes waited "
+          "for cores (other load on the machine).")
 
 
 if __name__ == "__main__":
