@@ -627,7 +627,7 @@ _INTERRUPTING_CLI = textwrap.dedent("""
 """)
 
 
-def test_cli_one_process_interrupt_and_resume(tmp_path):
+def test_cli_one_process_interrupt_and_resume(tmp_path, monkeypatch, capsys):
     trees = _trees(17, 50)
     expected = bt.pairwise_distances(trees).numpy()
     _write_jsonl(tmp_path / "trees.jsonl", trees)
@@ -640,10 +640,16 @@ def test_cli_one_process_interrupt_and_resume(tmp_path):
     assert run.returncode == 0, run.stderr
     assert "D.npy: 17 x 17 float64" in run.stdout
     assert np.array_equal(np.load(tmp_path / "D.npy"), expected)
-    run = _cli(["pairwise", "missing.jsonl", "--out", "E.npy"], tmp_path)
-    assert run.returncode == 2 and "'missing.jsonl' is neither a data set" in run.stderr
-    run = _cli(args + ["--resume", "--tile-size", "6"], tmp_path)
-    assert run.returncode == 2 and "cannot resume D.npy" in run.stderr
+    # errors end the command with a line on stderr (in this process: no group is started)
+    from bedl_torch.__main__ import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    capsys.readouterr()
+    assert main(["pairwise", "missing.jsonl", "--out", "E.npy"]) == 2
+    assert "'missing.jsonl' is neither a data set" in capsys.readouterr().err
+    assert main(args + ["--resume", "--tile-size", "6"]) == 2
+    assert "cannot resume D.npy" in capsys.readouterr().err
 
 
 def test_cli_glove_costs_on_word_trees(tmp_path):
