@@ -1,16 +1,15 @@
 """bedl_torch: differentiable tree and sequence edit distances and BEDL.
 
-Layers (each imports only those below it): kernels (``bedl_torch._C``), trees
-and data (:mod:`bedl_torch.tree`, :mod:`bedl_torch.datasets`), ops
-(:mod:`bedl_torch.ops`), costs (:mod:`bedl_torch.costs`,
-:mod:`bedl_torch.pretrained`), learning (:mod:`bedl_torch.learning`) and
-evaluation (:mod:`bedl_torch.evaluation`, which needs scikit-learn and scipy and
-is not imported here).
+Layers (each imports only those below it): kernels (``bedl_torch._C``), trees and data
+(:mod:`bedl_torch.tree`, :mod:`bedl_torch.labels`, :mod:`bedl_torch.datasets`), cost modules
+(:mod:`bedl_torch.costs`, :mod:`bedl_torch.pretrained`), ops (:mod:`bedl_torch.ops`), learning
+(:mod:`bedl_torch.learning`) and evaluation (:mod:`bedl_torch.evaluation`, which needs
+scikit-learn and scipy and is not imported here).
 """
 __version__ = "0.1.0"
 
 from .tree import Tree
-from .costs import EuclideanCost, SymbolCost, UnitCost
+from .costs import CosineCost, EuclideanCost, SymbolCost, UnitCost
 from .ops import (
     PairBatch,
     coopt_matrix,
@@ -21,9 +20,10 @@ from .ops import (
     pairwise_distances,
     pseudo_edit_distance,
 )
-from .pretrained import CosineCost
+from .alignments import edit_script, optimal_mapping, sample_mappings
 from .learning import BEDL, MedianGLVQ
 from . import datasets
+from . import pretrained  # noqa: F401 (bedl_torch.pretrained stays an attribute, as before)
 
 __all__ = [
     "Tree",
@@ -38,6 +38,9 @@ __all__ = [
     "coopt_matrix_batch",
     "pairwise_distances",
     "default_rel_tol",
+    "optimal_mapping",
+    "sample_mappings",
+    "edit_script",
     "CosineCost",
     "BEDL",
     "MedianGLVQ",

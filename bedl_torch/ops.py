@@ -16,20 +16,26 @@ Two differentiable quantities:
 Costs may live on any device and carry autograd history; the dynamic program
 runs on the CPU (one transfer per batch) and results come back on the costs'
 device.
+
+One module of over 600 lines on purpose: :class:`FlatTable`, the symbol views,
+:class:`PairBatch` and its two autograd functions call into each other (the functions run
+the batch's kernels and scatter into the views' tables), and splitting them would turn their
+private helpers into a public surface. Layer: ops (imports the kernels, the cost modules and
+:mod:`bedl_torch.labels`).
 """
 from __future__ import annotations
 
 import itertools
 import math
 import weakref
-from typing import Hashable, List, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
 
 from . import _ext
-from .costs import SymbolCost, UnitCost, _long_tensor, subtable_of, table_of
-from .tree import Tree
+from .costs import SymbolCost, UnitCost, subtable_of, table_of
+from .labels import alphabet_of, kind_of, labels_of, long_tensor
 
 __all__ = [
     "edit_distance",
@@ -38,7 +44,9 @@ __all__ = [
     "edit_distance_batch",
     "coopt_matrix_batch",
     "PairBatch",
+    "FlatTable",
     "pairwise_distances",
+    "table_pair_distances",
     "default_rel_tol",
 ]
 
@@ -46,8 +54,8 @@ __all__ = [
 _CHUNK_CELLS = 1 << 22
 # Largest local symbol table (k x k over the symbols in use) built for a cost module without
 # a whole table: 1024 symbols, 8 MB in float64. The kernels gather a pair's costs from
-# scattered rows and columns, so a larger table is slower than the padded costs (measured:
-# a 4000-word table made 20-word sequence pairs 80 us each, cache misses on every cell).
+# scattered rows and columns, so a larger table loses to the padded costs through cache
+# misses on every cell.
 _LOCAL_TABLE_CELLS = 1 << 20
 
 
@@ -66,36 +74,44 @@ def default_rel_tol(dtype: torch.dtype) -> float:
 # ---------------------------------------------------------------------------
 
 
-def _kind_of(obj) -> str:
-    if isinstance(obj, Tree):
-        return "tree"
-    if isinstance(obj, (str, list, tuple)):
-        return "sequence"
-    raise TypeError(
-        f"expected a bedl_torch.Tree or a sequence (str, list or tuple), got {type(obj).__name__}"
-    )
+class FlatTable:
+    """A collection of trees or of sequences, flattened once for the kernels and shared by
+    many pairs.
 
+    :class:`PairBatch` builds one per side; :meth:`PairBatch.from_tables` and
+    :func:`table_pair_distances` take them, so that pairs drawn again and again from the
+    same objects (chunks of a matrix, BEDL's data-to-prototype pairs) are never flattened or
+    encoded twice. The symbol indices under a cost module are computed on first use and cached
+    per module.
 
-def _labels_of(obj) -> Sequence[Hashable]:
-    return obj.labels if isinstance(obj, Tree) else obj
+    Args:
+        objects: trees (:class:`~bedl_torch.tree.Tree`) or sequences (``str``, ``list``,
+            ``tuple``), one kind only.
+        side: the name used in error messages (e.g. ``"X"``).
 
+    Attributes:
+        objects (list): the objects. kind (str or None): ``"tree"``, ``"sequence"`` or
+            ``None`` (no objects). lengths: int64 ``(len(objects),)``, nodes or elements per
+            object. ptr: int64 ``(len(objects) + 1,)``: object ``t`` holds the concatenated
+            elements ``ptr[t] .. ptr[t + 1] - 1``. sizes (trees only): int64, the subtree
+            sizes of all nodes, concatenated. All on the CPU.
 
-class _Table:
-    """A table of trees or sequences, flattened once and shared by many pairs."""
+    Raises:
+        TypeError: objects that are neither trees nor sequences, or both kinds mixed.
+    """
 
     def __init__(self, objects: Sequence, side: str):
         objects = list(objects)
-        kinds = {_kind_of(o) for o in objects}
+        kinds = {kind_of(o) for o in objects}
         if len(kinds) > 1:
             raise TypeError(f"{side}: cannot mix trees and sequences in one batch")
         self.objects = objects
         self.kind = kinds.pop() if kinds else None
-        self.lengths = _long_tensor(len(o) for o in objects)
-        # Objects concatenated: object t holds elements [ptr[t], ptr[t + 1]).
+        self.lengths = long_tensor(len(o) for o in objects)
         self.ptr = torch.zeros(len(objects) + 1, dtype=torch.long)
         torch.cumsum(self.lengths, 0, out=self.ptr[1:])
         if self.kind == "tree":
-            data = bytearray(b"".join([o._subtree_sizes_int64() for o in objects]))
+            data = bytearray(b"".join([o.subtree_sizes_bytes() for o in objects]))
             self.sizes = torch.frombuffer(data, dtype=torch.long) if data else torch.zeros(0, dtype=torch.long)
         self._encoded = weakref.WeakKeyDictionary()
 
@@ -109,7 +125,7 @@ class _Table:
         key = (len(cost.alphabet), unknown)
         if key not in per_cost:
             # One encode call for the whole table (it names unknown labels).
-            flat = cost.encode(list(itertools.chain.from_iterable(map(_labels_of, self.objects))),
+            flat = cost.encode(list(itertools.chain.from_iterable(map(labels_of, self.objects))),
                                unknown=unknown)
             per_cost.clear()
             per_cost[key] = {"flat": flat}
@@ -189,16 +205,16 @@ class _SymbolView:
         lookup[used] = torch.arange(k)
         return cls(table, cost, unknown, lookup)
 
-    def flat_labels(self, side: "_Table") -> torch.Tensor:
+    def flat_labels(self, side: "FlatTable") -> torch.Tensor:
         flat = side.flat_labels(self.cost, self.unknown)
         return flat if self.lookup is None else self.lookup[flat]
 
-    def padded_labels(self, side: "_Table", pairs: torch.Tensor, width: int) -> torch.Tensor:
+    def padded_labels(self, side: "FlatTable", pairs: torch.Tensor, width: int) -> torch.Tensor:
         enc = side.encoded(self.cost, self.unknown)[pairs, :width]
         return enc if self.lookup is None else self.lookup[enc]
 
 
-def _matrix_view(x_table: "_Table", y_table: "_Table", cost, unknown: str) -> Optional[_SymbolView]:
+def _matrix_view(x_table: "FlatTable", y_table: "FlatTable", cost, unknown: str) -> Optional[_SymbolView]:
     """One symbol view for every pair of two tables (a whole matrix): the whole table, or a
     local one over all their symbols if it fits ``_LOCAL_TABLE_CELLS``, else None."""
     if not isinstance(cost, SymbolCost):
@@ -212,7 +228,7 @@ def _matrix_view(x_table: "_Table", y_table: "_Table", cost, unknown: str) -> Op
     return _SymbolView.local(cost, unknown, labels, _LOCAL_TABLE_CELLS)
 
 
-def _whole_table(cost: SymbolCost, x_table: "_Table", y_table: "_Table", unknown: str) -> Optional[torch.Tensor]:
+def _whole_table(cost: SymbolCost, x_table: "FlatTable", y_table: "FlatTable", unknown: str) -> Optional[torch.Tensor]:
     """The cost module's whole symbol table if it has one, else None."""
     table = table_of(cost)
     if table is None:
@@ -239,21 +255,38 @@ class PairBatch:
 
     Args:
         xs, ys: equally long sequences of trees or of sequences.
+
+    Attributes:
+        x_table, y_table (FlatTable): the two sides, flattened. pair_x, pair_y: int64 ``(B,)``
+            indices of each pair's objects in the tables. m, n: int64 ``(B,)`` their lengths.
+        kind (str): ``"tree"`` or ``"sequence"``. All on the CPU.
+
+    Raises:
+        ValueError: sides of different lengths. TypeError: objects that are neither trees nor
+            sequences, or trees mixed with sequences.
+
+    Results (distances, co-optimal matrices) come back on the costs' device and dtype.
     """
 
     def __init__(self, xs: Sequence, ys: Sequence):
         xs, ys = list(xs), list(ys)
         if len(xs) != len(ys):
             raise ValueError(f"xs and ys must have the same length, got {len(xs)} and {len(ys)}")
-        self._init(_Table(xs, "xs"), _Table(ys, "ys"), torch.arange(len(xs)), torch.arange(len(ys)))
+        self._init(FlatTable(xs, "xs"), FlatTable(ys, "ys"), torch.arange(len(xs)), torch.arange(len(ys)))
 
     @classmethod
-    def from_tables(cls, x_table: "_Table", y_table: "_Table", pair_x, pair_y) -> "PairBatch":
-        """Pairs ``(x_table[pair_x[k]], y_table[pair_y[k]])`` over tables flattened once.
+    def from_tables(cls, x_table: FlatTable, y_table: FlatTable, pair_x, pair_y) -> "PairBatch":
+        """Pairs ``(x_table.objects[pair_x[k]], y_table.objects[pair_y[k]])`` over tables
+        flattened once.
 
-        ``x_table``/``y_table`` are the ``x_table``/``y_table`` attributes of another
-        ``PairBatch`` (or ``_Table(objects, name)``); their structure and symbol indices are
-        shared, so sub-batches (chunks, data-to-prototype pairs) cost no re-flattening.
+        Args:
+            x_table, y_table: :class:`FlatTable` objects, e.g. the ``x_table``/``y_table``
+                attributes of another ``PairBatch``; their structure and symbol indices are
+                shared, so sub-batches (chunks, data-to-prototype pairs) cost no re-flattening.
+            pair_x, pair_y: equally long int64 index vectors (CPU) into the two tables.
+
+        Raises:
+            TypeError: one table holds trees and the other sequences.
         """
         self = cls.__new__(cls)
         self._init(x_table, y_table, torch.as_tensor(pair_x, dtype=torch.long),
@@ -284,10 +317,13 @@ class PairBatch:
     # -- costs ---------------------------------------------------------------
 
     def costs(self, cost: SymbolCost, unknown: str = "error") -> torch.Tensor:
-        """Padded costs ``(B, M+1, N+1)`` of every pair under a cost module.
+        """Padded costs ``(B, M+1, N+1)`` of every pair under a cost module (its device and
+        dtype; the padding holds gap costs).
 
-        Raises ValueError naming labels missing from ``cost.alphabet`` unless
-        ``unknown="gap"``.
+        Raises:
+            ValueError: labels missing from ``cost.alphabet`` (named) unless
+                ``unknown="gap"``, or a module that returns the wrong shape.
+            TypeError: ``cost`` is not a :class:`SymbolCost`.
         """
         if not isinstance(cost, SymbolCost):
             raise TypeError(f"cost must be a bedl_torch.SymbolCost module, got {type(cost).__name__}")
@@ -369,10 +405,15 @@ class PairBatch:
         """Distances ``(B,)`` of all pairs, differentiable in the costs.
 
         Args:
-            cost_or_costs: a cost module or a padded cost tensor.
+            cost_or_costs: a cost module or a padded float32/float64 cost tensor
+                ``(B, >= M+1, >= N+1)`` on any device.
             mode: ``"exact"`` (gradient P(C)) or ``"pseudo"`` (``sum(P0 * C)`` with
                 P0 at ``reference``: a cost module, a padded tensor or a P0 tensor
                 from :meth:`coopt`; default the current costs, detached).
+
+        Raises:
+            ValueError: an unknown mode, costs of the wrong shape, NaN or inf costs, labels
+                missing from the alphabet. TypeError: non-float costs.
         """
         return self._distances(cost_or_costs, mode, reference, rel_tol, unknown)
 
@@ -403,7 +444,8 @@ class PairBatch:
 
     def coopt(self, cost_or_costs, *, rel_tol: Optional[float] = None,
               unknown: str = "error") -> Tuple[torch.Tensor, torch.Tensor]:
-        """Distances ``(B,)`` and co-optimal matrices ``(B, M+1, N+1)``, without gradient."""
+        """Distances ``(B,)`` and co-optimal matrices ``(B, M+1, N+1)`` (zero outside each
+        pair's block), without gradient, on the costs' device. Raises as :meth:`distances`."""
         return self._coopt(cost_or_costs, rel_tol, unknown)
 
     def _coopt(self, cost_or_costs, rel_tol=None, unknown="error", view=None):
@@ -419,7 +461,12 @@ class PairBatch:
             return self._run(costs, True, tol)
 
     def pseudo_distances(self, cost_or_costs, coopt: torch.Tensor, *, unknown: str = "error") -> torch.Tensor:
-        """Pseudo edit distances ``sum(P0 * C)`` ``(B,)`` for frozen co-optimal matrices ``P0``."""
+        """Pseudo edit distances ``sum(P0 * C)`` ``(B,)`` for frozen co-optimal matrices ``P0``
+        (from :meth:`coopt`), differentiable in the costs.
+
+        Raises:
+            ValueError: ``coopt`` not a ``(B, M+1, N+1)`` tensor; as :meth:`costs`.
+        """
         return self._pseudo(cost_or_costs, coopt, unknown)
 
     def _pseudo(self, cost_or_costs, coopt, unknown="error", view=None):
@@ -540,6 +587,9 @@ def coopt_matrix(x, y, costs: torch.Tensor, *, rel_tol: Optional[float] = None):
     Returns:
         ``(distance, P)``: ``distance`` as from :func:`edit_distance` (differentiable),
         ``P`` with the costs' shape, dtype and device (no gradient).
+
+    Raises:
+        As :func:`edit_distance`.
     """
     return _single(x, y, costs, rel_tol, True)
 
@@ -550,6 +600,10 @@ def pseudo_edit_distance(x, y, costs: torch.Tensor, reference_costs: torch.Tenso
 
     P is frozen at ``reference_costs`` (detached), so the gradient with respect
     to ``costs`` is exactly that P.
+
+    Raises:
+        ValueError: ``reference_costs`` of another shape or device, NaN or inf costs.
+        TypeError: non-float costs.
     """
     _check_costs(costs)
     if tuple(reference_costs.shape) != tuple(costs.shape):
@@ -592,8 +646,16 @@ def edit_distance_batch(xs: Sequence, ys: Sequence, costs, *, rel_tol: Optional[
     """Edit distances ``(B,)`` of the pairs ``(xs[k], ys[k])`` in one call.
 
     Args:
-        costs: a list of ``(|x_k|+1, |y_k|+1)`` tensors, or one padded tensor
-            ``(B, M+1, N+1)`` in which pair ``k`` uses ``[:|x_k|+1, :|y_k|+1]``.
+        costs: a list of ``(|x_k|+1, |y_k|+1)`` tensors (one dtype, one device), or one
+            padded tensor ``(B, M+1, N+1)`` in which pair ``k`` uses ``[:|x_k|+1, :|y_k|+1]``.
+
+    Returns:
+        ``(B,)`` on the costs' device, differentiable (the gradient of pair ``k`` is its P).
+
+    Raises:
+        ValueError: a cost matrix of the wrong shape or count, NaN or inf costs, costs on
+            several devices. TypeError: non-float costs, mixed dtypes, objects of the wrong
+            kind.
     """
     batch = PairBatch(xs, ys)
     padded, _ = _pad_costs(batch, costs)
@@ -604,7 +666,8 @@ def coopt_matrix_batch(xs: Sequence, ys: Sequence, costs, *, rel_tol: Optional[f
     """Distances ``(B,)`` (differentiable) and co-optimal matrices of many pairs.
 
     Returns P as a list of per-pair matrices if ``costs`` is a list, else as one
-    padded ``(B, M+1, N+1)`` tensor (zero outside each pair's block).
+    padded ``(B, M+1, N+1)`` tensor (zero outside each pair's block). Raises as
+    :func:`edit_distance_batch`.
     """
     batch = PairBatch(xs, ys)
     padded, as_list = _pad_costs(batch, costs)
@@ -621,21 +684,7 @@ def coopt_matrix_batch(xs: Sequence, ys: Sequence, costs, *, rel_tol: Optional[f
 # ---------------------------------------------------------------------------
 
 
-def _alphabet_of(*collections) -> List[Hashable]:
-    """The labels of all objects, in order of first appearance."""
-    distinct = []
-    for objects in collections:
-        if any(objects is seen for seen in distinct):
-            continue
-        distinct.append(objects)
-    try:
-        return list(dict.fromkeys(itertools.chain.from_iterable(
-            o._distinct_labels() if isinstance(o, Tree) else o for objects in distinct for o in objects)))
-    except TypeError:
-        raise TypeError("labels must be hashable") from None
-
-
-def _pair_chunks(x_table: _Table, y_table: _Table, ii: torch.Tensor, jj: torch.Tensor,
+def _pair_chunks(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: torch.Tensor,
                  chunk_size: Optional[int] = None):
     """The pairs ``(ii[k], jj[k])`` reordered by size, and chunk boundaries.
 
@@ -663,18 +712,36 @@ def _pair_chunks(x_table: _Table, y_table: _Table, ii: torch.Tensor, jj: torch.T
     return ii, jj, bounds
 
 
-def _pair_values(x_table: _Table, y_table: _Table, ii: torch.Tensor, jj: torch.Tensor, cost, *,
-                 mode: str = "exact", reference_cost=None, rel_tol=None, unknown: str = "error",
-                 chunk_size: Optional[int] = None):
-    """Distances of the pairs ``(x_table[ii[k]], y_table[jj[k]])`` in memory-bounded chunks.
-    Returns ``(ii, jj, values)`` in the order computed (pairs regrouped by size)."""
+def table_pair_distances(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor,
+                         jj: torch.Tensor, cost: SymbolCost, *, mode: str = "exact",
+                         reference_cost: Optional[SymbolCost] = None,
+                         rel_tol: Optional[float] = None, unknown: str = "error",
+                         chunk_size: Optional[int] = None):
+    """Distances of the pairs ``(x_table.objects[ii[k]], y_table.objects[jj[k]])`` in
+    memory-bounded chunks, for callers that keep :class:`FlatTable` objects across many calls
+    (BEDL's training distances, once per round) and assemble the values themselves.
+
+    Args:
+        x_table, y_table: the objects, flattened once. ii, jj: int64 ``(Q,)`` pair indices.
+        cost, mode, reference_cost, rel_tol, unknown, chunk_size: as for
+            :func:`pairwise_distances` (``chunk_size=None``: chosen by memory).
+
+    Returns:
+        ``(ii, jj, values)`` in the order computed (pairs regrouped by size): the indices on
+        the CPU, ``values`` ``(Q,)`` on the cost's device and dtype, differentiable in its
+        parameters when gradients are enabled.
+
+    Raises:
+        ValueError: labels missing from the alphabet (with ``unknown="error"``), NaN or inf
+            costs.
+    """
     # One symbol table for all chunks (a module's whole table, or one over the symbols of X
     # and Y); chunks build their own local tables only when that one would be too large.
     view = _matrix_view(x_table, y_table, cost, unknown)
     if chunk_size is None and mode == "exact" and view is not None and not (
             torch.is_grad_enabled() and view.table.requires_grad):
-        # Distances alone keep nothing per pair: one kernel call (about 0.6 ms of fixed
-        # cost for 100 trees) over all pairs.
+        # Distances alone keep nothing per pair: one kernel call over all pairs (its fixed
+        # cost is paid once).
         chunk_size = max(1, len(ii))
     ii, jj, bounds = _pair_chunks(x_table, y_table, ii, jj, chunk_size)
     ref = reference_cost if reference_cost is not None else cost
@@ -717,6 +784,13 @@ def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional
     Returns:
         Tensor on the cost's device and dtype, differentiable in the cost module's
         parameters when gradients are enabled.
+
+    Raises:
+        TypeError: objects that are neither trees nor sequences, trees mixed with sequences,
+            ``cost``/``reference_cost`` not a SymbolCost.
+        ValueError: an unknown ``mode``, labels missing from the alphabet (with
+            ``unknown="error"``), ``symmetric`` for a non-square matrix, ``chunk_size < 1``,
+            NaN or inf costs.
     """
     if mode not in ("exact", "pseudo"):
         raise ValueError(f"mode must be 'exact' or 'pseudo', got {mode!r}")
@@ -724,7 +798,7 @@ def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional
     X = list(X)
     Y = X if same else list(Y)
     if cost is None:
-        cost = UnitCost(_alphabet_of(X, Y))
+        cost = UnitCost(alphabet_of(X, Y))
     elif not isinstance(cost, SymbolCost):
         raise TypeError(f"cost must be a bedl_torch.SymbolCost module, got {type(cost).__name__}")
     if reference_cost is not None and not isinstance(reference_cost, SymbolCost):
@@ -733,8 +807,8 @@ def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional
         symmetric = same and getattr(cost, "symmetric", False)
     if symmetric and not same and len(X) != len(Y):
         raise ValueError("symmetric=True needs a square matrix")
-    x_table = _Table(X, "X")
-    y_table = x_table if same else _Table(Y, "Y")
+    x_table = FlatTable(X, "X")
+    y_table = x_table if same else FlatTable(Y, "Y")
     if x_table.kind and y_table.kind and x_table.kind != y_table.kind:
         raise TypeError(f"X and Y must both hold trees or both sequences, got {x_table.kind}s and {y_table.kind}s")
     # Fail early, naming unknown labels, before any work.
@@ -756,9 +830,9 @@ def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional
 
     if chunk_size is not None and chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
-    ii, jj, vals = _pair_values(x_table, y_table, ii, jj, cost, mode=mode,
-                                reference_cost=reference_cost, rel_tol=rel_tol, unknown=unknown,
-                                chunk_size=chunk_size)
+    ii, jj, vals = table_pair_distances(x_table, y_table, ii, jj, cost, mode=mode,
+                                        reference_cost=reference_cost, rel_tol=rel_tol,
+                                        unknown=unknown, chunk_size=chunk_size)
     ii, jj = ii.to(out_device), jj.to(out_device)
     if symmetric:
         off = ii != jj

@@ -187,15 +187,19 @@ class Tree:
         """Tuple of ``n`` ints: node i's subtree is nodes ``i .. i + size[i] - 1`` (cached)."""
         return self._sizes
 
-    def _subtree_sizes_int64(self) -> bytes:
-        """The subtree sizes as native int64 bytes (cached): collections of trees are
-        concatenated from these for the kernels, 40x faster than converting ints again."""
+    def subtree_sizes_bytes(self) -> bytes:
+        """:meth:`subtree_sizes` as native int64 bytes (cached).
+
+        The ops concatenate a collection's trees from these for the kernels, much faster than
+        converting the ints of every tree again.
+        """
         if self._sizes_bytes is None:
             self._sizes_bytes = array.array("q", self._sizes).tobytes()
         return self._sizes_bytes
 
-    def _distinct_labels(self) -> tuple:
-        """The distinct labels in order of first appearance (cached; for default alphabets)."""
+    def distinct_labels(self) -> tuple:
+        """The distinct labels in order of first appearance (cached; default alphabets are
+        built from these)."""
         if self._distinct is None:
             self._distinct = tuple(dict.fromkeys(self._labels))
         return self._distinct

@@ -5,7 +5,7 @@ Measured in one run against edist (1.2.2, PyPI; benchmark-only, never imported b
 library), which takes a Python cost callback per cell (it has no learnable costs):
 
 * distance matrices between sentences as word sequences and as parse trees (equal distances
-  under these costs, see bedl_torch.evaluation.protocol._SentimentCosts); edist on a subset
+  under these costs, see bedl_torch.evaluation.protocol.data.SentimentCosts); edist on a subset
   of the pairs, per pair;
 * one BEDL fit (pseudo mode) on 300 sentences, the protocol's training sample, beside the
   paper's 69.4 s of metric learning per Sentiment fold (original Java/MATLAB code, a laptop).
@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 import bedl_torch as bt
-from bedl_torch.evaluation.protocol import _leaf_sequence, _load, _SentimentCosts
+from bedl_torch.evaluation.protocol.data import SentimentCosts, leaf_sequence, load_dataset
 from bedl_torch.learning import BEDL
 
 from bench_core import print_rows  # noqa: E402 (benchmarks/ is the script's directory)
@@ -37,14 +37,14 @@ INNER = "<inner>"  # edist uses None for the gap: unlabeled inner nodes need ano
 
 
 def main():
-    X, y = _load("sentiment")
+    X, y = load_dataset("sentiment")
     rng = np.random.default_rng(0)
     idx = rng.choice(len(X), 400, replace=False)
     train, other = idx[:300], idx[300:]
     trees_tr, trees_o = [X[i] for i in train], [X[i] for i in other]
-    seq_tr = [_leaf_sequence(t) for t in trees_tr]
-    seq_o = [_leaf_sequence(t) for t in trees_o]
-    cost, info = _SentimentCosts().make(trees_tr, trees_tr + trees_o)
+    seq_tr = [leaf_sequence(t) for t in trees_tr]
+    seq_o = [leaf_sequence(t) for t in trees_o]
+    cost, info = SentimentCosts().make(trees_tr, trees_tr + trees_o)
     words = {w: k for k, w in enumerate(cost.alphabet[:cost.n_words])}
     with torch.no_grad():
         U = cost.mapped_vectors().numpy()
@@ -108,7 +108,7 @@ def main():
     warm.fit(seq_tr[:40], y[train][:40])  # one-off imports (torch._dynamo) outside the timing
     fits = []
     for _ in range(2):
-        model_cost, _ = _SentimentCosts().make(trees_tr, trees_tr + trees_o)
+        model_cost, _ = SentimentCosts().make(trees_tr, trees_tr + trees_o)
         torch.manual_seed(0)
         model = BEDL(n_prototypes=5, beta=2 * 5 * 300 * 1e-4, cost=model_cost, unknown="origin")
         t0 = time.perf_counter()

@@ -147,7 +147,7 @@ def test_local_table_nan_costs_raise():
 @pytest.mark.parametrize("chunk_size", [None, 7])
 def test_pair_chunks_cover_every_pair_once_grouped_by_size(monkeypatch, chunk_size):
     objs = _sequences(40, 5, list("abc"), max_len=30)
-    table = ops._Table(objs, "X")
+    table = ops.FlatTable(objs, "X")
     ii = torch.arange(40).repeat_interleave(40)
     jj = torch.arange(40).repeat(40)
     monkeypatch.setattr(ops, "_CHUNK_CELLS", 2000)

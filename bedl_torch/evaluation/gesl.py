@@ -39,6 +39,11 @@ from typing import Sequence
 import numpy as np
 from scipy import sparse
 
+from ..costs import MatrixCost, UnitCost
+from ..labels import alphabet_of, labels_of
+from ..learning.estimator import Estimator
+from ..ops import PairBatch, pairwise_distances
+
 __all__ = ["solve_gesl_qp", "gesl_objective", "gesl_dual_bound", "select_pairs",
            "PairFrequencies", "GESL", "MatrixCost", "node_labels", "frequency_rows"]
 
@@ -183,24 +188,8 @@ def select_pairs(D0, y, n_neighbors: int):
 
 
 def node_labels(obj) -> list:
-    """Node labels of a tree (``.labels``, preorder) or the elements of a sequence."""
-    labels = getattr(obj, "labels", None)
-    return list(labels) if labels is not None else list(obj)
-
-
-def _default_alphabet(objects) -> list:
-    """Labels in order of first occurrence (deterministic for a given data order)."""
-    seen = {}
-    for obj in objects:
-        for label in node_labels(obj):
-            seen.setdefault(label, None)
-    return list(seen)
-
-
-def _unit_cost(alphabet):
-    from ..costs import UnitCost
-
-    return UnitCost(list(alphabet))
+    """Node labels of a tree (``.labels``, preorder) or the elements of a sequence, as a list."""
+    return list(labels_of(obj))
 
 
 def frequency_rows(xs: Sequence, ys: Sequence, reference_cost, *,
@@ -213,8 +202,6 @@ def frequency_rows(xs: Sequence, ys: Sequence, reference_cost, *,
     pairs whose padded co-optimal matrices hold at most ``max_elements`` numbers.
     ``progress(done, total)`` is called after each chunk.
     """
-    from ..ops import PairBatch
-
     if len(xs) != len(ys):
         raise ValueError(f"{len(xs)} left but {len(ys)} right objects")
     S = reference_cost.gap_index + 1
@@ -280,9 +267,9 @@ class PairFrequencies:
     def __init__(self, X: Sequence, alphabet: Sequence | None = None, reference_cost=None,
                  *, symmetric: bool | None = None, progress=None):
         self.X = list(X)
-        self.alphabet = list(alphabet) if alphabet is not None else _default_alphabet(self.X)
+        self.alphabet = list(alphabet) if alphabet is not None else alphabet_of(self.X)
         if reference_cost is None:
-            reference_cost = _unit_cost(self.alphabet)
+            reference_cost = UnitCost(self.alphabet)
             symmetric = True if symmetric is None else symmetric
         self.reference_cost = reference_cost
         self.symmetric = bool(symmetric) if symmetric is not None else False
@@ -308,6 +295,7 @@ class PairFrequencies:
         return I * N + J, np.zeros(len(I), dtype=bool)
 
     def rows(self, I, J):
+        """CSR frequency rows ``(len(I), S * S)`` of the ordered pairs ``(X[I[k]], X[J[k]])``."""
         idx, flip = self._row_index(np.ravel(I), np.ravel(J))
         sub = self.F[idx]
         if flip.any():
@@ -319,12 +307,19 @@ class PairFrequencies:
         return sub
 
     def reference_matrix(self, I, J=None):
+        """Reference-cost edit distances ``(len(I), len(J))`` (numpy; ``J=None``: ``I``)."""
         I = np.asarray(I, dtype=np.int64)
         J = I if J is None else np.asarray(J, dtype=np.int64)
         idx, _ = self._row_index(np.repeat(I, len(J)), np.tile(J, len(I)))
         return self._d[idx].reshape(len(I), len(J))
 
     def pseudo_matrix(self, I, J, C):
+        """Pseudo edit distances ``(len(I), len(J))`` (numpy) under the ``(S, S)`` cost
+        matrix ``C``.
+
+        Raises:
+            ValueError: ``C`` without ``S * S`` entries.
+        """
         I = np.asarray(I, dtype=np.int64)
         J = np.asarray(J, dtype=np.int64)
         c = np.asarray(C, dtype=np.float64).reshape(-1)
@@ -335,7 +330,7 @@ class PairFrequencies:
 
 
 # --------------------------------------------------------------------------- the estimator
-class GESL:
+class GESL(Estimator):
     """GESL cost learning (see the module docstring).
 
     Parameters: ``n_neighbors`` (K: positive / negative pairs per training point), ``lam``
@@ -350,6 +345,9 @@ class GESL:
     ``cost_`` (a :class:`MatrixCost` for the core: ``pairwise_distances(X, Y, gesl.cost_,
     mode="pseudo", reference_cost=UnitCost(alphabet))`` is GESL's pseudo edit distance, with
     ``mode="exact"`` the edit distance under the learned costs).
+
+    Every fit raises ValueError for ``n_neighbors < 1`` or ``lam <= 0`` and RuntimeError when
+    the QP's certified duality gap is too large (see :func:`solve_gesl_qp`).
     """
 
     def __init__(self, n_neighbors: int = 1, lam: float = 1.0, nonnegative: bool = True,
@@ -359,19 +357,14 @@ class GESL:
         self.nonnegative = nonnegative
         self.reference_cost = reference_cost
 
-    # scikit-learn style parameters, without importing scikit-learn's BaseEstimator machinery
-    def get_params(self, deep: bool = True) -> dict:
-        return {"n_neighbors": self.n_neighbors, "lam": self.lam,
-                "nonnegative": self.nonnegative, "reference_cost": self.reference_cost}
-
-    def set_params(self, **params):
-        for key, value in params.items():
-            if key not in self.get_params():
-                raise ValueError(f"invalid parameter {key!r} for GESL")
-            setattr(self, key, value)
-        return self
+    def _validate_params(self) -> None:
+        if int(self.n_neighbors) < 1:
+            raise ValueError(f"n_neighbors must be >= 1, got {self.n_neighbors}")
+        if not float(self.lam) > 0:
+            raise ValueError(f"lam must be > 0, got {self.lam}")
 
     def _finish(self, F_pos, F_neg, alphabet, S):
+        """Solve the QP on the pairs' frequency rows and set the fitted attributes."""
         t = time.perf_counter()
         c, eta, info = solve_gesl_qp(F_pos, F_neg, self.lam, nonnegative=self.nonnegative)
         info["qp_seconds"] = time.perf_counter() - t
@@ -383,6 +376,9 @@ class GESL:
         return self
 
     def fit_frequencies(self, freq: PairFrequencies, index, y):
+        """Learn from the training points ``freq.X[index]`` with labels ``y``, their pairs'
+        frequency rows taken from ``freq`` (computed once per data set)."""
+        self._validate_params()
         index = np.asarray(index, dtype=np.int64)
         D0 = freq.reference_matrix(index)
         pos, neg = select_pairs(D0, y, self.n_neighbors)
@@ -392,61 +388,23 @@ class GESL:
         return self._finish(F_pos, F_neg, freq.alphabet, freq.S)
 
     def fit(self, X, y, alphabet: Sequence | None = None):
+        """Learn from trees or sequences ``X`` with labels ``y``; ``alphabet`` default: the
+        labels of ``X`` in order of first appearance."""
+        self._validate_params()
         freq = PairFrequencies(X, alphabet, self.reference_cost)
         return self.fit_frequencies(freq, np.arange(len(freq)), y)
 
     def fit_pairs(self, pos: Sequence, neg: Sequence, alphabet: Sequence | None = None):
         """Learn from explicit positive and negative pairs (lists of ``(x, y)`` tuples)."""
+        self._validate_params()
         objs = [o for pair in list(pos) + list(neg) for o in pair]
-        alphabet = list(alphabet) if alphabet is not None else _default_alphabet(objs)
-        ref = self.reference_cost if self.reference_cost is not None else _unit_cost(alphabet)
+        alphabet = list(alphabet) if alphabet is not None else alphabet_of(objs)
+        ref = self.reference_cost if self.reference_cost is not None else UnitCost(alphabet)
         F_pos, _ = frequency_rows([p[0] for p in pos], [p[1] for p in pos], ref)
         F_neg, _ = frequency_rows([p[0] for p in neg], [p[1] for p in neg], ref)
         return self._finish(F_pos, F_neg, alphabet, ref.gap_index + 1)
 
     def pseudo_distances(self, X, Y=None):
         """GESL's pseudo edit distances under the learned costs (scripts from the reference)."""
-        from ..ops import pairwise_distances
-
-        ref = self.reference_cost if self.reference_cost is not None else _unit_cost(self.alphabet_)
+        ref = self.reference_cost if self.reference_cost is not None else UnitCost(self.alphabet_)
         return pairwise_distances(X, Y, self.cost_, mode="pseudo", reference_cost=ref)
-
-
-# --------------------------------------------------------------------------- the learned cost
-def _symbol_cost_base():
-    from ..costs import SymbolCost
-
-    return SymbolCost
-
-
-class MatrixCost(_symbol_cost_base()):
-    """A fixed symbol cost table: ``C[a, b]`` replaces ``a`` by ``b``, ``C[a, U]`` deletes ``a``,
-    ``C[U, b]`` inserts ``b`` (``U = len(alphabet)`` = the gap). ``matrix`` is
-    ``(U + 1, U + 1)``; it is stored as a buffer (float64 by default), not a parameter.
-    ``symmetric`` is set when the matrix is."""
-
-    def __init__(self, alphabet, matrix, dtype=None):
-        super().__init__(alphabet)
-        import torch
-
-        m = torch.as_tensor(np.asarray(matrix) if not isinstance(matrix, torch.Tensor) else matrix)
-        m = m.detach().clone().to(dtype or torch.float64)
-        S = len(self.alphabet) + 1
-        if m.shape != (S, S):
-            raise ValueError(f"matrix must be ({S}, {S}) for {S - 1} symbols plus the gap, "
-                             f"got {tuple(m.shape)}")
-        self.register_buffer("matrix", m)
-        self.symmetric = bool(torch.equal(m, m.T))
-
-    @property
-    def dtype(self):
-        return self.matrix.dtype
-
-    @property
-    def device(self):
-        return self.matrix.device
-
-    def forward(self, x_idx, y_idx):
-        x_idx = x_idx.to(self.matrix.device)
-        y_idx = y_idx.to(self.matrix.device)
-        return self.matrix[x_idx[:, :, None], y_idx[:, None, :]]

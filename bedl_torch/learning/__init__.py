@@ -1,7 +1,9 @@
-"""Learning layer: GLVQ loss and regularisers, median GLVQ and the BEDL estimator.
+"""Learning layer: GLVQ loss and regularisers (:mod:`.losses`), median GLVQ (:mod:`.mglvq`) and
+the BEDL estimator (:mod:`.bedl`, with its metric-step objectives in :mod:`.objectives` and its
+state dicts in :mod:`.persistence`), on the shared estimator base (:mod:`.estimator`).
 
 Needs only torch and numpy; scikit-learn is never imported here (the estimators are
-compatible with it through ``get_params``/``set_params`` and ``__sklearn_tags__``).
+compatible with it through :class:`~.estimator.Estimator`).
 """
 from .losses import (
     PHI_FUNCTIONS,
@@ -13,7 +15,7 @@ from .losses import (
 )
 from .mglvq import MedianGLVQ, glvq_likelihood, init_prototypes, median_glvq_em
 from .bedl import BEDL, initial_embedding
-from ..pretrained import CosineCost
+from ..costs import CosineCost
 
 __all__ = [
     "glvq_mu",

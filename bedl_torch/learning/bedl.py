@@ -1,85 +1,47 @@
 """Embedding edit distance learning (BEDL), Paassen et al., ICML 2018.
 
-The estimator alternates median GLVQ prototype selection with a metric step that learns
-symbol embeddings (edit costs) by minimising the GLVQ loss plus regularisers with L-BFGS.
-Layer: learning (imports ops, costs, pretrained and :mod:`.losses`/:mod:`.mglvq`; never
-scikit-learn, which it is compatible with through ``get_params``/``set_params`` and
-``__sklearn_tags__``).
+The estimator alternates median GLVQ prototype selection with a metric step that learns the
+edit costs (a cost module's parameters, by default a symbol embedding) by minimising the GLVQ
+loss plus regularisers with L-BFGS. The metric step's objective and its evaluators live in
+:mod:`.objectives`, the state dicts in :mod:`.persistence`.
+Layer: learning (imports the ops, the cost modules, :mod:`bedl_torch.labels` and this package;
+never scikit-learn, with which it is compatible through :class:`~.estimator.Estimator`).
 """
 from __future__ import annotations
 
 import copy
 import math
 import time
-from typing import Callable, Hashable, Optional, Sequence, Union
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Union
 
 import numpy as np
 import torch
 
-from ..costs import EuclideanCost, SymbolCost, pair_costs_of, simplex_embedding
-from ..ops import PairBatch, _pair_values, pairwise_distances
-from ..tree import Tree
-from .losses import (
-    _phi_derivative,
-    frobenius_regularizer,
-    frobenius_regularizer_and_grad,
-    glvq_loss,
-    glvq_loss_and_grad,
-    logdet_regularizer,
-    logdet_regularizer_and_grad,
+from ..costs import EuclideanCost, SymbolCost, simplex_embedding
+from ..labels import check_collection, missing_labels, sorted_alphabet
+from ..ops import FlatTable, PairBatch, pairwise_distances, table_pair_distances
+from .estimator import Estimator
+from .mglvq import init_prototypes, median_glvq_em
+from .objectives import (
+    DenseFrequencyTerms,
+    ExactObjective,
+    LinearPseudoObjective,
+    LossTerms,
+    MetricObjective,
+    NumpyEuclideanObjective,
+    PrototypePairs,
+    SparsePairTerms,
+    flat_symbol_table,
+    numpy_path_applies,
+    padded_symbol_indices,
+    symbol_frequencies,
 )
-from .mglvq import _ParamsMixin, init_prototypes, median_glvq_em
+from .persistence import bedl_state, dtype_name, load_bedl_state
 
 __all__ = ["BEDL", "initial_embedding"]
 
-_FORMAT = "bedl_torch.BEDL"
-_FORMAT_VERSION = 1
 _REGULARIZERS = ("logdet", "frobenius", "both", None)
-
-
-# ---------------------------------------------------------------------------
-# helpers
-# ---------------------------------------------------------------------------
-
-
-def _labels(obj) -> Sequence[Hashable]:
-    return obj.labels if isinstance(obj, Tree) else obj
-
-
-def _check_inputs(X, name="X") -> list:
-    if isinstance(X, (str, Tree)):
-        raise TypeError(f"{name} must be a list of trees or of sequences, not a single {type(X).__name__}")
-    X = list(X)
-    kinds = set()
-    for x in X:
-        if isinstance(x, Tree):
-            kinds.add("tree")
-        elif isinstance(x, (str, list, tuple)):
-            kinds.add("sequence")
-        else:
-            raise TypeError(
-                f"{name} must hold bedl_torch.Tree objects or sequences (str, list, tuple), "
-                f"got {type(x).__name__}"
-            )
-    if len(kinds) > 1:
-        raise TypeError(f"{name} mixes trees and sequences")
-    return X
-
-
-def _sorted_alphabet(X) -> list:
-    """Training labels in a stable order: sorted (by ``(type name, repr)`` where labels of
-    different types cannot be compared), ``None`` (unlabeled nodes) last."""
-    seen = {}
-    for x in X:
-        for label in _labels(x):
-            seen.setdefault(label, None)
-    has_none = None in seen
-    labels = [s for s in seen if s is not None]
-    try:
-        labels = sorted(labels)
-    except TypeError:
-        labels = sorted(labels, key=lambda s: (type(s).__name__, repr(s)))
-    return labels + ([None] if has_none else [])
 
 
 def initial_embedding(num_symbols: int, dim: Optional[int] = None, dtype=torch.float64) -> torch.Tensor:
@@ -92,7 +54,10 @@ def initial_embedding(num_symbols: int, dim: Optional[int] = None, dtype=torch.f
     singular vector is the mean direction; the others have equal singular values, so which
     subspace is kept among them is the (deterministic) choice of the SVD routine; the
     projection shrinks some costs below 1. ``dim > num_symbols``: the simplex padded with zero
-    columns.
+    columns. Computed in float64, returned contiguous in ``dtype`` on the CPU.
+
+    Raises:
+        ValueError: ``dim < 1``.
     """
     A = simplex_embedding(num_symbols, dtype=torch.float64)
     # (.contiguous(): the Cholesky factor is column-major, and torch.optim.LBFGS needs
@@ -108,71 +73,39 @@ def initial_embedding(num_symbols: int, dim: Optional[int] = None, dtype=torch.f
     return (A @ Vh[:dim].T).to(dtype).contiguous()
 
 
-def _encode_padded(X, cost: SymbolCost, unknown: str) -> torch.Tensor:
-    """Symbol indices ``(len(X), max_len + 1)`` padded with the gap: the row/column symbols
-    of the padded cost matrices of :class:`~bedl_torch.ops.PairBatch` (node i = i-th label,
-    the gap at position ``len(x)`` and beyond)."""
-    width = max((len(x) for x in X), default=0) + 1
-    out = torch.full((len(X), width), cost.gap_index, dtype=torch.long)
-    for k, x in enumerate(X):
-        if len(x):
-            out[k, : len(x)] = cost.encode(list(_labels(x)), unknown=unknown)
-    return out
+@dataclass
+class _FitData:
+    """What the rounds of one fit share besides the cost module: the training objects
+    (flattened and encoded once), their classes and the loss."""
+
+    X: list
+    y_idx: np.ndarray  # class index of every training object
+    classes: np.ndarray
+    x_table: FlatTable
+    y_table: FlatTable
+    X_idx: torch.Tensor  # padded symbol indices of the training objects
+    unknown: str  # the ops' argument: "error" or "gap"
+    align_cost: Optional[SymbolCost]  # pseudo mode's alignment costs (None: the current ones)
+    loss: LossTerms
 
 
-def _regularized_matrix(cost: SymbolCost) -> Optional[torch.Tensor]:
-    """The matrix the regularisers act on: ``cost.regularization_matrix()`` if the module
-    defines it, else its ``embedding`` parameter, else ``None`` (no regularisation)."""
-    fn = getattr(cost, "regularization_matrix", None)
-    if callable(fn):
-        return fn()
-    emb = getattr(cost, "embedding", None)
-    if isinstance(emb, torch.Tensor) and emb.dim() == 2:
-        return emb
-    return None
+@dataclass
+class _Round:
+    """A round's state: its actual objective, the parameters and the prototypes."""
+
+    objective: float
+    params: List[torch.Tensor]
+    prototypes: np.ndarray
+    index: int
 
 
-def _encode_object(x):
-    if isinstance(x, Tree):
-        return {"kind": "tree", "tree": x.to_json()}
-    if isinstance(x, str):
-        return {"kind": "str", "seq": x}
-    return {"kind": "seq", "seq": list(x)}
-
-
-def _decode_object(d):
-    kind = d["kind"]
-    if kind == "tree":
-        return Tree.from_json(d["tree"])
-    if kind == "str":
-        return d["seq"]
-    return list(d["seq"])
-
-
-def _plain(value):
-    """numpy scalars -> Python scalars (for ``torch.load(weights_only=True)``)."""
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
-_DTYPES = {"float64": torch.float64, "float32": torch.float32}
-
-
-def _dtype_name(dtype) -> str:
-    for name, dt in _DTYPES.items():
-        if dt == dtype:
-            return name
-    raise ValueError(f"dtype must be torch.float64 or torch.float32, got {dtype!r}")
-
-
-# ---------------------------------------------------------------------------
-# estimator
-# ---------------------------------------------------------------------------
-
-
-class BEDL(_ParamsMixin):
+class BEDL(Estimator):
     """Embedding edit distance learning: learns edit costs for trees or sequences.
+
+    ``fit(X, y)`` takes a list of :class:`~bedl_torch.tree.Tree` objects or of sequences and
+    their class labels; ``predict``/``score``/``decision_distances``/``pairwise_distances``
+    use the learned costs (numpy results, computed on ``device``). Why: learned edit costs
+    separate classes that unit costs do not, and the prototypes make the classifier cheap.
 
     Parameters
     ----------
@@ -222,30 +155,11 @@ class BEDL(_ParamsMixin):
         deterministic. Kept for the scikit-learn interface.
     alignments : "step" (default) or "initial"
         Pseudo mode only: the costs under which the co-optimal alignments ``P0`` of the
-        data-prototype pairs are computed for a metric step. ``"step"`` (the default): the
-        costs at the start of each metric step, i.e. the alignments are recomputed with the
-        current embedding every round. The default follows the specification
-        (``design/bedl-method.md``: "Pseudo mode freezes P at the costs at the start of the
-        step") and the authors' implementation (edist's ``bedl.py`` recomputes the backtraces
-        with the current embedding at the start of every round). ``"initial"``: the initial
-        costs ``c0`` in every round (recomputed only for the pairs of new prototypes), the
-        literal reading of the paper's ``P_{c0}(x_i, w_k)``; it is what reproduces the paper's
-        Figure 1 robustly. The first metric step is the same under both.
-
-        Measured on Strings (100 training strings, seeds 0-60, 100 test strings from seed
-        + 1000, other settings default): both reach 0% test error on all 61 draws (median GLVQ
-        with the fitted prototypes, median GLVQ refitted on the learned distances, and 1-NN).
-        Figure 1 (a and b within half the norm of c and d; a and b coincide, and c and d lie
-        within 0.3 of their norm of each other, within 0.05 on 53 of these draws) holds for 57
-        of 61 draws with ``"initial"`` (not seeds 0, 37, 48, 54) and for 6 of 61 with
-        ``"step"`` (seeds 1, 19, 22, 51, 59, 60). With ``"step"`` the rounds after the first
-        follow the learned costs' alignments, which replace a by b instead of deleting them:
-        a and b still coincide (``C(a, b) < 0.1 C(a, c)`` on all 61 draws) and so do c and d,
-        but the log-det term moves a and b off the origin (median ``max(|a|, |b|) /
-        min(|c|, |d|)``: 1.35 with ``"step"``, 0.03 with ``"initial"``). The loss on actual
-        distances prefers that (with a and b at the origin, deleting and inserting them is
-        free and the classes' strings come closer): e.g. seed 3 ends at 111.6 with
-        ``"step"``, 113.9 with ``"initial"``.
+        data-prototype pairs are computed for a metric step. ``"step"``: the costs at the start
+        of each metric step (the alignments follow the learned costs, as in the authors'
+        implementation). ``"initial"``: the initial costs in every round, the literal reading
+        of the paper's ``P_{c0}(x_i, w_k)``, which reproduces the paper's Figure 1 more often.
+        The first metric step is the same under both; ``docs/notes-learning.md`` compares them.
 
     Fitted attributes
     -----------------
@@ -259,16 +173,30 @@ class BEDL(_ParamsMixin):
     lowers the surrogate, not necessarily the actual loss), n_rounds_ (metric steps run),
     n_evals_ (L-BFGS evaluations per step), stop_reason_, fit_time_ (seconds).
 
-    Alternation (``design/bedl-method.md``, the paper's Section 3.2): per round, the exact
-    learned distances between all training points, median GLVQ warm-started from the previous
-    prototypes, then a metric step. It stops when the prototypes do not change, when they
-    return to a set seen in an earlier round (an oscillation), when a metric step cannot lower
-    its objective, or after ``max_rounds`` metric steps. A round that raises the actual loss
-    does not stop it (later rounds, with other prototypes, often lower it again: on Strings
-    seed 13 the first metric step raises it under both ``alignments``, and stopping there
-    would keep the initial costs, 52% test error; going on reaches 0%). The fit returns the
-    costs of round ``best_round_`` with the prototypes median GLVQ chose under those costs.
+    Alternation (the paper's Section 3.2): per round, the exact learned distances between all
+    training points, median GLVQ warm-started from the previous prototypes, then a metric
+    step. It stops when the prototypes do not change, when they return to a set seen in an
+    earlier round (an oscillation), when a metric step cannot lower its objective, or after
+    ``max_rounds`` metric steps. A round that raises the actual loss does not stop it: later
+    rounds, with other prototypes, often lower it again. The fit returns the costs of round
+    ``best_round_`` with the prototypes median GLVQ chose under those costs.
+
+    Raises
+    ------
+    ValueError, TypeError
+        From ``fit``: a bad parameter (naming it), ``X`` not a list of trees or of sequences,
+        ``y`` of the wrong length, fewer than two classes, training labels missing from a
+        given cost's alphabet (with ``unknown="error"``). From ``predict`` and the distance
+        methods: labels not seen in training (with ``unknown="error"``); RuntimeError when
+        not fitted.
     """
+
+    _estimator_type = "classifier"
+    #: L-BFGS memory (torch's default is 100; the problems here have few parameters and a
+    #: short history keeps the optimiser's own overhead small)
+    _LBFGS_HISTORY = 10
+    #: largest (U+1)^2 symbol table for the dense pseudo-distance path
+    _TABLE_LIMIT = 1 << 16
 
     def __init__(
         self,
@@ -306,7 +234,7 @@ class BEDL(_ParamsMixin):
 
     # -- validation -----------------------------------------------------------
 
-    def _check_params(self):
+    def _validate_params(self) -> None:
         if self.mode not in ("pseudo", "exact"):
             raise ValueError(f"mode must be 'pseudo' or 'exact', got {self.mode!r}")
         if self.alignments not in ("initial", "step"):
@@ -321,12 +249,24 @@ class BEDL(_ParamsMixin):
             raise ValueError("max_rounds must be >= 0 and max_eval >= 1")
         if not (self.beta >= 0):
             raise ValueError(f"beta must be >= 0, got {self.beta}")
-        _dtype_name(self.dtype)
+        dtype_name(self.dtype)
+
+    def _validate_data(self, X, y):
+        """``(X as a list, class index of every object, classes)``."""
+        X = check_collection(X)
+        y = np.asarray(y)
+        if y.ndim != 1 or len(y) != len(X):
+            raise ValueError(f"y must be 1-D with len(X) = {len(X)} entries, got shape {y.shape}")
+        classes, y_idx = np.unique(y, return_inverse=True)
+        if len(classes) < 2:
+            raise ValueError("BEDL needs at least two classes")
+        return X, y_idx.reshape(-1), classes
 
     def _torch_device(self) -> torch.device:
         return torch.device(self.device) if self.device is not None else torch.device("cpu")
 
     def _make_cost(self, alphabet: list) -> SymbolCost:
+        """The initial cost module for the training alphabet, on ``device`` and ``dtype``."""
         dtype, device = self.dtype, self._torch_device()
         if self.cost is None:
             emb = initial_embedding(len(alphabet), self.dim, dtype=dtype)
@@ -342,13 +282,7 @@ class BEDL(_ParamsMixin):
         return cost.to(device=device, dtype=dtype)
 
     def _unknown_labels(self, X) -> list:
-        known = set(self.cost_.alphabet)
-        missing = {}
-        for x in X:
-            for label in _labels(x):
-                if label not in known:
-                    missing.setdefault(label, None)
-        return list(missing)
+        return missing_labels(X, set(self.cost_.alphabet))
 
     def _check_known(self, X, what="X", missing_from="seen in training"):
         """ValueError naming unseen labels unless ``unknown='origin'``; returns the ops'
@@ -365,97 +299,85 @@ class BEDL(_ParamsMixin):
             )
         return "error"
 
+    def _loss_terms(self) -> LossTerms:
+        return LossTerms(self.phi, self.regularizer, float(self.beta))
+
+    def _objective(self, d_plus, d_minus, cost) -> torch.Tensor:
+        """The loss (autograd) for distances to the closest correct and wrong prototypes."""
+        return self._loss_terms()(d_plus, d_minus, cost)
+
     # -- fitting --------------------------------------------------------------
 
     def fit(self, X, y):
         """Learn the edit costs and the prototypes from trees or sequences ``X`` and labels
         ``y``. Returns ``self``."""
         t_start = time.perf_counter()
-        self._check_params()
-        X = _check_inputs(X)
-        y = np.asarray(y)
-        if y.ndim != 1 or len(y) != len(X):
-            raise ValueError(f"y must be 1-D with len(X) = {len(X)} entries, got shape {y.shape}")
-        classes, y_idx = np.unique(y, return_inverse=True)
-        y_idx = y_idx.reshape(-1)
-        if len(classes) < 2:
-            raise ValueError("BEDL needs at least two classes")
-        m = len(X)
+        self._validate_params()
+        X, y_idx, classes = self._validate_data(X, y)
+        cost, params, data = self._initialize(X, y_idx, classes)
+        prototypes, best = self._alternate(cost, params, data)
+        prototypes = self._keep_best_round(params, best, prototypes)
+        self._finish(data, prototypes)
+        self.fit_time_ = time.perf_counter() - t_start
+        return self
 
-        train_alphabet = _sorted_alphabet(X)
-        cost = self._make_cost(train_alphabet)
+    def _initialize(self, X, y_idx, classes):
+        """The initial cost module over the training alphabet, its learned parameters and the
+        data the rounds share."""
+        cost = self._make_cost(sorted_alphabet(X))
         self.cost_ = cost
         self.alphabet_ = list(cost.alphabet)
         unknown = "error"
         if self.cost is not None and self._unknown_labels(X):
             unknown = self._check_known(X, "the training data", "in the given cost's alphabet")
         self.classes_ = classes
-
         params = [p for p in cost.parameters() if p.requires_grad]
         with torch.no_grad():
             for p in params:  # torch.optim.LBFGS views gradients flat
                 if not p.is_contiguous():
                     p.data = p.data.contiguous()
-        device = cost.device
-        y_dev = torch.as_tensor(y_idx, device=device)
-        arange_m = torch.arange(m)
-        # Tables of the training objects, flattened once; pairs index into them.
-        base = PairBatch(X, X)
-        x_table, y_table = base.x_table, base.y_table
-        X_idx = _encode_padded(X, cost, "gap" if unknown == "gap" else "error")
-
-        # the costs under which pseudo mode aligns (None: the current costs of each step)
+        base = PairBatch(X, X)  # the training objects' tables, flattened once
         align_cost = None
         if self.mode == "pseudo" and self.alignments == "initial" and params:
             align_cost = copy.deepcopy(cost).requires_grad_(False)
+        data = _FitData(X=X, y_idx=y_idx, classes=classes, x_table=base.x_table,
+                        y_table=base.y_table, X_idx=padded_symbol_indices(X, cost, unknown),
+                        unknown=unknown, align_cost=align_cost, loss=self._loss_terms())
+        return cost, params, data
+
+    def _alternate(self, cost, params, data: _FitData):
+        """Rounds of prototype selection and metric steps until a stop criterion holds; returns
+        the last prototypes and the round with the lowest actual objective."""
         protos = None
-        best = None  # (actual objective, parameters, prototypes, round)
+        best: Optional[_Round] = None
         seen = set()
         self.loss_history_ = []
-        self.actual_loss_history_ = []  # objective on actual distances at each round's start
+        self.actual_loss_history_ = []
         self.n_evals_ = []
         self.stop_reason_ = "max_rounds"
-        n_rounds = 0
+        self.n_rounds_ = 0
         for rnd in range(int(self.max_rounds) + 1):
             t_round = time.perf_counter()
-            D = self._train_distances(cost, x_table, y_table, m, unknown)
-            if protos is None:
-                start = init_prototypes(D, y_idx, int(self.n_prototypes))
-            else:
-                start = protos
-            new, _, _ = median_glvq_em(D, y_idx, start, max_iter=100 * max(1, len(start)))
-            # Pseudo mode optimises a surrogate; remember the state whose *actual* objective
-            # (exact distances, the prototypes chosen on them, the regularisers) is lowest and
-            # return it at the end. A round that does not lower it does not stop the
-            # alternation (later rounds, with other prototypes, often do).
-            objective = self._exact_objective(D, new, y_idx, cost)
+            D = self._train_distances(cost, data)
+            new = self._prototype_step(data, D, protos)
+            # Pseudo mode optimises a surrogate: remember the round whose actual objective is
+            # lowest (exact distances, the prototypes chosen on them, the regularisers).
+            objective = data.loss.on_matrix(D, new, data.y_idx, cost)
             self.actual_loss_history_.append(objective)
-            if best is None or objective < best[0]:
-                best = (objective, [p.detach().clone() for p in params], new, rnd)
+            if best is None or objective < best.objective:
+                best = _Round(objective, [p.detach().clone() for p in params], new, rnd)
             key = frozenset(int(i) for i in new)
-            changed = protos is None or key != frozenset(int(i) for i in protos)
             n_moved = len(new) if protos is None else int(np.sum(~np.isin(new, protos)))
+            stop = self._stop_reason(rnd, protos, key, seen, params)
             protos = new
-            stop = None
-            if not changed:
-                stop = "prototypes unchanged"
-            elif key in seen:
-                stop = "prototypes cycle back to an earlier set"
-            elif rnd == int(self.max_rounds):
-                stop = "max_rounds"
-            elif not params:
-                stop = "no parameters to learn"
             seen.add(key)
             if stop is not None:
                 self.stop_reason_ = stop
                 if self.verbose:
                     print(f"[BEDL] round {rnd}: {stop}; stop")
                 break
-            loss0, loss1, n_eval = self._metric_step(
-                cost, params, x_table, y_table, protos, y_idx, y_dev, arange_m, unknown, X_idx,
-                align_cost,
-            )
-            n_rounds += 1
+            loss0, loss1, n_eval = self._metric_step(cost, params, data, protos)
+            self.n_rounds_ += 1
             if not self.loss_history_:
                 self.loss_history_.append(loss0)
             self.loss_history_.append(loss1)
@@ -473,29 +395,46 @@ class BEDL(_ParamsMixin):
                     f"[BEDL] round {rnd}: {what}; loss {loss0:.6g} -> "
                     f"{loss1:.6g} in {n_eval} evaluations ({time.perf_counter() - t_round:.3f} s)"
                 )
+        return protos, best
 
-        if best[3] != len(self.actual_loss_history_) - 1:
-            # an earlier round had the lower actual objective: return to it
+    def _stop_reason(self, rnd: int, previous, key: frozenset, seen: set,
+                     params) -> Optional[str]:
+        """Why the alternation stops before this round's metric step, or ``None``."""
+        if previous is not None and key == frozenset(int(i) for i in previous):
+            return "prototypes unchanged"
+        if key in seen:
+            return "prototypes cycle back to an earlier set"
+        if rnd == int(self.max_rounds):
+            return "max_rounds"
+        if not params:
+            return "no parameters to learn"
+        return None
+
+    def _keep_best_round(self, params, best: _Round, prototypes):
+        """Return to the round with the lowest actual objective (its parameters and
+        prototypes) if it is not the last."""
+        if best.index != len(self.actual_loss_history_) - 1:
             with torch.no_grad():
-                for p, saved in zip(params, best[1]):
+                for p, saved in zip(params, best.params):
                     p.copy_(saved)
-            protos = best[2]
+            prototypes = best.prototypes
             if self.verbose:
-                print(f"[BEDL] keep round {best[3]} (actual loss {best[0]:.6g}, the lowest)")
-        self.best_round_ = int(best[3])
-        order = np.argsort(y_idx[protos], kind="stable")
-        protos = protos[order]
-        self.prototype_indices_ = protos
-        self.prototypes_ = [X[int(i)] for i in protos]
-        self.prototype_labels_ = classes[y_idx[protos]]
-        self.n_rounds_ = n_rounds
-        self.fit_time_ = time.perf_counter() - t_start
-        return self
+                print(f"[BEDL] keep round {best.index} (actual loss {best.objective:.6g}, the lowest)")
+        self.best_round_ = int(best.index)
+        return prototypes
 
-    def _train_distances(self, cost, x_table, y_table, m, unknown) -> np.ndarray:
-        """The ``(m, m)`` matrix of actual distances between the training objects, from the
-        tables flattened (and encoded) once per fit; as :func:`~bedl_torch.ops.pairwise_distances`
-        computes it (only ``i <= j`` for a symmetric cost, mirrored)."""
+    def _finish(self, data: _FitData, prototypes) -> None:
+        """The fitted prototype attributes, prototypes ordered by class."""
+        order = np.argsort(data.y_idx[prototypes], kind="stable")
+        prototypes = prototypes[order]
+        self.prototype_indices_ = prototypes
+        self.prototypes_ = [data.X[int(i)] for i in prototypes]
+        self.prototype_labels_ = data.classes[data.y_idx[prototypes]]
+
+    def _train_distances(self, cost, data: _FitData) -> np.ndarray:
+        """The ``(m, m)`` actual distances between the training objects (only ``i <= j`` for a
+        symmetric cost, mirrored), from the tables flattened once per fit."""
+        m = len(data.X)
         symmetric = bool(getattr(cost, "symmetric", False))
         if symmetric:
             ii, jj = torch.triu_indices(m, m, offset=0)
@@ -503,149 +442,34 @@ class BEDL(_ParamsMixin):
             ii = torch.arange(m).repeat_interleave(m)
             jj = torch.arange(m).repeat(m)
         with torch.no_grad():
-            ii, jj, vals = _pair_values(x_table, y_table, ii, jj, cost, unknown=unknown)
-        vals = vals.cpu()
-        v = vals.numpy()
+            ii, jj, vals = table_pair_distances(data.x_table, data.y_table, ii, jj, cost,
+                                                unknown=data.unknown)
+        # assembled in numpy: a few small torch operations here can each wait for the
+        # intra-op thread pool on a busy machine
+        v = vals.cpu().numpy()
         D = np.zeros((m, m), dtype=v.dtype)
         D[ii.numpy(), jj.numpy()] = v
         if symmetric:
             D[jj.numpy(), ii.numpy()] = v
         return D
 
-    def _exact_objective(self, D: np.ndarray, protos, y_idx: np.ndarray, cost) -> float:
-        """GLVQ loss plus regularisers from a matrix of actual distances (as :meth:`_objective`;
-        the GLVQ part in numpy: a handful of tiny operations per round, which in torch can
-        each wait for an intra-op thread pool on a busy machine)."""
-        Dp = np.asarray(D[:, protos], dtype=np.float64)
-        same = y_idx[:, None] == y_idx[protos][None, :]
-        d_plus = np.where(same, Dp, np.inf).min(axis=1)
-        d_minus = np.where(same, np.inf, Dp).min(axis=1)
-        s = d_plus + d_minus
-        nonzero = s != 0
-        mu = np.where(nonzero, (d_plus - d_minus) / np.where(nonzero, s, 1.0), 0.0)
-        phi = self.phi
-        if isinstance(phi, str) and phi == "log4":
-            loss = float(np.log(4.0 + mu).sum())
+    def _prototype_step(self, data: _FitData, D: np.ndarray, previous) -> np.ndarray:
+        """Median GLVQ on the distances ``D``, from the previous prototypes (first round: the
+        class medoids and greedy additions)."""
+        if previous is None:
+            start = init_prototypes(D, data.y_idx, int(self.n_prototypes))
         else:
-            loss = float(_phi_derivative(phi, torch.from_numpy(mu))[0].sum())
-        if self.regularizer is not None and self.beta > 0:
-            with torch.no_grad():
-                A = _regularized_matrix(cost)
-                if A is not None:
-                    if self.regularizer in ("logdet", "both"):
-                        loss += float(logdet_regularizer(A, self.beta))
-                    if self.regularizer in ("frobenius", "both"):
-                        loss += float(frobenius_regularizer(A, self.beta))
-        return loss
+            start = previous
+        return median_glvq_em(D, data.y_idx, start, max_iter=100 * max(1, len(start)))[0]
 
-    def _objective(self, d_plus, d_minus, cost) -> torch.Tensor:
-        loss = glvq_loss(d_plus, d_minus, self.phi)
-        if self.regularizer is not None and self.beta > 0:
-            A = _regularized_matrix(cost)
-            if A is not None:
-                if self.regularizer in ("logdet", "both"):
-                    loss = loss + logdet_regularizer(A, self.beta)
-                if self.regularizer in ("frobenius", "both"):
-                    loss = loss + frobenius_regularizer(A, self.beta)
-        return loss
+    # -- the metric step ------------------------------------------------------
 
-    #: L-BFGS memory (torch's default is 100; the problems here have few parameters and a
-    #: short history keeps the optimiser's own overhead small)
-    _LBFGS_HISTORY = 10
-    #: largest (U+1)^2 symbol table for the aggregated pseudo-distance path
-    _TABLE_LIMIT = 1 << 16
-
-    def _symbol_frequencies(self, cost, batch, P0, X_idx):
-        """Aggregated co-optimal matrices for the pseudo distance.
-
-        ``d~_k = sum_ij P0[k, i, j] C(x_i, y_j) = sum_ab F[k, a, b] C(a, b)`` with
-        ``F[k, a, b]`` the mass of ``P0[k]`` on cells whose row symbol is ``a`` and column
-        symbol ``b`` (gap included). Computed once per round; every evaluation is then one
-        ``(B, (U+1)^2) @ ((U+1)^2,)`` product with the symbol cost table. Used when the table
-        is no larger than a pair's padded cost matrix (and at most ``_TABLE_LIMIT`` cells);
-        otherwise returns ``None`` and the sparse :meth:`_pair_cost_terms` is used.
-        """
-        n_sym = cost.gap_index + 1
-        B, R, C = P0.shape
-        if n_sym * n_sym > max(R * C, 1) or n_sym * n_sym > self._TABLE_LIMIT:
-            return None
-        S = n_sym * n_sym
-        if P0.device.type == "cpu":  # numpy: one bincount over (pair, symbol pair) bins
-            xi = X_idx[batch.pair_x, :R].numpy()  # (B, R)
-            yi = X_idx[batch.pair_y, :C].numpy()  # (B, C)
-            bins = (xi[:, :, None] * n_sym + yi[:, None, :]).reshape(B, -1)
-            bins += (np.arange(B) * S)[:, None]
-            F = np.bincount(bins.ravel(), weights=P0.reshape(-1).numpy().astype(np.float64),
-                            minlength=B * S).reshape(B, S)
-            return torch.from_numpy(F).to(cost.dtype)
-        xi = X_idx[batch.pair_x, :R].to(P0.device)
-        yi = X_idx[batch.pair_y, :C].to(P0.device)
-        flat = (xi[:, :, None] * n_sym + yi[:, None, :]).reshape(B, -1)
-        F = torch.zeros(B, S, dtype=P0.dtype, device=P0.device)
-        F.scatter_add_(1, flat, P0.reshape(B, -1))
-        return F.to(cost.dtype)
-
-    def _metric_step(self, cost, params, x_table, y_table, protos, y_idx, y_dev, arange_m, unknown,
-                     X_idx, align_cost=None):
-        """One L-BFGS run on the GLVQ loss of the data-to-prototype pairs.
-
-        Per evaluation: a gradient-free pass over all ``m * P`` data-prototype pairs finds the
-        closest correct and wrong prototype of every point, then the ``2 m`` selected distances
-        are computed with gradient (in pseudo mode from the ``P0`` frozen for the step, computed
-        under ``align_cost``: the initial costs or those at the step's start). With exactly two
-        prototypes (two classes, one each) the selection is fixed and the gradient-free pass is
-        skipped.
-
-        Pseudo mode with a small alphabet (:meth:`_symbol_frequencies`) takes the closed-form
-        path: every distance is ``F @ table`` with the ``(U+1)^2`` symbol cost table, the loss
-        and its gradient with respect to the distances and to the regularised matrix are
-        computed in closed form (:func:`glvq_loss_and_grad`, ...), and autograd only runs
-        through the cost module (``table`` and the regularised matrix from the parameters).
-        With a large alphabet (no dense table) pseudo mode takes the same closed form over
-        the symbol pairs that carry mass in ``P0`` (:meth:`_pair_cost_terms`).
-        """
-        m, P = len(y_idx), len(protos)
-        device = cost.device
-        protos_t = torch.as_tensor(protos, dtype=torch.long)
-        pair_x = arange_m.repeat_interleave(P)
-        pair_y = protos_t.repeat(m)
-        full = PairBatch.from_tables(x_table, y_table, pair_x, pair_y)
-        same = y_dev[:, None] == torch.as_tensor(y_idx[protos], device=device)[None, :]  # (m, P)
-        pseudo = self.mode == "pseudo"
-        inf = torch.tensor(math.inf, dtype=cost.dtype, device=device)
-        fixed = P == 2
-        n_eval = [0]
-        fixed_sel = (same.to(torch.long).argmax(1), (~same).to(torch.long).argmax(1))
-
-        P0 = F = None
-        if pseudo:
-            _, P0 = full.coopt(cost if align_cost is None else align_cost, unknown=unknown)
-            P0 = P0.to(device)
-            F = self._symbol_frequencies(cost, full, P0, X_idx)
-
-        no_autograd = F is not None and self._numpy_path_ok(cost, params)
-        if no_autograd:
-            closure_eval = self._numpy_evaluator(cost, F.view(m, P, -1), same, fixed, fixed_sel, n_eval)
-        elif F is not None:
-            table_fn = self._symbol_table_fn(cost)
-            F = F.view(m * P, -1)
-            closure_eval = self._closed_form_evaluator(
-                cost, lambda backward: table_fn(), lambda t: F @ t,
-                lambda sel, g, table: (table, g @ F[sel]), same, fixed, fixed_sel, inf, n_eval)
-        elif pseudo:
-            values, dist_all, backprop = self._pair_cost_terms(cost, full, P0, X_idx)
-            closure_eval = self._closed_form_evaluator(cost, values, dist_all, backprop, same,
-                                                       fixed, fixed_sel, inf, n_eval)
-        else:
-            closure_eval = self._autograd_evaluator(cost, x_table, y_table, full, protos_t, same,
-                                                    fixed, fixed_sel, arange_m, inf, unknown,
-                                                    n_eval)
-
-        def closure():
-            for p in params:  # (cheaper than optimizer.zero_grad())
-                p.grad = None
-            return closure_eval(True)
-
+    def _metric_step(self, cost, params, data: _FitData, prototypes):
+        """One L-BFGS run over ``params`` (the learned parameters of ``cost``) on the loss of
+        the data-to-prototype pairs; returns the loss at the start and at the end, and the
+        number of gradient evaluations. A step never ends worse than it started (or at
+        NaN/inf): then the parameters are restored."""
+        objective = self._make_objective(cost, params, data, prototypes)
         optimizer = torch.optim.LBFGS(
             params,
             lr=1.0,
@@ -657,264 +481,66 @@ class BEDL(_ParamsMixin):
             history_size=self._LBFGS_HISTORY,
         )
         backup = [p.detach().clone() for p in params]
-        # without autograd in the closure, inference mode trims the dispatch overhead of the
+        # without autograd in the objective, inference mode trims the dispatch overhead of the
         # optimiser's own small tensor operations
-        with torch.inference_mode(no_autograd):
-            loss0 = float(optimizer.step(closure).detach())  # the loss at the step's start
-        with torch.no_grad():
-            final = float(closure_eval(False))
+        with torch.inference_mode(not objective.uses_autograd):
+            loss0 = float(optimizer.step(objective.value_and_grad).detach())
+        final = float(objective.value())
         if not math.isfinite(final) or final > loss0:
-            # never end a metric step worse than it started (or with NaN/inf)
             with torch.no_grad():
                 for p, b in zip(params, backup):
                     p.copy_(b)
             final = loss0
         for p in params:
             p.grad = None
-        return loss0, final, n_eval[0]
+        return loss0, final, objective.n_evals
+
+    def _make_objective(self, cost, params, data: _FitData, prototypes) -> MetricObjective:
+        """The evaluator for this step (see :mod:`.objectives`): exact mode autograd; pseudo
+        mode the frozen co-optimal matrices ``P0`` of the data-prototype pairs (under
+        ``data.align_cost`` or the current costs), then numpy for the default Euclidean cost,
+        the dense symbol-frequency form for small alphabets, else the sparse symbol pairs."""
+        m, P = len(data.y_idx), len(prototypes)
+        device = cost.device
+        protos_t = torch.as_tensor(prototypes, dtype=torch.long)
+        full = PairBatch.from_tables(data.x_table, data.y_table,
+                                     torch.arange(m).repeat_interleave(P), protos_t.repeat(m))
+        y_dev = torch.as_tensor(data.y_idx, device=device)
+        pairs = PrototypePairs(
+            y_dev[:, None] == torch.as_tensor(data.y_idx[prototypes], device=device)[None, :])
+        if self.mode == "exact":
+            return ExactObjective(cost, params, full, protos_t, pairs, data.loss, data.unknown)
+        align = cost if data.align_cost is None else data.align_cost
+        P0 = full.coopt(align, unknown=data.unknown)[1].to(device)
+        F = self._symbol_frequencies(cost, full, P0, data.X_idx)
+        if F is not None and self._numpy_path_ok(cost, params):
+            return self._numpy_evaluator(cost, F.view(m, P, -1), pairs, data.loss)
+        if F is not None:
+            terms = DenseFrequencyTerms(flat_symbol_table(cost), F.view(m * P, -1))
+        else:
+            terms = self._pair_cost_terms(cost, full, P0, data.X_idx)
+        return self._closed_form_evaluator(cost, params, terms, pairs, data.loss)
+
+    # The evaluator factories are methods so that a subclass can replace one of them.
+
+    def _symbol_frequencies(self, cost, batch, P0, X_idx):
+        """:func:`~.objectives.symbol_frequencies` up to :attr:`_TABLE_LIMIT` table cells."""
+        return symbol_frequencies(cost, batch, P0, X_idx, self._TABLE_LIMIT)
 
     @staticmethod
     def _numpy_path_ok(cost, params) -> bool:
-        """The numpy evaluator applies to an :class:`EuclideanCost` (exactly; subclasses may
-        change the costs) on the CPU whose only learned parameter is the embedding."""
-        emb = getattr(cost, "embedding", None)
-        return (
-            type(cost) is EuclideanCost
-            and emb.device.type == "cpu"
-            and emb.dtype in (torch.float64, torch.float32)
-            and len(params) == 1
-            and params[0] is emb
-            and _regularized_matrix(cost) is emb
-        )
+        return numpy_path_applies(cost, params)
 
-    def _symbol_table_fn(self, cost):
-        """A function returning the ``(U+1)^2`` flattened symbol cost table (with gradient)."""
-        fn = getattr(cost, "symbol_costs", None)
-        if callable(fn):
-            return lambda: fn().reshape(-1)
-        idx = torch.arange(cost.gap_index + 1, device=cost.device)[None]
-        return lambda: cost(idx, idx)[0].reshape(-1)
+    def _numpy_evaluator(self, cost, F, pairs, loss) -> MetricObjective:
+        return NumpyEuclideanObjective(cost, F, pairs, loss)
 
-    def _pair_cost_terms(self, cost, batch, P0, X_idx):
-        """Pseudo distances as sparse sums over symbol pairs, for alphabets too large for a
-        dense ``(B, (U+1)^2)`` frequency matrix (e.g. the words of a cosine cost).
+    def _pair_cost_terms(self, cost, batch, P0, X_idx) -> SparsePairTerms:
+        return SparsePairTerms(cost, batch, P0, X_idx)
 
-        ``d~_k = sum_q w[k, q] c_q`` over the symbol pairs ``q = (a, b)`` that carry mass in
-        some frozen ``P0[k]`` (co-optimal matrices are sparse); per evaluation the module
-        computes only those ``c_q`` (:func:`~bedl_torch.costs.pair_costs_of`).
-        Returns ``(values, dist_all, backprop)`` for :meth:`_closed_form_evaluator`.
-        """
-        B, R, C = P0.shape
-        device = cost.device
-        p = P0.to("cpu")
-        k, i, j = torch.nonzero(p, as_tuple=True)
-        w = p[k, i, j].to(torch.float64)
-        a = X_idx[batch.pair_x[k], i]
-        b = X_idx[batch.pair_y[k], j]
-        n_sym = cost.gap_index + 1
-        pair_code, q = torch.unique(a * n_sym + b, return_inverse=True)
-        # one entry per (distance, symbol pair): repeated symbol pairs of one P0 summed
-        entry, e_idx = torch.unique(k * len(pair_code) + q, return_inverse=True)
-        w = torch.zeros(len(entry), dtype=torch.float64).index_add_(0, e_idx, w)
-        k_e = (entry // len(pair_code)).to(device)
-        q_e = (entry % len(pair_code)).to(device)
-        w = w.to(device=device, dtype=cost.dtype)
-        sa = (pair_code // n_sym).to(device)
-        sb = (pair_code % n_sym).to(device)
-        n_q = len(pair_code)
+    def _closed_form_evaluator(self, cost, params, terms, pairs, loss) -> MetricObjective:
+        return LinearPseudoObjective(cost, params, terms, pairs, loss)
 
-        def values(backward):  # all pairs, without gradient: see backprop
-            with torch.no_grad():
-                return pair_costs_of(cost, sa, sb)
-
-        def dist_all(c):
-            return torch.zeros(B, dtype=c.dtype, device=device).index_add_(0, k_e, w * c[q_e])
-
-        def backprop(sel, g, c):
-            g_all = torch.zeros(B, dtype=g.dtype, device=device).index_put_((sel,), g,
-                                                                            accumulate=True)
-            g_c = torch.zeros(n_q, dtype=g.dtype, device=device).index_add_(0, q_e,
-                                                                            w * g_all[k_e])
-            # only the 2m selected distances carry gradient (of m * P): recompute with
-            # autograd just the symbol pairs they use
-            used = torch.nonzero(g_c, as_tuple=True)[0]
-            return pair_costs_of(cost, sa[used], sb[used]), g_c[used]
-
-        return values, dist_all, backprop
-
-    def _closed_form_evaluator(self, cost, values, dist_all, backprop, same, fixed, fixed_sel,
-                               inf, n_eval):
-        """Closed-form objective and gradient on frozen pseudo distances, linear in a vector of
-        costs: ``values(backward)`` gives the costs, ``dist_all(c)`` the ``m * P``
-        data-to-prototype pseudo distances ``(m * P,)`` under them, ``backprop(sel, g, c)`` a
-        tensor with autograd history and its gradient, for the gradient of
-        ``sum(g * distances[sel])`` (``c`` as returned by ``values``). The GLVQ loss and the
-        regularisers are differentiated in closed form; autograd runs only through the cost
-        module (the costs and the regularised matrix)."""
-        m, P = same.shape
-        device = same.device
-        phi = self.phi
-        reg = self.regularizer if self.beta > 0 else None
-        beta = float(self.beta)
-        base = torch.arange(m, device=device) * P
-        fixed_idx = torch.cat([base + fixed_sel[0], base + fixed_sel[1]]) if fixed else None
-
-        def evaluate(backward: bool):
-            with torch.set_grad_enabled(backward):
-                table = values(backward)
-                A = _regularized_matrix(cost) if reg is not None else None
-            d_all = dist_all(table.detach())
-            if fixed_idx is not None:
-                sel = fixed_idx
-            else:  # the gradient-free selection of the closest prototypes
-                d2 = d_all.view(m, P)
-                sel = torch.cat([base + torch.where(same, d2, inf).argmin(1),
-                                 base + torch.where(same, inf, d2).argmin(1)])
-            d = d_all[sel]
-            loss, g_plus, g_minus = glvq_loss_and_grad(d[:m], d[m:], phi)
-            tensors, grads = [], []
-            if backward:
-                t, g_t = backprop(sel, torch.cat([g_plus, g_minus]), table)
-                tensors.append(t)
-                grads.append(g_t)
-            if A is not None:
-                Ad = A.detach()
-                g_A = None
-                if reg in ("logdet", "both"):
-                    v, g_A = logdet_regularizer_and_grad(Ad, beta)
-                    loss = loss + v
-                if reg in ("frobenius", "both"):
-                    v, g = frobenius_regularizer_and_grad(Ad, beta)
-                    loss = loss + v
-                    g_A = g if g_A is None else g_A + g
-                if backward and A.requires_grad:
-                    tensors.append(A)
-                    grads.append(g_A)
-            if backward:
-                keep = [k for k, t in enumerate(tensors) if t.requires_grad]
-                if keep:
-                    torch.autograd.backward([tensors[k] for k in keep], [grads[k] for k in keep])
-                n_eval[0] += 1
-            return loss
-
-        return evaluate
-
-    def _numpy_evaluator(self, cost, F, same, fixed, fixed_sel, n_eval):
-        """The closed-form evaluator of :meth:`_table_evaluator` for the default
-        :class:`EuclideanCost` on the CPU, in numpy: the problems are tiny (``(U+1)^2`` table
-        entries, ``U x dim`` parameters), so torch's per-operation dispatch and autograd
-        overhead would dominate every L-BFGS evaluation. Same values and gradients (the cost
-        table ``||v_a - v_b||`` with the zero subgradient where two vectors coincide, the
-        GLVQ loss with its guard, the regularisers); the parameter's gradient is set directly.
-        """
-        m, P, S = F.shape
-        n_sym = cost.gap_index + 1
-        emb = cost.embedding
-        A = emb.detach().numpy()  # a view: L-BFGS updates the parameter in place
-        dtype = A.dtype
-        F = F.cpu().numpy().astype(dtype, copy=False)
-        F_flat = F.reshape(m * P, S)
-        same_np = same.cpu().numpy()
-        rows = np.concatenate([np.arange(m), np.arange(m)])
-        F_fixed = None
-        if fixed:
-            F_fixed = F[rows, np.concatenate([fixed_sel[0].cpu().numpy(), fixed_sel[1].cpu().numpy()])]
-        phi = self.phi
-        log4 = isinstance(phi, str) and phi == "log4"
-        reg = self.regularizer if self.beta > 0 else None
-        logdet = reg in ("logdet", "both") and min(A.shape) > 0
-        frobenius = reg in ("frobenius", "both")
-        beta = float(self.beta)
-        tiny = np.finfo(dtype).tiny
-        V = np.zeros((n_sym, A.shape[1]), dtype=dtype)  # the embedding with the gap (origin)
-
-        def evaluate(backward: bool):
-            V[:-1] = A
-            diff = V[:, None, :] - V[None, :, :]
-            C = np.sqrt(np.einsum("abk,abk->ab", diff, diff))
-            t = C.reshape(-1)
-            if F_fixed is not None:
-                Fs = F_fixed
-            else:  # the gradient-free selection of the closest prototypes
-                d_all = (F_flat @ t).reshape(m, P)
-                kp = np.where(same_np, d_all, np.inf).argmin(1)
-                km = np.where(same_np, np.inf, d_all).argmin(1)
-                Fs = F[rows, np.concatenate([kp, km])]
-            d = Fs @ t
-            dp, dm = d[:m], d[m:]
-            s = dp + dm
-            zero = None if s.all() else s == 0  # the guard of glvq_mu: mu = 0, gradient 0
-            if zero is not None:
-                s = np.where(zero, 1.0, s)
-            mu = (dp - dm) / s
-            if zero is not None:
-                mu[zero] = 0.0
-            if log4:
-                q = mu + 4.0
-                loss = float(np.log(q).sum())
-                dphi = 1.0 / q if backward else None
-            else:
-                value, dphi = _phi_derivative(phi, torch.from_numpy(mu))
-                loss, dphi = float(value.sum()), dphi.numpy()
-            grad = None
-            if backward:
-                scale = 2.0 * dphi / (s * s)
-                if zero is not None:
-                    scale[zero] = 0.0
-                G = (np.concatenate((scale * dm, -scale * dp)) @ Fs).reshape(n_sym, n_sym)
-                G += G.T
-                W = np.divide(G, C, out=np.zeros_like(G), where=C > 0)  # dE/dC / C
-                grad = (W.sum(1)[:, None] * V - W @ V)[:-1]
-            if logdet:
-                U, sv, Vh = np.linalg.svd(A, full_matrices=False)
-                s2 = sv * sv
-                loss -= beta * float(np.log(np.maximum(s2, tiny)).sum())
-                if backward:
-                    inv = np.divide(1.0, sv, out=np.zeros_like(sv), where=s2 > tiny)
-                    grad -= (2.0 * beta) * ((U * inv) @ Vh)
-            if frobenius:
-                loss += beta * float(np.vdot(A, A))
-                if backward:
-                    grad += (2.0 * beta) * A
-            if backward:
-                emb.grad = torch.from_numpy(np.ascontiguousarray(grad, dtype=dtype))
-                n_eval[0] += 1
-            return torch.tensor(loss, dtype=emb.dtype)
-
-        return evaluate
-
-    def _autograd_evaluator(self, cost, x_table, y_table, full, protos_t, same, fixed, fixed_sel,
-                            arange_m, inf, unknown, n_eval):
-        """Objective with autograd through the edit distances (exact mode)."""
-        m, P = same.shape
-        cache = {}
-
-        def select():
-            if fixed:
-                return fixed_sel
-            with torch.no_grad():
-                d_all = full.distances(cost, unknown=unknown).view(m, P)
-                return (torch.where(same, d_all, inf).argmin(1),
-                        torch.where(same, inf, d_all).argmin(1))
-
-        def evaluate(backward: bool):
-            ks = torch.cat(select())
-            key = ks.cpu().numpy().tobytes()
-            batch = cache.get(key)
-            if batch is None:
-                batch = PairBatch.from_tables(
-                    x_table, y_table, torch.cat([arange_m, arange_m]), protos_t[ks.cpu()]
-                )
-                cache.clear()
-                cache[key] = batch
-            d = batch.distances(cost, unknown=unknown)
-            loss = self._objective(d[:m], d[m:], cost)
-            if backward:
-                loss.backward()
-                n_eval[0] += 1
-            return loss
-
-        return evaluate
+    # -- prediction -----------------------------------------------------------
 
     def _check_fitted(self):
         if not hasattr(self, "cost_"):
@@ -923,7 +549,7 @@ class BEDL(_ParamsMixin):
     def decision_distances(self, X) -> np.ndarray:
         """``(len(X), n_prototypes_total)`` learned edit distances to the prototypes."""
         self._check_fitted()
-        X = _check_inputs(X)
+        X = check_collection(X)
         unknown = self._check_known(X)
         with torch.no_grad():
             D = pairwise_distances(X, self.prototypes_, self.cost_, unknown=unknown)
@@ -941,10 +567,10 @@ class BEDL(_ParamsMixin):
     def pairwise_distances(self, X, Y=None) -> np.ndarray:
         """Learned edit distances ``(len(X), len(Y))`` as a numpy array (``Y=None``: X)."""
         self._check_fitted()
-        X = _check_inputs(X)
+        X = check_collection(X)
         unknown = self._check_known(X)
         if Y is not None:
-            Y = _check_inputs(Y, "Y")
+            Y = check_collection(Y, "Y")
             unknown = self._check_known(Y, "Y") if unknown == "error" else unknown
         with torch.no_grad():
             D = pairwise_distances(X, Y, self.cost_, unknown=unknown)
@@ -959,71 +585,13 @@ class BEDL(_ParamsMixin):
         by class name and ``state_dict()``; reloading them needs ``cost=`` (see :meth:`load`).
         """
         self._check_fitted()
-        params = self.get_params(deep=False)
-        if callable(params["phi"]):
-            params["phi"] = None  # a callable cannot be stored as data
-        params["cost"] = None
-        params["dtype"] = _dtype_name(self.dtype)
-        params["device"] = None if self.device is None else str(self.device)
-        params = {k: _plain(v) for k, v in params.items()}
-        cost = self.cost_
-        return {
-            "format": _FORMAT,
-            "version": _FORMAT_VERSION,
-            "hyperparameters": params,
-            "cost_class": type(cost).__module__ + "." + type(cost).__qualname__,
-            "cost_state": {k: v.detach().cpu().clone() for k, v in cost.state_dict().items()},
-            "alphabet": [_plain(a) for a in self.alphabet_],
-            "classes": [_plain(c) for c in self.classes_.tolist()],
-            "prototypes": [_encode_object(p) for p in self.prototypes_],
-            "prototype_indices": [int(i) for i in self.prototype_indices_],
-            "prototype_labels": [_plain(c) for c in self.prototype_labels_.tolist()],
-            "loss_history": [float(v) for v in self.loss_history_],
-            "n_evals": [int(v) for v in self.n_evals_],
-            "n_rounds": int(self.n_rounds_),
-        }
+        return bedl_state(self)
 
     def load_state_dict(self, state: dict, cost=None):
         """Restore a fitted model from :meth:`state_dict`. ``cost``: a ``SymbolCost`` (or a
         factory ``cost(alphabet)``) to load a custom cost module's state into; not needed for
-        :class:`EuclideanCost` and :class:`~bedl_torch.pretrained.CosineCost`."""
-        if state.get("format") != _FORMAT:
-            raise ValueError("not a BEDL state dict")
-        if int(state.get("version", 0)) > _FORMAT_VERSION:
-            raise ValueError(f"BEDL state version {state['version']} is newer than this library")
-        hp = dict(state["hyperparameters"])
-        hp["dtype"] = _DTYPES[hp["dtype"]]
-        if hp.get("phi") is None:
-            hp["phi"] = "log4" if not callable(self.phi) else self.phi
-        hp["cost"] = cost
-        self.set_params(**{k: v for k, v in hp.items() if k in self._get_param_names()})
-        alphabet = list(state["alphabet"])
-        cs = state["cost_state"]
-        cls_name = state["cost_class"]
-        if cost is not None:
-            module = copy.deepcopy(cost) if isinstance(cost, SymbolCost) else cost(alphabet)
-            if list(module.alphabet) != alphabet:
-                raise ValueError("the given cost module's alphabet differs from the saved one")
-        elif cls_name.endswith(".EuclideanCost"):
-            module = EuclideanCost(alphabet, embedding=cs["embedding"])
-        elif cls_name.endswith(".CosineCost"):
-            from ..pretrained import CosineCost
-
-            module = CosineCost(alphabet[:-1], cs["vectors"], omega=cs["Omega"])
-        else:
-            raise ValueError(f"pass cost= to restore a model with a custom cost ({cls_name})")
-        module.load_state_dict(cs)
-        device = self._torch_device()
-        self.cost_ = module.to(device=device, dtype=self.dtype)
-        self.alphabet_ = list(module.alphabet)
-        self.classes_ = np.asarray(state["classes"])
-        self.prototypes_ = [_decode_object(p) for p in state["prototypes"]]
-        self.prototype_indices_ = np.asarray(state["prototype_indices"], dtype=np.int64)
-        self.prototype_labels_ = np.asarray(state["prototype_labels"])
-        self.loss_history_ = list(state["loss_history"])
-        self.n_evals_ = list(state["n_evals"])
-        self.n_rounds_ = int(state["n_rounds"])
-        return self
+        :class:`EuclideanCost` and :class:`~bedl_torch.costs.CosineCost`. Returns ``self``."""
+        return load_bedl_state(self, state, cost)
 
     def save(self, path) -> None:
         """``torch.save`` of :meth:`state_dict` (plain data; no pickled code)."""

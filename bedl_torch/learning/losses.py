@@ -1,12 +1,16 @@
-"""GLVQ loss and the regularisers of BEDL, as plain differentiable torch functions.
+"""GLVQ loss and the regularisers of BEDL: differentiable torch functions, their closed-form
+gradients, and the same closed forms in numpy.
 
-All functions accept tensors of any floating dtype/device and return tensors on the same
-device. None of them has learnable state.
+The torch functions accept tensors of any floating dtype and device and return tensors on the
+same device; the ``*_numpy`` functions take float numpy arrays and return Python floats and
+arrays (BEDL's metric step on small problems uses them, where torch's per-operation overhead
+would dominate each L-BFGS evaluation). None of them has learnable state.
 """
 from __future__ import annotations
 
-from typing import Callable, Union
+from typing import Callable, Optional, Tuple, Union
 
+import numpy as np
 import torch
 
 __all__ = [
@@ -16,6 +20,12 @@ __all__ = [
     "logdet_regularizer",
     "frobenius_regularizer",
     "gram_matrix",
+    "glvq_loss_and_grad",
+    "logdet_regularizer_and_grad",
+    "frobenius_regularizer_and_grad",
+    "glvq_loss_and_grad_numpy",
+    "logdet_regularizer_and_grad_numpy",
+    "frobenius_regularizer_and_grad_numpy",
 ]
 
 
@@ -184,3 +194,59 @@ def logdet_regularizer_and_grad(A: torch.Tensor, beta: float):
 def frobenius_regularizer_and_grad(A: torch.Tensor, beta: float):
     """:func:`frobenius_regularizer` and its gradient ``2 beta A``."""
     return beta * (A * A).sum(), (2.0 * beta) * A
+
+
+# ---------------------------------------------------------------------------
+# the same closed forms in numpy
+# ---------------------------------------------------------------------------
+
+
+def glvq_loss_and_grad_numpy(d_plus: np.ndarray, d_minus: np.ndarray, phi: PhiLike = "log4",
+                             backward: bool = True
+                             ) -> Tuple[float, Optional[np.ndarray], Optional[np.ndarray]]:
+    """:func:`glvq_loss_and_grad` on float numpy arrays ``(m,)``: ``(E, dE/dd+, dE/dd-)``,
+    the gradients ``None`` unless ``backward``. Same guard (``mu = 0`` and zero gradient where
+    ``d+ + d- == 0``); ``"log4"`` in numpy, other ``phi`` through :func:`_phi_derivative`."""
+    s = d_plus + d_minus
+    zero = None if s.all() else s == 0
+    if zero is not None:
+        s = np.where(zero, 1.0, s)
+    mu = (d_plus - d_minus) / s
+    if zero is not None:
+        mu[zero] = 0.0
+    if isinstance(phi, str) and phi == "log4":
+        q = mu + 4.0
+        loss = float(np.log(q).sum())
+        dphi = 1.0 / q if backward else None
+    else:
+        value, dphi = _phi_derivative(phi, torch.from_numpy(mu))
+        loss, dphi = float(value.sum()), dphi.numpy()
+    if not backward:
+        return loss, None, None
+    scale = 2.0 * dphi / (s * s)
+    if zero is not None:
+        scale[zero] = 0.0
+    return loss, scale * d_minus, -scale * d_plus
+
+
+def logdet_regularizer_and_grad_numpy(A: np.ndarray, beta: float, backward: bool = True
+                                      ) -> Tuple[float, Optional[np.ndarray]]:
+    """:func:`logdet_regularizer_and_grad` on a float numpy matrix ``A``: ``(value, gradient)``
+    (the gradient ``None`` unless ``backward``), with the same clamp at ``finfo.tiny``."""
+    if beta == 0 or min(A.shape) == 0:
+        return 0.0, (np.zeros_like(A) if backward else None)
+    tiny = np.finfo(A.dtype).tiny
+    U, sv, Vh = np.linalg.svd(A, full_matrices=False)
+    s2 = sv * sv
+    value = -(beta * float(np.log(np.maximum(s2, tiny)).sum()))
+    if not backward:
+        return value, None
+    inv = np.divide(1.0, sv, out=np.zeros_like(sv), where=s2 > tiny)
+    return value, -((2.0 * beta) * ((U * inv) @ Vh))
+
+
+def frobenius_regularizer_and_grad_numpy(A: np.ndarray, beta: float, backward: bool = True
+                                         ) -> Tuple[float, Optional[np.ndarray]]:
+    """:func:`frobenius_regularizer_and_grad` on a float numpy matrix: ``beta ||A||_F^2`` and
+    ``2 beta A`` (``None`` unless ``backward``)."""
+    return beta * float(np.vdot(A, A)), ((2.0 * beta) * A if backward else None)

@@ -1,7 +1,7 @@
 """Median generalised learning vector quantisation (median GLVQ) on a distance matrix.
 
 Prototypes are training points. They are chosen with the generalised EM scheme of Nebel et
-al. (2015) as described in the BEDL paper (``docs``: ``design/bedl-method.md``): with
+al. (2015) as described in the BEDL paper: with
 ``r_i = d+_i / (d+_i + d-_i)``,
 
     g+_i = 2 - d+_i / (d+_i + d-_i),      g-_i = 2 + d-_i / (d+_i + d-_i)
@@ -15,100 +15,23 @@ M-step moves one prototype to another training point of its class if that increa
 at fixed gammas. Each accepted move strictly increases the likelihood, so the scheme
 terminates; it stops when no single move increases ``L``.
 
-Only numpy is needed; scikit-learn is *not* imported by this module. The estimators follow
-the scikit-learn conventions (``get_params``/``set_params``, ``fit``/``predict``/``score``,
-``classes_``, and ``__sklearn_tags__``, which imports scikit-learn lazily only when
-scikit-learn itself asks for the tags), so ``sklearn.base.clone``, ``cross_val_score`` and
-``GridSearchCV`` work.
+Only numpy is needed; scikit-learn is not imported. :class:`MedianGLVQ` follows the
+scikit-learn conventions through :class:`~bedl_torch.learning.estimator.Estimator`
+(``get_params``/``set_params``, ``fit``/``predict``/``score``, ``classes_``), so
+``sklearn.base.clone``, ``cross_val_score`` and ``GridSearchCV`` work.
 """
 from __future__ import annotations
 
-import inspect
 from typing import Optional, Sequence
 
 import numpy as np
+
+from .estimator import Estimator
 
 __all__ = ["MedianGLVQ", "median_glvq_em", "init_prototypes", "glvq_likelihood"]
 
 # Relative tolerance for accepting an improvement (guards against cycling on float noise).
 _REL_TOL = 1e-12
-
-
-class _ParamsMixin:
-    """scikit-learn style parameter handling without importing scikit-learn.
-
-    Parameters are the keyword arguments of ``__init__``, stored verbatim as attributes.
-    """
-
-    #: tells ``sklearn.utils.get_tags`` (through ``__sklearn_tags__``) that this is a
-    #: classifier; ``_pairwise`` whether ``X`` is a precomputed (n_samples, n_train) matrix.
-    _estimator_type = "classifier"
-    _pairwise = False
-
-    @classmethod
-    def _get_param_names(cls):
-        sig = inspect.signature(cls.__init__)
-        return sorted(
-            name
-            for name, p in sig.parameters.items()
-            if name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-        )
-
-    def get_params(self, deep: bool = True) -> dict:
-        """Parameters of this estimator (the ``__init__`` keyword arguments)."""
-        params = {}
-        for name in self._get_param_names():
-            value = getattr(self, name)
-            if deep and hasattr(value, "get_params") and not isinstance(value, type):
-                for key, sub in value.get_params(deep=True).items():
-                    params[f"{name}__{key}"] = sub
-            params[name] = value
-        return params
-
-    def set_params(self, **params):
-        """Set parameters (``name=value``; ``name__sub=value`` for nested estimators)."""
-        valid = set(self._get_param_names())
-        nested = {}
-        for key, value in params.items():
-            name, _, sub = key.partition("__")
-            if name not in valid:
-                raise ValueError(
-                    f"Invalid parameter {name!r} for estimator {type(self).__name__}. "
-                    f"Valid parameters are: {sorted(valid)}."
-                )
-            if sub:
-                nested.setdefault(name, {})[sub] = value
-            else:
-                setattr(self, name, value)
-        for name, sub_params in nested.items():
-            getattr(self, name).set_params(**sub_params)
-        return self
-
-    def __sklearn_tags__(self):
-        # Imported lazily: only scikit-learn itself calls this method.
-        from sklearn.utils import ClassifierTags, InputTags, Tags, TargetTags
-
-        return Tags(
-            estimator_type="classifier",
-            target_tags=TargetTags(required=True),
-            classifier_tags=ClassifierTags(),
-            input_tags=InputTags(pairwise=self._pairwise, two_d_array=self._pairwise),
-            non_deterministic=False,
-        )
-
-    def __repr__(self) -> str:
-        sig = inspect.signature(type(self).__init__)
-        parts = []
-        for name in self._get_param_names():
-            value = getattr(self, name)
-            default = sig.parameters[name].default
-            try:
-                same = value is default or bool(value == default)
-            except Exception:  # e.g. tensors or modules
-                same = False
-            if not same:
-                parts.append(f"{name}={value!r}")
-        return f"{type(self).__name__}({', '.join(parts)})"
 
 
 def _as_numpy_matrix(D) -> np.ndarray:
@@ -265,7 +188,7 @@ def median_glvq_em(D, y_idx: np.ndarray, prototypes: Sequence[int], max_iter: in
 _init_prototypes = init_prototypes  # `fit` has an argument of that name
 
 
-class MedianGLVQ(_ParamsMixin):
+class MedianGLVQ(Estimator):
     """Median GLVQ classifier on precomputed distances.
 
     Parameters
@@ -286,8 +209,12 @@ class MedianGLVQ(_ParamsMixin):
     Fitted attributes: ``classes_``, ``prototypes_`` (indices into the training data, ordered
     by class), ``prototype_labels_``, ``n_iter_``, ``likelihood_`` (``sum_i log(4 - mu_i)``
     on the training data), ``loss_`` (GLVQ cost ``sum_i log(4 + mu_i)``).
+
+    Raises ValueError for a bad parameter, a matrix of the wrong shape or with NaN, or fewer
+    than two classes, and RuntimeError when predicting before ``fit``.
     """
 
+    _estimator_type = "classifier"
     _pairwise = True
 
     def __init__(self, n_prototypes: int = 1, max_iter: int = 100, random_state=None):
@@ -295,10 +222,21 @@ class MedianGLVQ(_ParamsMixin):
         self.max_iter = max_iter
         self.random_state = random_state
 
+    def _validate_params(self) -> None:
+        if int(self.n_prototypes) < 1:
+            raise ValueError(f"n_prototypes must be >= 1, got {self.n_prototypes}")
+        if int(self.max_iter) < 0:
+            raise ValueError(f"max_iter must be >= 0, got {self.max_iter}")
+
     def fit(self, D, y, init_prototypes: Optional[Sequence[int]] = None):
         """Fit on the (m, m) training distances. ``init_prototypes``: optional starting
         prototype indices (warm start, e.g. the previous round of BEDL); by default class
-        medoids plus greedy additions (:func:`init_prototypes`)."""
+        medoids plus greedy additions (:func:`init_prototypes`).
+
+        Raises:
+            ValueError: a bad parameter, a non-square or NaN matrix, fewer than two classes.
+        """
+        self._validate_params()
         D = _as_numpy_matrix(D)
         classes, y_idx = _encode_labels(y)
         if D.shape[0] != len(y_idx) or D.shape[1] != len(y_idx):

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -125,25 +126,75 @@ inline FastCount operator*(const FastCount& a, const FastCount& b) {
 inline FastCount operator+(const FastCount& a, const FastCount& b) { return FastCount{a.m + b.m}; }
 inline double ratio(const FastCount& num, const FastCount& den) { return num.m / den.m; }
 
+// The one recurrence of both algorithms. A cell's value is the cheapest of
+// three alternatives; which of them are co-optimal (within the tie
+// tolerance) are its flags; its counts sum the counts the co-optimal
+// alternatives bring. Every pass instantiates these (distance alone: best_of;
+// flags: Tie::flags; inside counts: count_entries with FastCount or Count;
+// the outside sweeps with Count or Reach), and the AVX2 paths mirror best_of
+// as best_of4, so that all give the same bits.
+
+// The cheapest alternative. std::min's operand order is part of the bits
+// (it matters for signed zeros): trees call best_of(delete, match, insert),
+// sequences best_of(replace, delete, insert).
+inline double best_of(double first, double second, double third) {
+  return std::min(std::min(first, second), third);
+}
+
+#ifdef BEDL_X86_SIMD
+// best_of for four cells: std::min(a, b) is (b < a) ? b : a, and _mm256_min_pd(p, q) is (p < q) ? p : q.
+__attribute__((target("avx2"))) inline __m256d best_of4(__m256d first, __m256d second, __m256d third) {
+  return _mm256_min_pd(third, _mm256_min_pd(second, first));
+}
+#endif
+
 // Two alternatives tie when they differ by at most rel_tol times the magnitude
 // involved: the larger of both values and of the largest absolute cost of the
 // pair (rounding in a sum of costs scales with the costs, not only with the sum).
 struct Tie {
   double rel_tol;
   double cost_scale;
-  inline bool operator()(double value, double best) const {
-    const double scale = std::max({std::fabs(value), std::fabs(best), cost_scale});
-    return value - best <= rel_tol * scale;
-  }
-  // The same test split in two, so a cell computes the part that depends on
-  // best once: rel_tol * max(|v|, |b|, s) == max(rel_tol * |v|, rel_tol * max(|b|, s))
-  // exactly, since rounding a product is monotone.
+  // rel_tol * max(|v|, |b|, s) == max(rel_tol * |v|, rel_tol * max(|b|, s))
+  // exactly (rounding a product is monotone), so a cell computes the part
+  // that depends on its best value once.
   inline double threshold(double best) const { return rel_tol * std::max(std::fabs(best), cost_scale); }
   inline bool within(double value, double best, double threshold) const {
     const double gap = value - best;
     return (gap <= threshold) | (gap <= rel_tol * std::fabs(value));
   }
+  // The co-optimal alternatives of a cell whose value is `best`. Selects
+  // rather than branches: which alternatives tie varies from cell to cell.
+  inline uint8_t flags(double del_alt, double ins_alt, double match_alt, double best) const {
+    const double t = threshold(best);
+    return static_cast<uint8_t>((within(del_alt, best, t) ? kDel : 0) | (within(ins_alt, best, t) ? kIns : 0) |
+                                (within(match_alt, best, t) ? kMatch : 0));
+  }
 };
+
+// Inside counts entering a cell through its co-optimal alternatives `flags`:
+// by a deletion (from the cell above, in either state), and otherwise (an
+// insertion only from a left cell not entered by a deletion, so that each
+// mapping is one derivation; or a match, whose count `match()` is evaluated
+// only where it is co-optimal).
+template <typename Count, typename MatchCount>
+inline void count_entries(uint8_t flags, const Count& above_total, const Count& left_other,
+                          const MatchCount& match, Count& by_del, Count& other) {
+  by_del = (flags & kDel) ? above_total : Count::zero();
+  const Count via_ins = (flags & kIns) ? left_other : Count::zero();
+  const Count via_match = (flags & kMatch) ? match() : Count::zero();
+  other = via_ins + via_match;
+}
+
+// Whether some co-optimal mapping passes a cell: the outside sweep's counts
+// as booleans (sum = or, product = and), for finding the tables P needs.
+struct Reach {
+  uint8_t v = 0;
+  static Reach one() { return Reach{1}; }
+  static Reach zero() { return Reach{}; }
+  bool is_zero() const { return v == 0; }
+};
+inline Reach operator+(Reach a, Reach b) { return Reach{static_cast<uint8_t>(a.v | b.v)}; }
+inline Reach operator*(Reach a, Reach b) { return Reach{static_cast<uint8_t>(a.v & b.v)}; }
 
 inline void check_costs(const at::Tensor& costs) {
   TORCH_CHECK_VALUE(costs.device().is_cpu(), "costs must be a CPU tensor in the CPU kernel, got ",
@@ -169,6 +220,31 @@ inline void check_index(const at::Tensor& t, const char* name, int64_t len) {
 inline void check_rel_tol(double rel_tol) {
   TORCH_CHECK_VALUE(rel_tol >= 0.0 && std::isfinite(rel_tol), "rel_tol must be finite and >= 0, got ",
                     rel_tol);
+}
+
+// An offset tensor `name` (count + 1 entries) over `entries` concatenated
+// nodes or labels (`what`): starts at 0, ends at `entries`, non-decreasing.
+// Returns count. Trees and sequences share it.
+inline int64_t check_ptr(const at::Tensor& ptr, const std::string& name, int64_t entries, const char* what) {
+  const int64_t count = ptr.size(0) - 1;
+  TORCH_CHECK_VALUE(count >= 0, name, " must have at least one entry");
+  const int64_t* p = ptr.data_ptr<int64_t>();
+  TORCH_CHECK_VALUE(p[0] == 0 && p[count] == entries, name, " must start at 0 and end at the number of ",
+                    what, " (", entries, "), got ", p[0], " and ", p[count]);
+  for (int64_t t = 0; t < count; ++t) TORCH_CHECK_VALUE(p[t + 1] >= p[t], name, " must be non-decreasing");
+  return count;
+}
+
+// Pair b is (x number pair_x[b], y number pair_y[b]) of nx and ny `what`s
+// ("tree" or "sequence"); checked serially so that errors name the pair.
+inline void check_pair_indices(const int64_t* pair_x, const int64_t* pair_y, int64_t batch, int64_t nx,
+                               int64_t ny, const char* what) {
+  for (int64_t b = 0; b < batch; ++b) {
+    TORCH_CHECK_VALUE(pair_x[b] >= 0 && pair_x[b] < nx, "pair_x[", b, "] = ", pair_x[b], " is not a ", what,
+                      " index (", nx, " x ", what, "s)");
+    TORCH_CHECK_VALUE(pair_y[b] >= 0 && pair_y[b] < ny, "pair_y[", b, "] = ", pair_y[b], " is not a ", what,
+                      " index (", ny, " y ", what, "s)");
+  }
 }
 
 // Largest absolute cost of one pair's (m+1, n+1) block (the tie scale, and

@@ -1,7 +1,8 @@
 // Sequence edit distance and its co-optimal alignment matrix on the CPU.
 //
 // Distance: the classic (m+1) x (n+1) table, two rows at a time.
-// P: an inside pass that counts co-optimal alignments per cell (dp::Count),
+// P: an inside pass that counts co-optimal alignments per cell (as doubles,
+// dp::FastCount, and again with an exponent, dp::Count, where those overflow),
 // with two counts per cell -- "entered by a deletion" (D) and "entered
 // otherwise" (O) -- because an insertion may never directly follow a deletion:
 // that makes alignments and DP paths one-to-one (a run of indels is always
@@ -16,15 +17,22 @@
 namespace bedl {
 namespace {
 
-using dp::Count;
+using dp::kDel;
+using dp::kIns;
+using dp::kMatch;
 
-enum : uint8_t { kDel = 1, kIns = 2, kRep = 4 };
+// Counts in one count type.
+template <typename C>
+struct SedCounts {
+  std::vector<C> in_del, in_other;  // inside counts, (m+1)(n+1)
+  std::vector<C> out_any, out_ins;  // outside counts, two rows each
+};
 
 struct SedWorkspace {
   std::vector<double> row_prev, row_cur, row_next;  // distance rows
-  std::vector<Count> in_del, in_other;      // inside counts, (m+1)(n+1)
+  SedCounts<dp::FastCount> fast;            // counts as doubles: the usual case
+  SedCounts<dp::Count> exact;               // counts with an exponent: where doubles overflow
   std::vector<uint8_t> coopt;               // co-optimal incoming edges per cell
-  std::vector<Count> out_any, out_ins;      // outside counts, two rows each
   std::vector<double> p_acc;                // P accumulator, (m+1)(n+1)
   std::vector<double> cost;                 // a pair's costs gathered from a symbol table
   std::vector<double> ins_skew;             // insertion costs as the AVX2 strips read them
@@ -62,7 +70,7 @@ __attribute__((target("avx2"))) int64_t sed_strips_avx2(const scalar_t* c, int64
     for (int r = 0; r < R; ++r) ins_skew[4 * s + r] = static_cast<double>(ins[s - K * r - 1]);
   }
   auto cell = [](double diag, double rep, double up, double del, double left, double ins_j) {
-    return std::min(std::min(diag + rep, up + del), left + ins_j);
+    return dp::best_of(diag + rep, up + del, left + ins_j);
   };
   int64_t done = 0;
   for (; done + R <= m; done += R) {
@@ -105,8 +113,7 @@ __attribute__((target("avx2"))) int64_t sed_strips_avx2(const scalar_t* c, int64
     __m256d V1 = _mm256_loadu_pd(v1), V2 = _mm256_loadu_pd(v2), V3 = _mm256_loadu_pd(v3);
     const __m256d DEL = _mm256_loadu_pd(del);
     // One step: up (lane r - 1, two steps back; lane 0 reads the row above),
-    // diagonal (three steps back), left (the lane's last value); std::min(a, b)
-    // is _mm256_min_pd(b, a).
+    // diagonal (three steps back), left (the lane's last value).
 #define BEDL_SED_STEP(st, rep_expr)                                                              \
   do {                                                                                           \
     const __m256d rep = (rep_expr);                                                              \
@@ -114,9 +121,8 @@ __attribute__((target("avx2"))) int64_t sed_strips_avx2(const scalar_t* c, int64
         _mm256_blend_pd(_mm256_permute4x64_pd(V2, 0x90), _mm256_broadcast_sd(prev + (st)), 1);   \
     const __m256d diag = _mm256_blend_pd(_mm256_permute4x64_pd(V3, 0x90),                        \
                                          _mm256_broadcast_sd(prev + (st) - 1), 1);               \
-    const __m256d rep_or_del = _mm256_min_pd(_mm256_add_pd(up, DEL), _mm256_add_pd(diag, rep));  \
-    const __m256d v = _mm256_min_pd(                                                             \
-        _mm256_add_pd(V1, _mm256_loadu_pd(ins_skew + 4 * (st))), rep_or_del);                    \
+    const __m256d v = dp::best_of4(_mm256_add_pd(diag, rep), _mm256_add_pd(up, DEL),             \
+                                   _mm256_add_pd(V1, _mm256_loadu_pd(ins_skew + 4 * (st))));      \
     _mm_storeh_pd(next + (st) - lag, _mm256_extractf128_pd(v, 1));                               \
     V3 = V2;                                                                                     \
     V2 = V1;                                                                                     \
@@ -162,8 +168,8 @@ double sed_distance(const scalar_t* c, int64_t m, int64_t n, int64_t stride, Sed
   // One cell of row `out` from the row above; the left neighbour stays in a
   // register: only the insertion waits on it.
   auto cell = [&](const double* above, const scalar_t* row, double del, double left, int64_t j) {
-    const double rep_or_del = std::min(above[j - 1] + static_cast<double>(row[j - 1]), above[j] + del);
-    return std::min(rep_or_del, left + static_cast<double>(ins[j - 1]));
+    return dp::best_of(above[j - 1] + static_cast<double>(row[j - 1]), above[j] + del,
+                       left + static_cast<double>(ins[j - 1]));
   };
   int64_t i = 1;
 #ifdef BEDL_X86_SIMD
@@ -208,19 +214,21 @@ double sed_distance(const scalar_t* c, int64_t m, int64_t n, int64_t stride, Sed
   return prev[n];
 }
 
-// Fills p (row stride p_stride) with the co-optimal matrix and returns the distance.
-template <typename scalar_t, typename out_t>
-double sed_coopt(const scalar_t* c, int64_t m, int64_t n, int64_t stride, const dp::Tie& tie,
-                 out_t* p, int64_t p_stride, SedWorkspace& ws) {
+// The distance (in *distance) and P (in ws.p_acc, the cost layout with row
+// stride n + 1) with counts of type Count; false (P incomplete) if the total
+// count is not representable in that type.
+template <typename Count, typename scalar_t>
+bool sed_counted(const scalar_t* c, int64_t m, int64_t n, int64_t stride, const dp::Tie& tie,
+                 SedCounts<Count>& cnt, SedWorkspace& ws, double* distance) {
   const int64_t w = n + 1;
   const int64_t cells = (m + 1) * w;
-  ws.in_del.assign(cells, Count::zero());
-  ws.in_other.assign(cells, Count::zero());
+  cnt.in_del.assign(cells, Count::zero());
+  cnt.in_other.assign(cells, Count::zero());
   ws.coopt.assign(cells, 0);
   ws.row_prev.resize(w);
   ws.row_cur.resize(w);
-  Count* in_del = ws.in_del.data();
-  Count* in_other = ws.in_other.data();
+  Count* in_del = cnt.in_del.data();
+  Count* in_other = cnt.in_other.data();
   uint8_t* coopt = ws.coopt.data();
   const scalar_t* ins = c + m * stride;
   auto total = [&](int64_t cell) { return in_del[cell] + in_other[cell]; };
@@ -246,40 +254,29 @@ double sed_coopt(const scalar_t* c, int64_t m, int64_t n, int64_t stride, const 
       const double rep = prev[j - 1] + static_cast<double>(row[j - 1]);
       const double d = prev[j] + del;
       const double in = cur[j - 1] + static_cast<double>(ins[j - 1]);
-      const double best = std::min(std::min(rep, d), in);  // only `in` waits on the previous cell
+      const double best = dp::best_of(rep, d, in);  // only `in` waits on the previous cell
       cur[j] = best;
       const int64_t cell = base + j;
-      uint8_t flags = 0;
-      if (tie(d, best)) {
-        flags |= kDel;
-        in_del[cell] = total(cell - w);
-      }
-      Count other;
-      if (tie(in, best)) {
-        flags |= kIns;
-        other = in_other[cell - 1];
-      }
-      if (tie(rep, best)) {
-        flags |= kRep;
-        other = other + total(cell - w - 1);
-      }
-      in_other[cell] = other;
+      const uint8_t flags = tie.flags(d, in, rep, best);
+      dp::count_entries(flags, total(cell - w), in_other[cell - 1], [&] { return total(cell - w - 1); },
+                        in_del[cell], in_other[cell]);
       coopt[cell] = flags;
     }
     std::swap(prev, cur);
   }
-  const double distance = prev[n];
+  *distance = prev[n];
   const Count all = total(cells - 1);
+  if (!all.usable_total()) return false;
 
   // Outside pass, two rows at a time: row i pushes into rows i and i - 1.
-  ws.out_any.assign(2 * w, Count::zero());
-  ws.out_ins.assign(2 * w, Count::zero());
+  cnt.out_any.assign(2 * w, Count::zero());
+  cnt.out_ins.assign(2 * w, Count::zero());
   ws.p_acc.assign(cells, 0.0);
   double* acc = ws.p_acc.data();  // cost layout: rows < m nodes of x, row m insertions, column n deletions
   for (int64_t i = m; i >= 0; --i) {
-    Count* any_cur = ws.out_any.data() + (i & 1) * w;
-    Count* ins_cur = ws.out_ins.data() + (i & 1) * w;
-    Count* any_up = ws.out_any.data() + ((i + 1) & 1) * w;
+    Count* any_cur = cnt.out_any.data() + (i & 1) * w;
+    Count* ins_cur = cnt.out_ins.data() + (i & 1) * w;
+    Count* any_up = cnt.out_any.data() + ((i + 1) & 1) * w;
     if (i == m) any_cur[n] = Count::one();
     for (int64_t j = n; j >= 0; --j) {
       const int64_t cell = i * w + j;
@@ -295,7 +292,7 @@ double sed_coopt(const scalar_t* c, int64_t m, int64_t n, int64_t stride, const 
         ins_cur[j - 1] = ins_cur[j - 1] + out_o;
         acc[m * w + j - 1] += dp::ratio(in_other[cell - 1] * out_o, all);
       }
-      if (flags & kRep) {
+      if (flags & kMatch) {
         any_up[j - 1] = any_up[j - 1] + out_o;
         acc[(i - 1) * w + j - 1] += dp::ratio(total(cell - w - 1) * out_o, all);
       }
@@ -304,6 +301,23 @@ double sed_coopt(const scalar_t* c, int64_t m, int64_t n, int64_t stride, const 
     std::fill(any_cur, any_cur + w, Count::zero());
     std::fill(ins_cur, ins_cur + w, Count::zero());
   }
+  return true;
+}
+
+// Fills p (row stride p_stride) with the co-optimal matrix and returns the
+// distance: counts as doubles unless they overflow (massive ties in long sequences).
+template <typename scalar_t, typename out_t>
+double sed_coopt(const scalar_t* c, int64_t m, int64_t n, int64_t stride, const dp::Tie& tie,
+                 out_t* p, int64_t p_stride, SedWorkspace& ws) {
+  double distance;
+  if (!sed_counted(c, m, n, stride, tie, ws.fast, ws, &distance)) {
+    // Cannot fail for costs within the overflow rule (some alternative of each cell is its minimum).
+    const bool counted = sed_counted(c, m, n, stride, tie, ws.exact, ws, &distance);
+    TORCH_CHECK(counted, "internal error: no co-optimal alignment was counted for sequences of ", m,
+                " and ", n, " symbols");
+  }
+  const int64_t w = n + 1;
+  const double* acc = ws.p_acc.data();
   for (int64_t i = 0; i <= m; ++i) {
     for (int64_t j = 0; j <= n; ++j) {
       if (i == m && j == n) continue;
@@ -393,17 +407,11 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_cost
   const int64_t* yptr_p = yptr.data_ptr<int64_t>();
   const int64_t* px_p = px.data_ptr<int64_t>();
   const int64_t* py_p = py.data_ptr<int64_t>();
-  const int64_t nx = xptr.size(0) - 1, ny = yptr.size(0) - 1;
-  TORCH_CHECK_VALUE(nx >= 0 && xptr_p[0] == 0 && xptr_p[nx] == xl.size(0),
-              "x_ptr must start at 0 and end at the number of labels");
-  TORCH_CHECK_VALUE(ny >= 0 && yptr_p[0] == 0 && yptr_p[ny] == yl.size(0),
-              "y_ptr must start at 0 and end at the number of labels");
-  for (int64_t t = 0; t < nx; ++t) TORCH_CHECK_VALUE(xptr_p[t + 1] >= xptr_p[t], "x_ptr must be non-decreasing");
-  for (int64_t t = 0; t < ny; ++t) TORCH_CHECK_VALUE(yptr_p[t + 1] >= yptr_p[t], "y_ptr must be non-decreasing");
+  const int64_t nx = dp::check_ptr(xptr, "x_ptr", xl.size(0), "labels");
+  const int64_t ny = dp::check_ptr(yptr, "y_ptr", yl.size(0), "labels");
+  dp::check_pair_indices(px_p, py_p, batch, nx, ny, "sequence");
   int64_t rows = 1, cols = 1, longest = -1, longest_m = 0, longest_n = 0;
   for (int64_t b = 0; b < batch; ++b) {
-    TORCH_CHECK_VALUE(px_p[b] >= 0 && px_p[b] < nx, "pair_x[", b, "] = ", px_p[b], " is not a sequence index");
-    TORCH_CHECK_VALUE(py_p[b] >= 0 && py_p[b] < ny, "pair_y[", b, "] = ", py_p[b], " is not a sequence index");
     const int64_t m = xptr_p[px_p[b] + 1] - xptr_p[px_p[b]], n = yptr_p[py_p[b] + 1] - yptr_p[py_p[b]];
     rows = std::max(rows, m + 1);
     cols = std::max(cols, n + 1);

@@ -78,8 +78,8 @@ bool point_in_place(const TreeIndex&, const TreeIndex&, const XRow&, const YCol&
 // cost, the tie scale, over the same entries the padded layout would hold
 // (only P needs it: the distance pass has no ties to decide).
 template <bool kScale, typename scalar_t>
-double fill_symbols(const TreeIndex& x, const TreeIndex& y, const scalar_t* table, int64_t S,
-                    const int64_t* x_labels, const int64_t* y_labels, TedWorkspace& ws) {
+double fill_symbols(const scalar_t* table, int64_t S, const TreeIndex& x, const int64_t* x_labels,
+                    const TreeIndex& y, const int64_t* y_labels, TedWorkspace& ws) {
   const int64_t m = x.n, n = y.n, w = n + 1, gap = S - 1;
   ws.cost.resize((m + 1) * w);
   ws.y_symbol.resize(n + 1);

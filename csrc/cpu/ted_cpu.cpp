@@ -119,8 +119,8 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cpu(
       if (need_coopt || !point_in_place(x, y, [&](int64_t p) { return t + x_labels[p] * S; },
                                         [&](int64_t q) { return y_labels[q]; }, t + (S - 1) * S,
                                         S - 1, ws)) {
-        scale = need_coopt ? fill_symbols<true>(x, y, t, S, x_labels, y_labels, ws)
-                           : fill_symbols<false>(x, y, t, S, x_labels, y_labels, ws);
+        scale = need_coopt ? fill_symbols<true>(t, S, x, x_labels, y, y_labels, ws)
+                           : fill_symbols<false>(t, S, x, x_labels, y, y_labels, ws);
         point_at_cost(x.n, y.n, ws);
       }
       d[b] = static_cast<scalar_t>(ted_solve(x, y, need_coopt, dp::Tie{rel_tol, scale}, ws));

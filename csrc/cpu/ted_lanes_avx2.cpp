@@ -367,13 +367,13 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
       const double* rep_w = rep_w_of(i);
       const __m256d del = _mm256_set1_pd(ws.del[i]);
       __m256d left = _mm256_set1_pd(inf);
-      // std::min(a, b) is (b < a) ? b : a, and _mm256_min_pd(p, q) is (p < q) ? p : q.
+      // The cell is dp::best_of(delete, match, insert), as in distance_table.
       if (!x_on_path && li != i) {
         // i lies on a path below: its row of tdm is complete.
         for (int64_t c = 0; c < row_len; c += kLanes) {
           const __m256d del_alt = _mm256_add_pd(_mm256_loadu_pd(up + c), del);
           const __m256d match = _mm256_add_pd(gather4(jump, jump_at + c), _mm256_loadu_pd(tdm_i + c));
-          left = _mm256_min_pd(_mm256_add_pd(left, _mm256_loadu_pd(ins + c)), _mm256_min_pd(match, del_alt));
+          left = dp::best_of4(del_alt, match, _mm256_add_pd(left, _mm256_loadu_pd(ins + c)));
           _mm256_storeu_pd(cur + c, left);
         }
       } else if (!x_on_path) {
@@ -383,7 +383,7 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
           const __m256d del_alt = _mm256_add_pd(_mm256_loadu_pd(up + c), del);
           const __m256d tv = _mm256_add_pd(_mm256_loadu_pd(below_ins + c), rep_block(rep_w, rep_row, symbol_at, c));
           const __m256d match = _mm256_add_pd(gather4(jump, jump_at + c), tv);
-          left = _mm256_min_pd(_mm256_add_pd(left, _mm256_loadu_pd(ins + c)), _mm256_min_pd(match, del_alt));
+          left = dp::best_of4(del_alt, match, _mm256_add_pd(left, _mm256_loadu_pd(ins + c)));
           _mm256_storeu_pd(cur + c, left);
         }
       } else {
@@ -398,7 +398,7 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
               path_tdm_block(tdm_i, def_at, c, own, diag, rep_block(rep_w, rep_row, symbol_at, c));
           diag = above;
           const __m256d match = _mm256_add_pd(_mm256_loadu_pd(jump_first + c), tv);
-          left = _mm256_min_pd(_mm256_add_pd(left, _mm256_loadu_pd(ins + c)), _mm256_min_pd(match, del_alt));
+          left = dp::best_of4(del_alt, match, _mm256_add_pd(left, _mm256_loadu_pd(ins + c)));
           _mm256_storeu_pd(cur + c, left);
         }
       }

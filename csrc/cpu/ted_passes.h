@@ -118,7 +118,7 @@ struct TedPair {
             count_table<false>(kx, ky, f);
             keep_counts(kx, ky, a * ky_count + b);
           } else {
-            table<false>(kx, ky);
+            table<true, false>(kx, ky);
           }
         }
       }
@@ -140,9 +140,9 @@ struct TedPair {
     const size_t kx_count = x.keyroots.size(), ky_count = y.keyroots.size();
     const int64_t cells = (x.n + 1) * w;
     needed.assign(kx_count * ky_count, 0);
-    ws.reach_any.assign(cells, 0);
-    ws.reach_ins.assign(cells, 0);
-    ws.reach_tdm.assign(cells, 0);
+    ws.reach_any.assign(cells, dp::Reach::zero());
+    ws.reach_ins.assign(cells, dp::Reach::zero());
+    ws.reach_tdm.assign(cells, dp::Reach::zero());
     ws.flag_offset.assign(kx_count * ky_count, -1);
     ws.flag_store.clear();
     ws.flags_kept = true;
@@ -151,8 +151,9 @@ struct TedPair {
         if (!reached(a, b)) continue;
         const int64_t kx = x.keyroots[a], ky = y.keyroots[b];
         needed[a * ky_count + b] = 1;
-        flag_table(kx, ky);
-        reach_sweep(kx, ky);
+        table<false, true>(kx, ky);
+        ReachOutside out{ws.reach_any.data(), ws.reach_ins.data(), ws.reach_tdm.data()};
+        outside_sweep(kx, ky, out);
         if (ws.flags_kept) keep_flags(kx, ky, a * ky_count + b);
       }
     }
@@ -254,10 +255,8 @@ struct TedPair {
         } else {
           source = jump_base + ly[j];
         }
-        const Count in_d = (flags & kDel) ? tot[cell - w] : Count::zero();
-        const Count via_ins = (flags & kIns) ? left_other : Count::zero();
-        const Count via_match = (flags & kMatch) ? tot[source] * tdm_count[cell] : Count::zero();
-        const Count in_o = via_ins + via_match;
+        Count in_d, in_o;
+        dp::count_entries(flags, tot[cell - w], left_other, [&] { return tot[source] * tdm_count[cell]; }, in_d, in_o);
         tot[cell] = in_d + in_o;
         other[cell] = in_o;
         left_other = in_o;
@@ -280,93 +279,14 @@ struct TedPair {
   }
 
   bool reached(size_t a, size_t b) const {
-    return any_tdm_used(a, b, [this](int64_t cell) { return ws.reach_tdm[cell] != 0; });
-  }
-
-  // The forest table (kx, ky) again, with co-optimal flags and no counts.
-  void flag_table(int64_t kx, int64_t ky) {
-    double* fd = ws.fd.data();
-    const double* tdm = ws.tdm.data();
-    const double* cost = ws.cost.data();
-    uint8_t* coopt = ws.coopt.data();
-    const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1;
-    const int64_t corner = r0 * w + c0;
-    fd[corner] = 0.0;
-    coopt[corner] = 0;
-    double sum = 0.0;
-    for (int64_t i = r0 + 1; i <= kx; ++i) {
-      sum = sum + del(i);
-      fd[i * w + c0] = sum;
-      coopt[i * w + c0] = kDel;
-    }
-    sum = 0.0;
-    for (int64_t j = c0 + 1; j <= ky; ++j) {
-      sum = sum + ins(j);
-      fd[r0 * w + j] = sum;
-      coopt[r0 * w + j] = kIns;
-    }
-    const int64_t* ly = y.leftmost.data();
-    for (int64_t i = r0 + 1; i <= kx; ++i) {
-      const bool x_on_path = x.leftmost[i] == r0 + 1;
-      const double del_i = del(i);
-      const int64_t row = i * w;
-      const int64_t jump_base = (x.leftmost[i] - 1) * w - 1;
-      double left = fd[row + c0];
-      for (int64_t j = c0 + 1; j <= ky; ++j) {
-        const int64_t cell = row + j;
-        const double a = fd[cell - w] + del_i;
-        const double b = left + cost[j];
-        const bool defines = x_on_path && ly[j] == c0 + 1;
-        const double t = defines ? fd[cell - w - 1] + cost[cell] : tdm[cell];
-        const double c = fd[defines ? corner : jump_base + ly[j]] + t;
-        const double best = std::min(std::min(a, c), b);
-        const double threshold = tie.threshold(best);
-        coopt[cell] = static_cast<uint8_t>((tie.within(a, best, threshold) ? kDel : 0) |
-                                           (tie.within(b, best, threshold) ? kIns : 0) |
-                                           (tie.within(c, best, threshold) ? kMatch : 0));
-        fd[cell] = best;
-        left = best;
-      }
-    }
-  }
-
-  // `sweep` with booleans: which cells of the table (kx, ky) some co-optimal
-  // mapping passes, and which tdm it uses.
-  void reach_sweep(int64_t kx, int64_t ky) {
-    const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1;
-    uint8_t* any = ws.reach_any.data();
-    uint8_t* ins_only = ws.reach_ins.data();
-    uint8_t* used_tdm = ws.reach_tdm.data();
-    for (int64_t i = r0; i <= kx; ++i) {
-      std::fill(any + i * w + c0, any + i * w + ky + 1, uint8_t{0});
-      std::fill(ins_only + i * w + c0, ins_only + i * w + ky + 1, uint8_t{0});
-    }
-    if (kx == x.n && ky == y.n) any[kx * w + ky] = 1;
-    for (int64_t i = kx; i >= r0; --i) {
-      const int64_t li = x.leftmost[i];
-      for (int64_t j = ky; j >= c0; --j) {
-        const int64_t cell = i * w + j;
-        const uint8_t flags = ws.coopt[cell];
-        const int64_t lj = y.leftmost[j];
-        const bool defines_tdm = i > r0 && j > c0 && li == r0 + 1 && lj == c0 + 1;
-        if (any[cell] | ins_only[cell]) {
-          if ((flags & kDel) && any[cell]) any[cell - w] = 1;
-          if (flags & kIns) ins_only[cell - 1] = 1;
-          if (flags & kMatch) {
-            any[defines_tdm ? r0 * w + c0 : (li - 1) * w + (lj - 1)] = 1;
-            used_tdm[cell] = 1;
-          }
-        }
-        if (defines_tdm && used_tdm[cell]) any[cell - w - 1] = 1;
-      }
-    }
+    return any_tdm_used(a, b, [this](int64_t cell) { return !ws.reach_tdm[cell].is_zero(); });
   }
 
   // The forest table of keyroots x.keyroots[a], y.keyroots[b].
   template <bool kCount>
   void any_table(size_t a, size_t b) {
     if (kCount) {
-      table<false>(x.keyroots[a], y.keyroots[b]);
+      table<true, false>(x.keyroots[a], y.keyroots[b]);
     } else {
       distance_table(a, b);
     }
@@ -417,19 +337,17 @@ struct TedPair {
         const double* jump2 = fd + (x.leftmost[i + 1] - 1) * w - 1;
         double left1 = fd[row + c0], left2 = fd[row2 + c0];
         int64_t j = c0 + 1;
-        left1 = std::min(std::min(fd[row - w + j] + del_i, jump1[ly[j]] + tdm[row + j]), left1 + cost[j]);
+        left1 = dp::best_of(fd[row - w + j] + del_i, jump1[ly[j]] + tdm[row + j], left1 + cost[j]);
         fd[row + j] = left1;
         for (j = c0 + 2; j <= cols_end; ++j) {
-          left1 = std::min(std::min(fd[row - w + j] + del_i, jump1[ly[j]] + tdm[row + j]),
-                           left1 + cost[j]);
+          left1 = dp::best_of(fd[row - w + j] + del_i, jump1[ly[j]] + tdm[row + j], left1 + cost[j]);
           fd[row + j] = left1;
           const int64_t k = j - 1;
-          left2 = std::min(std::min(fd[row + k] + del2, jump2[ly[k]] + tdm[row2 + k]),
-                           left2 + cost[k]);
+          left2 = dp::best_of(fd[row + k] + del2, jump2[ly[k]] + tdm[row2 + k], left2 + cost[k]);
           fd[row2 + k] = left2;
         }
-        left2 = std::min(std::min(fd[row + cols_end] + del2, jump2[ly[cols_end]] + tdm[row2 + cols_end]),
-                         left2 + cost[cols_end]);
+        left2 = dp::best_of(fd[row + cols_end] + del2, jump2[ly[cols_end]] + tdm[row2 + cols_end],
+                            left2 + cost[cols_end]);
         fd[row2 + cols_end] = left2;
         ++i;
         continue;
@@ -440,8 +358,7 @@ struct TedPair {
         const double* jump_row = fd + (li - 1) * w - 1;
         for (int64_t j = c0 + 1; j <= cols_end; ++j) {
           const int64_t cell = row + j;
-          const double ac = std::min(fd[cell - w] + del_i, jump_row[ly[j]] + tdm[cell]);
-          left = std::min(ac, left + cost[j]);
+          left = dp::best_of(fd[cell - w] + del_i, jump_row[ly[j]] + tdm[cell], left + cost[j]);
           fd[cell] = left;
         }
       } else {
@@ -456,7 +373,7 @@ struct TedPair {
           } else {
             c = jump_row[ly[j]] + tdm[cell];
           }
-          left = std::min(std::min(fd[cell - w] + del_i, c), left + cost[j]);
+          left = dp::best_of(fd[cell - w] + del_i, c, left + cost[j]);
           fd[cell] = left;
         }
       }
@@ -476,23 +393,26 @@ struct TedPair {
     }
   }
 
-  // Fills the forest table of keyroots (kx, ky) with distances and inside
-  // counts (the counting pass where no flags were kept; distance_table is the
-  // distance pass), and with kFlags what only the outside pass reads:
-  // co-optimal flags and counts not entered by a deletion.
-  template <bool kFlags>
+  // Fills the forest table of keyroots (kx, ky) with distances and, with
+  // kCount, inside counts (the counting pass where no flags were kept;
+  // distance_table is the distance pass), and with kFlags what the outside
+  // sweeps read: co-optimal flags and counts not entered by a deletion.
+  // table<false, true> is the boolean outside pass's table: flags only.
+  template <bool kCount, bool kFlags>
   void table(int64_t kx, int64_t ky) {
     double* fd = ws.fd.data();
     double* tdm = ws.tdm.data();
     const double* cost = ws.cost.data();
+    Count* tot = cnt.tot.data();
+    Count* other = cnt.in_other.data();
+    Count* tdm_count = cnt.tdm_count.data();
+    uint8_t* coopt = ws.coopt.data();
     const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1;
     const int64_t corner = r0 * w + c0;
     fd[corner] = 0.0;
-    cnt.tot[corner] = Count::one();
-    if (kFlags) {
-      cnt.in_other[corner] = Count::one();
-      ws.coopt[corner] = 0;
-    }
+    if (kCount) tot[corner] = Count::one();
+    if (kCount && kFlags) other[corner] = Count::one();
+    if (kFlags) coopt[corner] = 0;
     // First column and row: deletions (insertions) only, one derivation each.
     // The sums stay in a register; reading them back from the strided column
     // made a store-to-load chain that cost as much as small tables themselves.
@@ -501,22 +421,18 @@ struct TedPair {
       const int64_t cell = i * w + c0;
       sum = sum + del(i);
       fd[cell] = sum;
-      cnt.tot[cell] = Count::one();
-      if (kFlags) {
-        cnt.in_other[cell] = Count::zero();
-        ws.coopt[cell] = kDel;
-      }
+      if (kCount) tot[cell] = Count::one();
+      if (kCount && kFlags) other[cell] = Count::zero();
+      if (kFlags) coopt[cell] = kDel;
     }
     sum = 0.0;
     for (int64_t j = c0 + 1; j <= ky; ++j) {
       const int64_t cell = r0 * w + j;
       sum = sum + ins(j);
       fd[cell] = sum;
-      cnt.tot[cell] = Count::one();
-      if (kFlags) {
-        cnt.in_other[cell] = Count::one();
-        ws.coopt[cell] = kIns;
-      }
+      if (kCount) tot[cell] = Count::one();
+      if (kCount && kFlags) other[cell] = Count::one();
+      if (kFlags) coopt[cell] = kIns;
     }
     const int64_t* ly = y.leftmost.data();
     for (int64_t i = r0 + 1; i <= kx; ++i) {
@@ -524,12 +440,6 @@ struct TedPair {
       const bool x_on_path = li == r0 + 1;
       const double del_i = del(i);
       const int64_t row = i * w;
-      // The counting pass: counts of derivations entering each cell, in
-      // total and "not by a deletion" (an insertion may not follow one).
-      Count* tot = cnt.tot.data();
-      Count* other = cnt.in_other.data();
-      Count* tdm_count = cnt.tdm_count.data();
-      uint8_t* coopt = ws.coopt.data();
       const int64_t jump_base = (li - 1) * w - 1;  // + l(j): the cell a jump comes from
       double left = fd[row + c0];
       Count left_other = Count::zero();  // the first column is entered by deletions
@@ -542,32 +452,24 @@ struct TedPair {
         if (x_on_path && lj == c0 + 1) {
           // Both forests are whole trees: define tdm(i, j) here.
           tdm[cell] = fd[cell - w - 1] + cost[cell];
-          tdm_count[cell] = tot[cell - w - 1];
+          if (kCount) tdm_count[cell] = tot[cell - w - 1];
           source = corner;
         } else {
           source = jump_base + lj;
         }
         const double c = fd[source] + tdm[cell];
-        const double best = std::min(std::min(a, c), b);
-        const double threshold = tie.threshold(best);
-        // Which alternatives tie varies from cell to cell: selects instead of
-        // branches keep the processor from mispredicting at every cell.
-        const bool by_del = tie.within(a, best, threshold);
-        const bool by_ins = tie.within(b, best, threshold);
-        const bool by_match = tie.within(c, best, threshold);
-        const uint8_t flags = static_cast<uint8_t>((by_del ? kDel : 0) | (by_ins ? kIns : 0) |
-                                                   (by_match ? kMatch : 0));
-        const Count in_d = by_del ? tot[cell - w] : Count::zero();
-        const Count via_ins = by_ins ? left_other : Count::zero();
-        const Count via_match = by_match ? tot[source] * tdm_count[cell] : Count::zero();
-        const Count in_o = via_ins + via_match;
+        const double best = dp::best_of(a, c, b);
         fd[cell] = best;
         left = best;
-        tot[cell] = in_d + in_o;
-        left_other = in_o;
-        if (kFlags) {
-          other[cell] = in_o;
-          coopt[cell] = flags;
+        const uint8_t flags = tie.flags(a, b, c, best);
+        if (kFlags) coopt[cell] = flags;
+        if (kCount) {
+          Count in_d, in_o;
+          dp::count_entries(flags, tot[cell - w], left_other, [&] { return tot[source] * tdm_count[cell]; },
+                            in_d, in_o);
+          tot[cell] = in_d + in_o;
+          left_other = in_o;
+          if (kFlags) other[cell] = in_o;
         }
       }
     }
@@ -580,19 +482,24 @@ struct TedPair {
     return any_tdm_used(a, b, [this](int64_t cell) { return !cnt.out_tdm[cell].is_zero(); });
   }
 
-  // Pushes outside counts down the co-optimal edges of the table (kx, ky),
-  // which must have just been recomputed with counts, and accumulates P.
-  void sweep(int64_t kx, int64_t ky, const Count& all) {
+  // The outside sweep of the table (kx, ky), which must have just been
+  // recomputed with flags (and, for counts, inside counts): pushes outside
+  // weights down its co-optimal edges, from the final cell (or the tdm cells
+  // larger tables used) to the corner. One loop, two instances: Out =
+  // CountOutside (completion counts; accumulates P) and ReachOutside (the
+  // same with booleans: which cells and tdm some co-optimal mapping uses).
+  template <class Out>
+  void outside_sweep(int64_t kx, int64_t ky, Out& out) {
+    using W = typename Out::Weight;
     const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1;
-    Count* out_any = cnt.out_any.data();
-    Count* out_ins = cnt.out_ins.data();
-    Count* out_tdm = cnt.out_tdm.data();
-    double* acc = ws.p_acc.data();
+    W* out_any = out.any;
+    W* out_ins = out.ins;
+    W* out_tdm = out.tdm;
     for (int64_t i = r0; i <= kx; ++i) {
-      std::fill(out_any + i * w + c0, out_any + i * w + ky + 1, Count::zero());
-      std::fill(out_ins + i * w + c0, out_ins + i * w + ky + 1, Count::zero());
+      std::fill(out_any + i * w + c0, out_any + i * w + ky + 1, W::zero());
+      std::fill(out_ins + i * w + c0, out_ins + i * w + ky + 1, W::zero());
     }
-    if (kx == x.n && ky == y.n) out_any[kx * w + ky] = Count::one();
+    if (kx == x.n && ky == y.n) out_any[kx * w + ky] = W::one();
     for (int64_t i = kx; i >= r0; --i) {
       const int64_t li = x.leftmost[i];
       for (int64_t j = ky; j >= c0; --j) {
@@ -600,32 +507,66 @@ struct TedPair {
         const uint8_t flags = ws.coopt[cell];
         const int64_t lj = y.leftmost[j];
         const bool defines_tdm = i > r0 && j > c0 && li == r0 + 1 && lj == c0 + 1;
-        const Count out_d = out_any[cell];
-        const Count out_o = out_any[cell] + out_ins[cell];
+        const W out_d = out_any[cell];  // a deletion may follow anything
+        const W out_o = out_any[cell] + out_ins[cell];
         if (!out_o.is_zero()) {
           if (flags & kDel) {
             out_any[cell - w] = out_any[cell - w] + out_d;
-            acc[i * w] += dp::ratio(total(cell - w) * out_d, all);
+            out.deleted(i, cell - w, out_d);
           }
           if (flags & kIns) {
             out_ins[cell - 1] = out_ins[cell - 1] + out_o;
-            acc[j] += dp::ratio(cnt.in_other[cell - 1] * out_o, all);
+            out.inserted(j, cell - 1, out_o);
           }
           if (flags & kMatch) {
             const int64_t source = defines_tdm ? r0 * w + c0 : (li - 1) * w + (lj - 1);
-            out_any[source] = out_any[source] + out_o * cnt.tdm_count[cell];
-            out_tdm[cell] = out_tdm[cell] + out_o * total(source);
+            out_any[source] = out_any[source] + out_o * out.tdm_inside(cell);
+            out_tdm[cell] = out_tdm[cell] + out_o * out.inside(source);
           }
         }
-        // tdm(i, j) is used nowhere after this cell: all its outside counts
-        // are in, so the replacement i -> j is final and its inside lies in
+        // tdm(i, j) is used nowhere after this cell: all its outside weight
+        // is in, so the replacement i -> j is final and its inside lies in
         // this table at (i - 1, j - 1).
         if (defines_tdm && !out_tdm[cell].is_zero()) {
-          acc[cell] += dp::ratio(cnt.tdm_count[cell] * out_tdm[cell], all);
+          out.replaced(cell, out_tdm[cell]);
           out_any[cell - w - 1] = out_any[cell - w - 1] + out_tdm[cell];
         }
       }
     }
+  }
+
+  // Completion counts; P[event] += inside * outside / all.
+  struct CountOutside {
+    using Weight = Count;
+    Count *any, *ins, *tdm;
+    const TedPair& pair;
+    const Count& all;
+    double* acc;
+    Count inside(int64_t cell) const { return pair.total(cell); }
+    Count tdm_inside(int64_t cell) const { return pair.cnt.tdm_count[cell]; }
+    void deleted(int64_t i, int64_t source, const Count& o) const {
+      acc[i * pair.w] += dp::ratio(pair.total(source) * o, all);
+    }
+    void inserted(int64_t j, int64_t source, const Count& o) const {
+      acc[j] += dp::ratio(pair.cnt.in_other[source] * o, all);
+    }
+    void replaced(int64_t cell, const Count& o) const { acc[cell] += dp::ratio(pair.cnt.tdm_count[cell] * o, all); }
+  };
+
+  // Reachability: every co-optimal alternative has a positive count.
+  struct ReachOutside {
+    using Weight = dp::Reach;
+    dp::Reach *any, *ins, *tdm;
+    static dp::Reach inside(int64_t) { return dp::Reach::one(); }
+    static dp::Reach tdm_inside(int64_t) { return dp::Reach::one(); }
+    static void deleted(int64_t, int64_t, dp::Reach) {}
+    static void inserted(int64_t, int64_t, dp::Reach) {}
+    static void replaced(int64_t, dp::Reach) {}
+  };
+
+  void sweep(int64_t kx, int64_t ky, const Count& all) {
+    CountOutside out{cnt.out_any.data(), cnt.out_ins.data(), cnt.out_tdm.data(), *this, all, ws.p_acc.data()};
+    outside_sweep(kx, ky, out);
   }
 };
 
@@ -666,7 +607,7 @@ bool ted_coopt(const TreeIndex& x, const TreeIndex& y, const dp::Tie& tie, TedWo
       if (f != nullptr) {
         if (!pair.restore_table(a, b, f)) pair.template count_table<true>(x.keyroots[a], y.keyroots[b], f);
       } else {
-        pair.template table<true>(x.keyroots[a], y.keyroots[b]);
+        pair.template table<true, true>(x.keyroots[a], y.keyroots[b]);
       }
       pair.sweep(x.keyroots[a], y.keyroots[b], all);
     }

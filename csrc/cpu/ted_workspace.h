@@ -41,7 +41,7 @@ struct TedWorkspace {
   std::vector<const double*> rep_row;
   std::vector<int64_t> rep_col;
   std::vector<uint8_t> needed;    // keyroot pairs whose inside counts P needs (see ted_coopt)
-  std::vector<uint8_t> reach_any, reach_ins, reach_tdm;  // mark_needed's boolean outside pass
+  std::vector<dp::Reach> reach_any, reach_ins, reach_tdm;  // mark_needed's boolean outside pass
   // Co-optimal flags of the needed tables, kept by mark_needed (region by
   // region, row-major) unless they exceed kFlagStoreLimit; -1: not kept.
   std::vector<uint8_t> flag_store;

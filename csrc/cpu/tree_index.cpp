@@ -75,15 +75,11 @@ OrientedTree index_tree(const int64_t* size, int64_t n, int64_t tree_id, const c
 
 std::vector<OrientedTree> index_trees(const at::Tensor& sizes, const at::Tensor& ptr,
                                    const char* side) {
-  const int64_t count = ptr.size(0) - 1;
-  TORCH_CHECK_VALUE(count >= 0, side, "_ptr must have at least one entry");
+  const int64_t count = dp::check_ptr(ptr, std::string(side) + "_ptr", sizes.size(0), "nodes");
   const int64_t* ptr_p = ptr.data_ptr<int64_t>();
   const int64_t* size_p = sizes.data_ptr<int64_t>();
-  TORCH_CHECK_VALUE(ptr_p[0] == 0 && ptr_p[count] == sizes.size(0), side,
-              "_ptr must start at 0 and end at the number of nodes");
   std::vector<OrientedTree> trees(count);
   for (int64_t t = 0; t < count; ++t) {
-    TORCH_CHECK_VALUE(ptr_p[t + 1] >= ptr_p[t], side, "_ptr must be non-decreasing");
     trees[t] = index_tree(size_p + ptr_p[t], ptr_p[t + 1] - ptr_p[t], t, side);
   }
   return trees;
@@ -100,12 +96,8 @@ IndexedTrees index_both(const at::Tensor& x_sizes, const at::Tensor& x_ptr,
 
 void check_pairs(const std::vector<OrientedTree>& xs, const std::vector<OrientedTree>& ys,
                  const int64_t* px, const int64_t* py, int64_t batch) {
-  for (int64_t b = 0; b < batch; ++b) {
-    TORCH_CHECK_VALUE(px[b] >= 0 && px[b] < static_cast<int64_t>(xs.size()), "pair_x[", b, "] = ", px[b],
-                " is not a tree index");
-    TORCH_CHECK_VALUE(py[b] >= 0 && py[b] < static_cast<int64_t>(ys.size()), "pair_y[", b, "] = ", py[b],
-                " is not a tree index");
-  }
+  dp::check_pair_indices(px, py, batch, static_cast<int64_t>(xs.size()), static_cast<int64_t>(ys.size()), "tree");
 }
+
 }  // namespace ted
 }  // namespace bedl

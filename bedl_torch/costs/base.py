@@ -1,27 +1,22 @@
-"""Cost modules: ``nn.Module``s that turn symbol indices into edit cost matrices.
+"""The base class of cost modules and the rules for their symbol-table shortcuts.
 
-A cost module knows an alphabet (the symbols it has parameters for) and maps
-padded index tensors to costs; the ops layer turns those into distances. The
-gap (deletion / insertion partner) has index ``len(alphabet)``.
+A cost module is an ``nn.Module`` that knows an alphabet (the symbols it has parameters for)
+and maps padded symbol-index tensors to edit costs; the ops turn those into distances. The gap
+(the deletion / insertion partner) has index ``len(alphabet)``. :func:`table_of`,
+:func:`subtable_of` and :func:`pair_costs_of` decide when a module's shortcut may stand in for
+its ``forward`` (only where the class that defines the shortcut also defines the ``forward`` in
+use), so a subclass that changes ``forward`` alone is never bypassed.
 """
 from __future__ import annotations
 
-import array
 from typing import Hashable, Iterable, Optional, Sequence
 
 import torch
 from torch import nn
 
-__all__ = ["SymbolCost", "EuclideanCost", "UnitCost", "simplex_embedding"]
+from ..labels import long_tensor
 
-
-def _long_tensor(values: Iterable[int]) -> torch.Tensor:
-    """An int64 CPU tensor of Python ints, through a typed array: a third of the time of
-    ``torch.tensor`` on a list (labels and tree sizes of whole collections go this way)."""
-    buffer = array.array("q", values)
-    if not len(buffer):
-        return torch.zeros(0, dtype=torch.long)
-    return torch.frombuffer(buffer, dtype=torch.long)
+__all__ = ["SymbolCost", "table_of", "subtable_of", "pair_costs_of"]
 
 
 def _owns_forward(cost: "SymbolCost", method: str) -> bool:
@@ -90,6 +85,9 @@ class SymbolCost(nn.Module):
     Args:
         alphabet: the symbols, in the order of the module's parameters. Any
             hashable values (``None`` may stand for unlabeled nodes); no duplicates.
+
+    Raises:
+        ValueError: a symbol listed twice. TypeError: an unhashable symbol.
     """
 
     symmetric = False
@@ -119,12 +117,16 @@ class SymbolCost(nn.Module):
         Args:
             unknown: ``"error"`` raises a ValueError naming labels missing from the
                 alphabet; ``"gap"`` maps them to the gap (for Euclidean costs: the origin).
+
+        Raises:
+            ValueError: labels missing from the alphabet (``unknown="error"``, naming up to
+                ten of them) or an unknown ``unknown``. TypeError: an unhashable label.
         """
         if unknown not in ("error", "gap"):
             raise ValueError(f"unknown must be 'error' or 'gap', got {unknown!r}")
         index = self._index
         try:  # the usual case, every label known: one comprehension
-            return _long_tensor(map(index.__getitem__, labels))
+            return long_tensor(map(index.__getitem__, labels))
         except (KeyError, TypeError):
             pass  # unknown or unhashable labels: the loop below says which
         gap = self.gap_index
@@ -190,6 +192,7 @@ class SymbolCost(nn.Module):
         raise NotImplementedError(f"{type(self).__name__} must implement forward(x_idx, y_idx)")
 
     def _param_like(self) -> Optional[torch.Tensor]:
+        """The first floating-point parameter or buffer: it fixes the device and dtype."""
         for t in list(self.parameters()) + list(self.buffers()):
             if t.is_floating_point():
                 return t
@@ -197,149 +200,16 @@ class SymbolCost(nn.Module):
 
     @property
     def device(self) -> torch.device:
+        """Device of the costs (of the first floating-point parameter or buffer; CPU if none)."""
         t = self._param_like()
         return t.device if t is not None else torch.device("cpu")
 
     @property
     def dtype(self) -> torch.dtype:
+        """Dtype of the costs (of the first floating-point parameter or buffer; torch's default
+        dtype if none)."""
         t = self._param_like()
         return t.dtype if t is not None else torch.get_default_dtype()
 
     def extra_repr(self) -> str:
         return f"alphabet of {len(self.alphabet)} symbols"
-
-
-def simplex_embedding(num_symbols: int, dtype=None, device=None) -> torch.Tensor:
-    """Vertices of a regular simplex with side 1 whose last vertex is the origin.
-
-    Returns ``(num_symbols, num_symbols)`` coordinates: every row has norm 1 and
-    every two rows have distance 1, so with the gap at the origin every
-    replacement of distinct symbols, deletion and insertion costs exactly 1.
-    """
-    if num_symbols < 0:
-        raise ValueError("num_symbols must be >= 0")
-    dtype = dtype or torch.get_default_dtype()
-    # The Gram matrix of (e_k - e_gap) / sqrt(2) is (I + 1 1^T) / 2; its Cholesky
-    # factor gives coordinates in R^U.
-    gram = (torch.eye(num_symbols, dtype=torch.float64) + 1.0) / 2.0
-    if num_symbols == 0:
-        return torch.zeros(0, 0, dtype=dtype, device=device)
-    # The Cholesky factor is column-major; optimisers such as LBFGS view
-    # parameters and gradients flat, so hand back a contiguous tensor.
-    coords = torch.linalg.cholesky(gram)
-    return coords.to(dtype=dtype, device=device).contiguous()
-
-
-class EuclideanCost(SymbolCost):
-    """Edit costs from a learnable symbol embedding: ``c(x, y) = ||a(x) - a(y)||``.
-
-    The gap sits at the origin, so ``c(x, -) = c(-, x) = ||a(x)||``. Whatever the
-    embedding, the costs are a pseudo-metric and so is the tree edit distance.
-
-    Args:
-        alphabet: the symbols; row ``k`` of ``embedding`` belongs to ``alphabet[k]``.
-        embedding: initial ``(len(alphabet), dim)`` vectors; default the regular
-            simplex with side 1 (every initial cost between different symbols or a
-            symbol and the gap is 1), in ``dim = len(alphabet)`` dimensions.
-        dtype, device: of the default embedding.
-
-    Attributes:
-        embedding (nn.Parameter): ``(len(alphabet), dim)``.
-
-    Gradients are NaN-free: where two vectors coincide (or a vector sits at the
-    origin) the zero subgradient of the norm is used.
-    """
-
-    symmetric = True
-    # Alphabets up to this size use a (U+1) x (U+1) symbol cost table and gather
-    # from it; larger ones compute per pair and never build that table.
-    table_limit = 2048
-
-    def __init__(self, alphabet, embedding: Optional[torch.Tensor] = None, dtype=None, device=None):
-        super().__init__(alphabet)
-        if embedding is None:
-            embedding = simplex_embedding(len(self.alphabet), dtype=dtype, device=device)
-        else:
-            if not isinstance(embedding, torch.Tensor):
-                embedding = torch.as_tensor(embedding)
-            if embedding.dim() != 2 or embedding.shape[0] != len(self.alphabet):
-                raise ValueError(
-                    f"embedding must be 2-D (len(alphabet), dim) = ({len(self.alphabet)}, dim), "
-                    f"got shape {tuple(embedding.shape)}"
-                )
-            if not embedding.is_floating_point():
-                raise TypeError(f"embedding must be floating point, got {embedding.dtype}")
-            embedding = embedding.detach().clone().to(dtype=dtype or embedding.dtype, device=device)
-        self.embedding = nn.Parameter(embedding)
-
-    def vectors(self) -> torch.Tensor:
-        """The embedding with the gap (origin) appended as the last row: ``(U + 1, dim)``."""
-        e = self.embedding
-        return torch.cat([e, e.new_zeros(1, e.shape[1])], dim=0)
-
-    def symbol_costs(self) -> torch.Tensor:
-        """The full ``(U + 1, U + 1)`` cost table (small alphabets only)."""
-        v = self.vectors()
-        return _euclidean(v[None], v[None])[0]
-
-    def symbol_table(self) -> Optional[torch.Tensor]:
-        if len(self.alphabet) + 1 <= self.table_limit:
-            return self.symbol_costs()
-        return None
-
-    def forward(self, x_idx: torch.Tensor, y_idx: torch.Tensor) -> torch.Tensor:
-        dev = self.embedding.device
-        x_idx = x_idx.to(dev)
-        y_idx = y_idx.to(dev)
-        if len(self.alphabet) + 1 <= self.table_limit:
-            table = self.symbol_costs()
-            return table[x_idx[:, :, None], y_idx[:, None, :]]
-        v = self.vectors()
-        return _euclidean(v[x_idx], v[y_idx])
-
-
-def _euclidean(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    # The non-matmul path computes distances of equal vectors as exactly 0 (the
-    # matmul path leaves rounding noise that breaks exact ties) and its backward
-    # uses the zero subgradient at 0.
-    return torch.cdist(a, b, compute_mode="donot_use_mm_for_euclid_dist")
-
-
-class UnitCost(SymbolCost):
-    """The default costs: replacing a symbol by a different one, deleting and inserting cost 1.
-
-    Args:
-        alphabet: the symbols.
-        dtype: of the costs (default float64, where ties are exact).
-    """
-
-    symmetric = True
-
-    def __init__(self, alphabet, dtype=torch.float64, device=None):
-        super().__init__(alphabet)
-        self.register_buffer("_anchor", torch.zeros(0, dtype=dtype, device=device), persistent=False)
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self._anchor.dtype
-
-    @property
-    def device(self) -> torch.device:
-        return self._anchor.device
-
-    #: largest alphabet (plus gap) for which symbol_table() returns the whole table; larger
-    #: alphabets get tables over the symbols in use (never a U x U matrix)
-    table_limit = 2048
-
-    def symbol_table(self) -> Optional[torch.Tensor]:
-        size = len(self.alphabet) + 1
-        if size > self.table_limit:
-            return None
-        eye = torch.eye(size, dtype=self._anchor.dtype, device=self._anchor.device)
-        return 1.0 - eye
-
-    def forward(self, x_idx: torch.Tensor, y_idx: torch.Tensor) -> torch.Tensor:
-        dev = self._anchor.device
-        x_idx = x_idx.to(dev)
-        y_idx = y_idx.to(dev)
-        return (x_idx[:, :, None] != y_idx[:, None, :]).to(self._anchor.dtype)

@@ -1,0 +1,117 @@
+"""Configuration of the paper's protocol: data sets and their fold counts, metrics,
+classifiers, hyper-parameter grids and :class:`ExperimentConfig`."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+__all__ = ["PAPER_FOLDS", "TRAIN_SAMPLE", "METRICS", "METRIC_TITLES", "CLASSIFIERS",
+           "QUICK_BEDL_OPTIONS", "Grid", "full_grid", "quick_grid", "ExperimentConfig"]
+
+#: outer folds per data set, as in the paper
+PAPER_FOLDS = {"strings": 20, "minipalindrome": 6, "sorting": 8, "cystic": 10, "leukemia": 10,
+               "sentiment": 20}
+#: training points sampled from each training fold (the paper's Sentiment setting)
+TRAIN_SAMPLE = {"sentiment": 300}
+METRICS = ("initial", "gesl", "bedl_pseudo", "bedl_exact")
+METRIC_TITLES = {"initial": "initial", "gesl": "GESL", "bedl_pseudo": "BEDL (pseudo)",
+                 "bedl_exact": "BEDL (exact)"}
+CLASSIFIERS = ("KNN", "MGLVQ", "SVM", "goodness")
+#: BEDL settings of --quick: fewer alternation rounds and L-BFGS evaluations
+QUICK_BEDL_OPTIONS = {"max_rounds": 3, "max_eval": 50}
+
+
+@dataclass
+class Grid:
+    """Hyper-parameter candidates (in order of preference: ties go to the first)."""
+
+    n_prototypes: List[int]
+    n_neighbors: List[int]
+    bandwidth: List[float]
+    goodness_lam: List[float]
+    beta_factor: List[float]  # BEDL beta = 2 K m factor
+    gesl_factor: List[float]  # GESL lambda = 2 K m factor
+
+
+def full_grid() -> Grid:
+    """The paper's ranges: K and neighbours 1..15, bandwidth 0.1..10, lambda 1e-5..10,
+    beta / GESL lambda 2 K m [1e-6, 1e-2] (log-spaced)."""
+    return Grid(n_prototypes=list(range(1, 16)), n_neighbors=list(range(1, 16)),
+                bandwidth=[float(v) for v in np.logspace(-1, 1, 7)],
+                goodness_lam=[float(v) for v in np.logspace(-5, 1, 7)],
+                beta_factor=[float(v) for v in np.logspace(-6, -2, 5)],
+                gesl_factor=[float(v) for v in np.logspace(-6, -2, 5)])
+
+
+def quick_grid() -> Grid:
+    """A small grid for smoke runs; the metric learners get one fixed value each."""
+    return Grid(n_prototypes=[1, 2], n_neighbors=[1, 3, 5], bandwidth=[1.0, 10.0],
+                goodness_lam=[1e-3, 1e-1], beta_factor=[1e-4], gesl_factor=[1e-3])
+
+
+@dataclass
+class ExperimentConfig:
+    """What to run: a data set, the folds, metrics, classifiers and grids (defaults from the
+    paper); :meth:`resolved` fills in the defaults and checks the choices."""
+
+    dataset: str
+    folds: Optional[int] = None  # default: the paper's count (PAPER_FOLDS)
+    inner_folds: int = 5
+    quick: bool = False
+    seed: int = 0
+    max_folds: Optional[int] = None  # run only the first max_folds outer folds
+    metrics: Sequence[str] = METRICS
+    classifiers: Sequence[str] = CLASSIFIERS
+    train_sample: Optional[int] = None  # default: TRAIN_SAMPLE (Sentiment 300), else all
+    bedl_options: Optional[Dict] = None  # extra BEDL keyword arguments (quick: short runs)
+    progress: bool = True
+    grid: Optional[Grid] = None  # default: quick_grid() if quick else full_grid()
+    # Sentiment: compute on the trees' word (leaf) sequences, whose edit distances equal the
+    # trees' under the cosine costs (see data.SentimentCosts); False keeps the trees
+    sentiment_leaves: bool = True
+    # worker processes for BEDL's nested beta search (its inner fits are independent); the
+    # final, timed fit always runs in the main process
+    n_jobs: int = 1
+
+    def resolved(self) -> "ExperimentConfig":
+        """A copy with every default filled in. Sentiment drops GESL (as in the paper); MGLVQ is
+        added to the classifiers when a metric learner needs its ``K``.
+
+        Raises:
+            ValueError: an unknown data set, metric or classifier, or ``n_jobs < 1``.
+        """
+        cfg = dataclasses.replace(self)
+        cfg.dataset = self.dataset.lower()
+        if cfg.dataset not in PAPER_FOLDS:
+            raise ValueError(f"unknown data set {self.dataset!r}; one of {sorted(PAPER_FOLDS)}")
+        if cfg.folds is None:
+            cfg.folds = PAPER_FOLDS[cfg.dataset]
+        if cfg.train_sample is None:
+            cfg.train_sample = TRAIN_SAMPLE.get(cfg.dataset)
+        if cfg.grid is None:
+            cfg.grid = quick_grid() if cfg.quick else full_grid()
+        if cfg.bedl_options is None:
+            cfg.bedl_options = dict(QUICK_BEDL_OPTIONS) if cfg.quick else {}
+        bad = [m for m in cfg.metrics if m not in METRICS]
+        if bad:
+            raise ValueError(f"unknown metrics {bad}; choose from {METRICS}")
+        bad = [c for c in cfg.classifiers if c not in CLASSIFIERS]
+        if bad:
+            raise ValueError(f"unknown classifiers {bad}; choose from {CLASSIFIERS}")
+        if int(cfg.n_jobs) < 1:
+            raise ValueError(f"n_jobs must be >= 1, got {cfg.n_jobs}")
+        if cfg.dataset == "sentiment" and "gesl" in cfg.metrics:
+            cfg.metrics = tuple(m for m in cfg.metrics if m != "gesl")
+        if "MGLVQ" not in cfg.classifiers and any(m != "initial" for m in cfg.metrics):
+            # K* comes from MGLVQ
+            cfg.classifiers = ("MGLVQ",) + tuple(cfg.classifiers)
+        cfg.metrics = tuple(cfg.metrics)
+        cfg.classifiers = tuple(cfg.classifiers)
+        return cfg
+
+    def to_dict(self) -> dict:
+        """The fields as a plain dict (for results.json)."""
+        return dataclasses.asdict(self)

@@ -1,0 +1,108 @@
+"""scikit-learn style estimator parameters, without importing scikit-learn.
+
+:class:`Estimator` is the base of :class:`~bedl_torch.learning.BEDL`,
+:class:`~bedl_torch.learning.MedianGLVQ` and :class:`~bedl_torch.evaluation.gesl.GESL`: their
+parameters are the keyword arguments of ``__init__``, stored verbatim as attributes of the same
+name (the convention ``sklearn.base.clone``, ``GridSearchCV`` and ``cross_val_score`` rely on),
+and every ``fit`` starts with :meth:`Estimator._validate_params`.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Optional
+
+__all__ = ["Estimator"]
+
+
+class Estimator:
+    """``get_params``/``set_params``, ``repr`` and scikit-learn tags from the ``__init__``
+    signature, and a hook for checking the parameters.
+
+    Subclasses store each ``__init__`` keyword argument unchanged as an attribute of the same
+    name, set :attr:`_estimator_type` (``"classifier"`` for classifiers) and :attr:`_pairwise`
+    (whether ``X`` is a precomputed distance matrix), and override :meth:`_validate_params`.
+    """
+
+    #: ``"classifier"`` for classifiers (read by scikit-learn through ``__sklearn_tags__``);
+    #: ``None`` for other estimators
+    _estimator_type: Optional[str] = None
+    #: whether ``fit``/``predict`` take a precomputed ``(n_samples, n_train)`` matrix as ``X``
+    _pairwise = False
+
+    @classmethod
+    def _get_param_names(cls) -> list:
+        """The names of the ``__init__`` keyword arguments, sorted."""
+        sig = inspect.signature(cls.__init__)
+        return sorted(
+            name
+            for name, p in sig.parameters.items()
+            if name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        )
+
+    def get_params(self, deep: bool = True) -> dict:
+        """Parameters of this estimator (the ``__init__`` keyword arguments); with ``deep``
+        also those of nested estimators, as ``name__sub``."""
+        params = {}
+        for name in self._get_param_names():
+            value = getattr(self, name)
+            if deep and hasattr(value, "get_params") and not isinstance(value, type):
+                for key, sub in value.get_params(deep=True).items():
+                    params[f"{name}__{key}"] = sub
+            params[name] = value
+        return params
+
+    def set_params(self, **params):
+        """Set parameters (``name=value``; ``name__sub=value`` for nested estimators) and
+        return ``self``. Values are checked by the next ``fit``.
+
+        Raises:
+            ValueError: a name that is not a parameter (listing the valid ones).
+        """
+        valid = set(self._get_param_names())
+        nested = {}
+        for key, value in params.items():
+            name, _, sub = key.partition("__")
+            if name not in valid:
+                raise ValueError(
+                    f"Invalid parameter {name!r} for estimator {type(self).__name__}. "
+                    f"Valid parameters are: {sorted(valid)}."
+                )
+            if sub:
+                nested.setdefault(name, {})[sub] = value
+            else:
+                setattr(self, name, value)
+        for name, sub_params in nested.items():
+            getattr(self, name).set_params(**sub_params)
+        return self
+
+    def _validate_params(self) -> None:
+        """Raise ValueError or TypeError naming a parameter with a bad value; ``fit`` calls it
+        first (parameters are stored unchecked, as scikit-learn requires). Default: no checks."""
+
+    def __sklearn_tags__(self):
+        # Imported here: only scikit-learn itself calls this method.
+        from sklearn.utils import ClassifierTags, InputTags, Tags, TargetTags
+
+        classifier = self._estimator_type == "classifier"
+        return Tags(
+            estimator_type=self._estimator_type,
+            target_tags=TargetTags(required=True),
+            classifier_tags=ClassifierTags() if classifier else None,
+            input_tags=InputTags(pairwise=self._pairwise, two_d_array=self._pairwise),
+            non_deterministic=False,
+        )
+
+    def __repr__(self) -> str:
+        """``Name(param=value, ...)`` listing the parameters that differ from their defaults."""
+        sig = inspect.signature(type(self).__init__)
+        parts = []
+        for name in self._get_param_names():
+            value = getattr(self, name)
+            default = sig.parameters[name].default
+            try:
+                same = value is default or bool(value == default)
+            except Exception:  # e.g. tensors or modules
+                same = False
+            if not same:
+                parts.append(f"{name}={value!r}")
+        return f"{type(self).__name__}({', '.join(parts)})"
