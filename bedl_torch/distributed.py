@@ -28,7 +28,8 @@ import torch
 import torch.distributed as dist
 
 from .costs import SymbolCost, UnitCost
-from .ops import PairBatch, _Table, _alphabet_of, _check_rel_tol, _matrix_view, _pair_chunks
+from .labels import alphabet_of
+from .ops import FlatTable, PairBatch, _check_rel_tol, _matrix_view, _pair_chunks
 from .tree import Tree
 
 __all__ = ["pairwise_distances", "kneighbors", "Tile", "plan_tiles", "assign_tiles"]
@@ -206,7 +207,7 @@ class _Problem:
         X = list(X)
         Y = X if self.same else list(Y)
         if cost is None:
-            cost = UnitCost(_alphabet_of(X, Y))
+            cost = UnitCost(alphabet_of(X, Y))
         elif not isinstance(cost, SymbolCost):
             raise TypeError(f"cost must be a bedl_torch.SymbolCost module, got {type(cost).__name__}")
         if reference_cost is not None and not isinstance(reference_cost, SymbolCost):
@@ -218,8 +219,8 @@ class _Problem:
             raise ValueError("symmetric=True needs a square matrix")
         if chunk_size is not None and chunk_size < 1:
             raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
-        self.x_table = _Table(X, "X")
-        self.y_table = self.x_table if self.same else _Table(Y, "Y")
+        self.x_table = FlatTable(X, "X")
+        self.y_table = self.x_table if self.same else FlatTable(Y, "Y")
         kx, ky = self.x_table.kind, self.y_table.kind
         if kx and ky and kx != ky:
             raise TypeError(f"X and Y must both hold trees or both sequences, got {kx}s and {ky}s")
@@ -243,9 +244,9 @@ class _Problem:
             if mode == "pseudo" and self.reference_view is None:
                 self.reference_view = _matrix_view(self.x_table, self.y_table, self.reference,
                                                    unknown)
-        self._blocks: Dict[Tuple[str, int, int], _Table] = {}
+        self._blocks: Dict[Tuple[str, int, int], FlatTable] = {}
 
-    def block(self, side: str, start: int, stop: int) -> _Table:
+    def block(self, side: str, start: int, stop: int) -> FlatTable:
         """The objects ``[start, stop)`` of X (``side="x"``) or Y, flattened once: the kernels
         index every tree of the tables they get, so a tile gets tables of its own objects."""
         if self.same:
@@ -253,14 +254,15 @@ class _Problem:
         key = (side, start, stop)
         if key not in self._blocks:
             objects = (self.X if side == "x" else self.Y)[start:stop]
-            self._blocks[key] = _Table(objects, side.upper())
+            self._blocks[key] = FlatTable(objects, side.upper())
         return self._blocks[key]
 
-    def pair_values(self, x_table: _Table, y_table: _Table, ii: torch.Tensor, jj: torch.Tensor):
+    def pair_values(self, x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: torch.Tensor):
         """Distances of the pairs ``(x_table[ii[k]], y_table[jj[k]])`` as
-        ``bedl_torch.pairwise_distances`` computes them (one kernel call for exact distances
-        from a symbol table, else chunks of similar sizes), with the whole matrix's symbol
-        tables; returns ``(ii, jj, values)`` in the order computed."""
+        ``bedl_torch.ops.table_pair_distances`` computes them (one kernel call for exact
+        distances from a symbol table, else chunks of similar sizes), but with the whole
+        matrix's symbol tables, built once; returns ``(ii, jj, values)`` in the order
+        computed."""
         mode, chunk_size = self.kw["mode"], self.kw["chunk_size"]
         rel_tol, unknown = self.kw["rel_tol"], self.kw["unknown"]
         if chunk_size is None and mode == "exact" and self.view is not None:
@@ -767,11 +769,11 @@ def _read_input(name: str) -> list:
 def _glove_cost(X: list, sentiment: bool):
     """GloVe cosine costs over the objects' words, as the experiment's sentiment metric (its
     PCA fitted on all of them); SST trees are replaced by their word sequences."""
-    from .evaluation.protocol import _leaf_sequence, _SentimentCosts
+    from .evaluation.protocol.data import SentimentCosts, leaf_sequence
 
     if sentiment:
-        X = [_leaf_sequence(t) for t in X]
-    cost, _ = _SentimentCosts().make(X, X)
+        X = [leaf_sequence(t) for t in X]
+    cost, _ = SentimentCosts().make(X, X)
     return X, cost
 
 

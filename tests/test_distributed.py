@@ -653,7 +653,7 @@ def test_cli_one_process_interrupt_and_resume(tmp_path, monkeypatch, capsys):
 
 
 def test_cli_glove_costs_on_word_trees(tmp_path):
-    from bedl_torch.evaluation.protocol import _SentimentCosts
+    from bedl_torch.evaluation.protocol.data import SentimentCosts
 
     words, _ = bt.datasets.load_glove_subset()
     rng = np.random.default_rng(51)
@@ -662,7 +662,7 @@ def test_cli_glove_costs_on_word_trees(tmp_path):
     run = _cli(["pairwise", "words.jsonl", "--out", "G.npy", "--cost", "glove", "--no-progress"],
                tmp_path)
     assert run.returncode == 0, run.stderr
-    cost, _ = _SentimentCosts().make(trees, trees)
+    cost, _ = SentimentCosts().make(trees, trees)
     expected = bt.pairwise_distances(trees, cost=cost).detach().numpy()
     assert np.array_equal(np.load(tmp_path / "G.npy"), expected)
 
