@@ -29,7 +29,7 @@ import torch.distributed as dist
 
 from .costs import SymbolCost, UnitCost
 from .labels import alphabet_of
-from .ops import FlatTable, PairBatch, _check_rel_tol, _matrix_view, _pair_chunks
+from .ops import FlatTable, PairBatch, check_rel_tol, matrix_view, pair_chunks
 from .tree import Tree
 
 __all__ = ["pairwise_distances", "kneighbors", "Tile", "plan_tiles", "assign_tiles"]
@@ -230,7 +230,7 @@ class _Problem:
         if reference_cost is not None:
             self.x_table.flat_labels(reference_cost, unknown)
             self.y_table.flat_labels(reference_cost, unknown)
-        _check_rel_tol(rel_tol, cost.dtype)
+        check_rel_tol(rel_tol, cost.dtype)
         self.X, self.Y, self.cost, self.symmetric = X, Y, cost, symmetric
         self.dtype, self.device = cost.dtype, cost.device
         self.kw = dict(mode=mode, reference_cost=reference_cost, rel_tol=rel_tol,
@@ -239,10 +239,10 @@ class _Problem:
         # the same table as bedl_torch.pairwise_distances would for the whole matrix.
         self.reference = reference_cost if reference_cost is not None else cost
         with torch.no_grad():
-            self.view = _matrix_view(self.x_table, self.y_table, cost, unknown)
+            self.view = matrix_view(self.x_table, self.y_table, cost, unknown)
             self.reference_view = self.view if self.reference is cost else None
             if mode == "pseudo" and self.reference_view is None:
-                self.reference_view = _matrix_view(self.x_table, self.y_table, self.reference,
+                self.reference_view = matrix_view(self.x_table, self.y_table, self.reference,
                                                    unknown)
         self._blocks: Dict[Tuple[str, int, int], FlatTable] = {}
 
@@ -267,7 +267,7 @@ class _Problem:
         rel_tol, unknown = self.kw["rel_tol"], self.kw["unknown"]
         if chunk_size is None and mode == "exact" and self.view is not None:
             chunk_size = max(1, len(ii))
-        ii, jj, bounds = _pair_chunks(x_table, y_table, ii, jj, chunk_size)
+        ii, jj, bounds = pair_chunks(x_table, y_table, ii, jj, chunk_size)
         values = []
         with torch.no_grad():
             for s, e in zip(bounds[:-1], bounds[1:]):
