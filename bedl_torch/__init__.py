@@ -19,6 +19,8 @@ from .ops import (
     edit_distance_batch,
     pairwise_distances,
     pseudo_edit_distance,
+    soft_edit_distance,
+    soft_edit_distance_batch,
 )
 from .learning import BEDL, MedianGLVQ
 from . import datasets
@@ -35,6 +37,8 @@ __all__ = [
     "pseudo_edit_distance",
     "edit_distance_batch",
     "coopt_matrix_batch",
+    "soft_edit_distance",
+    "soft_edit_distance_batch",
     "pairwise_distances",
     "default_rel_tol",
     "CosineCost",
