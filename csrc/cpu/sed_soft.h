@@ -24,7 +24,7 @@ struct SedSoftBuffers {
 struct SedSoftWorkspace {
   std::vector<double> cost;               // the pair's costs in the kernel layout
   std::vector<double> reduced, column_min;
-  SedSoftBuffers<dp::FastCount> fast;     // weights as doubles: the usual case
+  SedSoftBuffers<PlainWeight> fast;       // weights as doubles: the usual case
   SedSoftBuffers<WideWeight> wide;        // weights with a wide exponent: where doubles under- or overflow
   std::vector<double> p_acc;              // P in the kernel layout
 };
@@ -95,6 +95,7 @@ bool sed_soft_pass(int64_t m, int64_t n, double temperature, bool need_grad, Sed
     Weight* ins_cur = buf.out_ins.data() + (i & 1) * w;
     Weight* any_up = buf.out_any.data() + ((i + 1) & 1) * w;
     if (i == m) any_cur[n] = Weight::one();
+    ins_cur[n] = Weight::zero();  // then each cell's one contribution, from its right neighbour
     const int64_t row = i * w;
     if (i > 0) {
       const Weight del = weight[row];
@@ -103,14 +104,14 @@ bool sed_soft_pass(int64_t m, int64_t n, double temperature, bool need_grad, Sed
         const int64_t cell = row + j;
         const Weight out_d = any_cur[j];
         const Weight out_o = out_d + ins_cur[j];
+        // insert y_j; only from a cell not entered by a deletion
+        const Weight& g = weight[j];
+        ins_cur[j - 1] = out_o * g;
         if (out_o.is_zero()) continue;
+        acc[j] += share(in_other[cell - 1] * g * out_o);
         // delete x_i; the source may be in either state
         any_up[j] = any_up[j] + out_d * del;
         deleted += share(total(cell - w) * del * out_d);
-        // insert y_j; only from a cell not entered by a deletion
-        const Weight& g = weight[j];
-        ins_cur[j - 1] = ins_cur[j - 1] + out_o * g;
-        acc[j] += share(in_other[cell - 1] * g * out_o);
         // replace x_i by y_j
         const Weight& r = weight[cell];
         any_up[j - 1] = any_up[j - 1] + out_o * r;
@@ -124,13 +125,12 @@ bool sed_soft_pass(int64_t m, int64_t n, double temperature, bool need_grad, Sed
       for (int64_t j = n; j > 0; --j) {  // row 0: entered by inserting y_j
         const Weight out_o = any_cur[j] + ins_cur[j];
         const Weight& g = weight[j];
-        ins_cur[j - 1] = ins_cur[j - 1] + out_o * g;
+        ins_cur[j - 1] = out_o * g;
         acc[j] += share(in_other[j - 1] * g * out_o);
       }
     }
     // Row i is done; row i - 2 reuses its storage.
     std::fill(any_cur, any_cur + w, Weight::zero());
-    std::fill(ins_cur, ins_cur + w, Weight::zero());
   }
   return true;
 }

@@ -1,5 +1,5 @@
 // Costs as the soft passes read them: Boltzmann weights exp(-c / T) of
-// reduced costs, as doubles (dp::FastCount) or with a wide exponent
+// reduced costs, as doubles (PlainWeight) or with a wide exponent
 // (WideWeight).
 //
 // The soft distance -T log sum_M exp(-cost(M) / T) is the log semiring's
@@ -33,6 +33,20 @@ namespace soft {
 
 constexpr double kLog2e = 1.4426950408889634073599;
 constexpr double kLn2 = 0.6931471805599453094172;
+
+// A weight as a double, where the pair's weights stay in range
+// (fast_range_holds): no product there meets an infinity, so none needs
+// dp::FastCount's guard against 0 * inf.
+struct PlainWeight {
+  double m = 0.0;
+
+  static PlainWeight one() { return PlainWeight{1.0}; }
+  static PlainWeight zero() { return PlainWeight{}; }
+  bool is_zero() const { return m == 0.0; }
+};
+
+inline PlainWeight operator*(const PlainWeight& a, const PlainWeight& b) { return PlainWeight{a.m * b.m}; }
+inline PlainWeight operator+(const PlainWeight& a, const PlainWeight& b) { return PlainWeight{a.m + b.m}; }
 
 // A weight m * 2^(512 k) with m in [2^-256, 2^256), or zero (m == 0). Products
 // of two mantissas stay normal doubles, and a sum of weights whose k differ
@@ -81,7 +95,7 @@ inline WideWeight operator+(const WideWeight& a, const WideWeight& b) {
 // m + n = kFastNodes.
 constexpr int64_t kFastNodes = 500;
 
-inline bool fast_range_holds(const dp::FastCount& total, int64_t nodes) {
+inline bool fast_range_holds(const PlainWeight& total, int64_t nodes) {
   // Weights that underflowed are lost; with the total above 2^(nodes - 980)
   // what they could carry into it or into P (at most 2^-1074 per operation
   // times an outside weight <= 2^nodes) is below 2^-90 of it.
@@ -90,7 +104,7 @@ inline bool fast_range_holds(const dp::FastCount& total, int64_t nodes) {
 inline bool fast_range_holds(const WideWeight& total, int64_t) { return total.m > 0.0; }
 
 // exp(-reduced / T) in a weight type.
-inline void boltzmann(double reduced, double temperature, dp::FastCount& out) {
+inline void boltzmann(double reduced, double temperature, PlainWeight& out) {
   out.m = std::exp(-reduced / temperature);
 }
 inline void boltzmann(double reduced, double temperature, WideWeight& out) {
@@ -99,7 +113,7 @@ inline void boltzmann(double reduced, double temperature, WideWeight& out) {
   out = normalized(std::exp2(log2_weight - 512.0 * k), static_cast<int64_t>(k));
 }
 
-inline double log_of(const dp::FastCount& w) { return std::log(w.m); }
+inline double log_of(const PlainWeight& w) { return std::log(w.m); }
 inline double log_of(const WideWeight& w) {
   return std::log(w.m) + static_cast<double>(w.k) * (512.0 * kLn2);
 }
@@ -108,9 +122,9 @@ inline double log_of(const WideWeight& w) {
 // total's reciprocal computed once.
 class ShareOf {
  public:
-  explicit ShareOf(const dp::FastCount& total) : inv_(1.0 / total.m), k_(0) {}
+  explicit ShareOf(const PlainWeight& total) : inv_(1.0 / total.m), k_(0) {}
   explicit ShareOf(const WideWeight& total) : inv_(1.0 / total.m), k_(total.k) {}
-  double operator()(const dp::FastCount& num) const { return num.m * inv_; }
+  double operator()(const PlainWeight& num) const { return num.m * inv_; }
   double operator()(const WideWeight& num) const {
     const double q = num.m * inv_;
     const int64_t dk = num.k - k_;  // <= 1, as num <= total
@@ -153,8 +167,9 @@ inline void check_soft_range(double max_abs, double temperature, int64_t m, int6
 // Node potentials: reduced[i * w + j] = cost - a_i - b_j for the kernel
 // layout (w = n + 1; [i][j] replaces x_i by y_j, [i][0] deletes x_i, [0][j]
 // inserts y_j, 1-based; [0][0] unused), with a_i the minimum of row i and b_j
-// that of column j after it. Returns sum(a) + sum(b), the cost every mapping
-// lost.
+// that of column j after it; each is a difference of ordered doubles, so >= 0
+// exactly, and every weight <= 1. Returns sum(a) + sum(b), the cost every
+// mapping lost.
 inline double reduce_costs(const double* cost, int64_t m, int64_t n, std::vector<double>& reduced,
                            std::vector<double>& column_min) {
   const int64_t w = n + 1;

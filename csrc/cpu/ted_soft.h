@@ -39,7 +39,7 @@ struct SoftBuffers {
 struct SoftWorkspace {
   TedWorkspace ted;                   // the pair's costs in postorder (fill_padded) and P (p_acc)
   std::vector<double> reduced, column_min;  // soft::reduce_costs
-  SoftBuffers<dp::FastCount> fast;    // weights as doubles: the usual case
+  SoftBuffers<soft::PlainWeight> fast;  // weights as doubles: the usual case
   SoftBuffers<soft::WideWeight> wide; // weights with a wide exponent: where doubles under- or overflow
 };
 
@@ -187,9 +187,11 @@ struct SoftPair {
     const Weight* other = buf.in_other.data();
     const Weight* tdm = buf.tdm.data();
     const int64_t* ly = y.leftmost.data();
+    // out_ins of a cell has one contribution, from its right neighbour, set
+    // before the cell is read; only the last column starts empty.
     for (int64_t i = r0; i <= kx; ++i) {
       std::fill(out_any + i * w + c0, out_any + i * w + ky + 1, Weight::zero());
-      std::fill(out_ins + i * w + c0, out_ins + i * w + ky + 1, Weight::zero());
+      out_ins[i * w + ky] = Weight::zero();
     }
     if (kx == x.n && ky == y.n) out_any[kx * w + ky] = Weight::one();
     for (int64_t i = kx; i > r0; --i) {
@@ -204,14 +206,14 @@ struct SoftPair {
         const bool defines_tdm = x_on_path && ly[j] == c0 + 1;
         const Weight out_d = out_any[cell];  // a deletion may follow anything
         const Weight out_o = out_d + out_ins[cell];
+        // insert y_j, from the left cell not entered by a deletion
+        const Weight& g = ins(j);
+        out_ins[cell - 1] = out_o * g;
         if (!out_o.is_zero()) {
+          acc[j] += share(other[cell - 1] * g * out_o);
           // delete x_i, from either state of the cell above
           out_any[cell - w] = out_any[cell - w] + out_d * d;
           deleted += share(tot[cell - w] * d * out_d);
-          // insert y_j, from the left cell not entered by a deletion
-          const Weight& g = ins(j);
-          out_ins[cell - 1] = out_ins[cell - 1] + out_o * g;
-          acc[j] += share(other[cell - 1] * g * out_o);
           // match the subtrees of i and j (or jump over them)
           const int64_t source = defines_tdm ? corner : jump_base + ly[j];
           out_any[source] = out_any[source] + out_o * tdm[cell];
@@ -236,9 +238,8 @@ struct SoftPair {
     for (int64_t j = ky; j > c0; --j) {  // the first row: entered by inserting y_j
       const int64_t cell = r0 * w + j;
       const Weight out_o = out_any[cell] + out_ins[cell];
-      if (out_o.is_zero()) continue;
       const Weight& g = ins(j);
-      out_ins[cell - 1] = out_ins[cell - 1] + out_o * g;
+      out_ins[cell - 1] = out_o * g;
       acc[j] += share(other[cell - 1] * g * out_o);
     }
   }
