@@ -278,6 +278,25 @@ def test_long_sequences_and_paths_against_log_domain_reference(T):
             assert np.abs(g - want_g).max() <= 1e-10, (m, n, type(a))
 
 
+@pytest.mark.parametrize("kind, sizes", [("tree", (40, 80)), ("tree", (255, 262)), ("sequence", (290, 310))])
+def test_large_inputs_at_small_temperature_give_P(kind, sizes):
+    """Integer costs at T = 1e-4: every mapping that is not cheapest costs at least 1 more and
+    weighs below exp(-1e4) of a cheapest one, so the gradient is the co-optimal P (tested
+    against the oracles elsewhere) and 0 <= distance - soft = T log(cheapest mappings)
+    <= T (|x| + |y|) log 2. Sizes past |x| + |y| = 500 take the wide weights."""
+    rng = np.random.default_rng(121 + sizes[0])
+    make = random_tree if kind == "tree" else random_sequence
+    for _ in range(2):
+        x = make(int(rng.integers(sizes[0], sizes[1] + 1)), "abc", rng)
+        y = make(int(rng.integers(sizes[0], sizes[1] + 1)), "abc", rng)
+        C = random_costs(x, y, "integer", rng)
+        d, g = soft_and_grad(x, y, C, 1e-4)
+        dist, P = bedl_torch.coopt_matrix(lib(x), lib(y), torch.as_tensor(C))
+        gap = float(dist) - d
+        assert -1e-9 <= gap <= 1e-4 * (size(x) + size(y)) * math.log(2) + 1e-9, gap
+        assert np.abs(g - P.numpy()).max() <= gradient_tol(x, y, C, 1e-4)
+
+
 # ------------------------------------------------------------------------------ API
 def test_float32_matches_float64():
     for x, y, C in _cases("tree", 10, 2, 6, 91, ("arbitrary",)) + _cases("sequence", 10, 0, 7, 92, ("euclidean",)):
