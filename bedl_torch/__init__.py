@@ -6,7 +6,7 @@ Layers (each imports only those below it): kernels (``bedl_torch._C``), trees an
 (:mod:`bedl_torch.learning`) and evaluation (:mod:`bedl_torch.evaluation`, which needs
 scikit-learn and scipy and is not imported here).
 """
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one version source: pyproject.toml reads it
 
 from .tree import Tree
 from .costs import CosineCost, EuclideanCost, SymbolCost, UnitCost
@@ -22,6 +22,7 @@ from .ops import (
     soft_edit_distance,
     soft_edit_distance_batch,
 )
+from .alignments import edit_script, optimal_mapping, sample_mappings
 from .learning import BEDL, MedianGLVQ
 from . import datasets
 from . import pretrained  # noqa: F401 (bedl_torch.pretrained stays an attribute, as before)
@@ -41,6 +42,9 @@ __all__ = [
     "soft_edit_distance_batch",
     "pairwise_distances",
     "default_rel_tol",
+    "optimal_mapping",
+    "sample_mappings",
+    "edit_script",
     "CosineCost",
     "BEDL",
     "MedianGLVQ",

@@ -8,7 +8,7 @@
 //
 // Build and run (no torch needed):
 //   g++ -O3 -o /tmp/cell_floor benchmarks/cell_floor.cpp && /tmp/cell_floor
-// Session 4's numbers and what they mean are in benchmarks/README.md.
+// Session 4's numbers and what they mean are in benchmarks/HISTORY.md.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

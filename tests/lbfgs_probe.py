@@ -20,7 +20,8 @@ class ProbeLBFGS:
         out = []
         for scale in (0.0, 0.05, 0.3):
             with torch.no_grad():
-                p.copy_(start + scale * torch.randn(start.shape, generator=gen, dtype=start.dtype))
+                step = torch.randn(start.shape, generator=gen, dtype=start.dtype)
+                p.copy_(start + scale * step.to(start.device))
             ProbeLBFGS.points.append(p.detach().clone())
             loss = closure()
             out.append((float(loss.detach()), p.grad.detach().clone()))

@@ -1,7 +1,7 @@
 """Slow, independent pure-Python references for edit distances and co-optimal matrices P.
 
 Nothing here uses the library: these are the oracles the library is tested against
-(definitions in ``shared/design/edit-distances.md``).
+(definitions in ``docs/edit-distances.md``).
 
 Inputs
 ------

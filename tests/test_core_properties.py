@@ -7,6 +7,10 @@ closed forms and the exact-integer sequence DP, pseudo mode, pairwise_distances 
 Euclidean cost module.
 """
 
+import os
+import pathlib
+import platform
+
 import numpy as np
 import pytest
 import torch
@@ -640,18 +644,33 @@ class _TableCost(bedl_torch.SymbolCost):
         return self.table[x_idx[:, :, None], y_idx[:, None, :]]
 
 
+def test_simd_switch_follows_the_session_setting():
+    """BEDL_TORCH_SIMD=0 turns the AVX2 paths off for the whole session; otherwise they run
+    exactly where the processor reports AVX2."""
+    from bedl_torch import _ext
+
+    if os.environ.get("BEDL_TORCH_SIMD") == "0":
+        assert not _ext.simd_enabled()
+        return
+    cpuinfo = pathlib.Path("/proc/cpuinfo")
+    if platform.machine() not in ("x86_64", "AMD64") or not cpuinfo.is_file():
+        pytest.skip("the processor's flags are read from /proc/cpuinfo (x86-64 Linux)")
+    flags = set()
+    for line in cpuinfo.read_text().splitlines():
+        if line.startswith("flags"):
+            flags.update(line.split(":", 1)[1].split())
+    assert _ext.simd_enabled() == ("avx2" in flags)
+
+
 @pytest.mark.parametrize("symbols", [5, 40], ids=["small-alphabet", "large-alphabet"])
-def test_simd_lanes_equal_scalar_kernel(symbols):
+def test_simd_lanes_equal_scalar_kernel(symbols, simd_lanes):
     """Tree distances with symbol-table costs run four pairs at a time (pairs that share x,
     AVX2 lanes over the wide layout of y's tables, gathers for y's structure) where the
     processor has AVX2; the scalar kernel runs one pair at a time. Both give the same bits:
     sizes 1-40 (one- and two-node trees take the scalar kernel's special cases inside the
     same call), groups of 2-4 lanes, float32 and float64 tables, ties and asymmetric costs;
     a small alphabet (replacement costs by symbol of x) and a large one (gathered)."""
-    from bedl_torch import _ext as ext
-
-    if not ext.simd_enabled():
-        pytest.skip("no AVX2 on this processor: only the scalar kernel runs")
+    ext = simd_lanes
     rng = np.random.default_rng(31 + symbols)
     alphabet = [f"s{k}" for k in range(symbols)]
     X = [lib(random_tree(int(s), alphabet, rng)) for s in list(range(1, 9)) + list(rng.integers(3, 41, 28))]
@@ -669,14 +688,11 @@ def test_simd_lanes_equal_scalar_kernel(symbols):
         _TableCost(alphabet, torch.as_tensor(rng.integers(0, 3, (U, U)), dtype=torch.float64)),
         _TableCost(alphabet, torch.as_tensor(rng.random((U, U)), dtype=torch.float32)),
     ]
-    try:
-        for cost in costs:
-            with torch.no_grad():
-                for args in ((X,), (X, Y), (Y[:2], X)):
-                    ext.set_simd_enabled(False)
-                    scalar = bedl_torch.pairwise_distances(*args, cost=cost)
-                    ext.set_simd_enabled(True)
-                    lanes = bedl_torch.pairwise_distances(*args, cost=cost)
-                    assert torch.equal(scalar, lanes)
-    finally:
-        ext.set_simd_enabled(True)
+    for cost in costs:
+        with torch.no_grad():
+            for args in ((X,), (X, Y), (Y[:2], X)):
+                ext.set_simd_enabled(False)
+                scalar = bedl_torch.pairwise_distances(*args, cost=cost)
+                ext.set_simd_enabled(True)
+                lanes = bedl_torch.pairwise_distances(*args, cost=cost)
+                assert torch.equal(scalar, lanes)

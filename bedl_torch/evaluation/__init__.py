@@ -13,7 +13,7 @@ _EXPORTS = {
     "GESL": "gesl",
     "MatrixCost": "gesl",
     "solve_gesl_qp": "gesl",
-    "FrequencyTable": "gesl",
+    "PairFrequencies": "gesl",
     "run_experiment": "protocol",
     "ExperimentConfig": "protocol",
     "format_table": "protocol",

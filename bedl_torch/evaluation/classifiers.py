@@ -212,7 +212,13 @@ class GoodnessClassifier(_PrecomputedClassifier):
         # -s_i K_i (a+ - a-) - xi_i <= -1
         A = sparse.hstack([sparse.csr_matrix(-SK), sparse.csr_matrix(SK),
                            -sparse.identity(m, format="csr")], format="csr")
-        res = linprog(c, A_ub=A, b_ub=-np.ones(m), bounds=(0, None), method="highs")
+        # The problem is always feasible and bounded (alpha = 0, xi = 1 is feasible, the
+        # objective >= 0); HiGHS' automatic choice (dual simplex) can still end with status
+        # "unknown" on it, where the interior point method solves it.
+        for method in ("highs", "highs-ipm"):
+            res = linprog(c, A_ub=A, b_ub=-np.ones(m), bounds=(0, None), method=method)
+            if res.status == 0:
+                break
         if res.status != 0:
             raise RuntimeError(f"goodness LP failed: {res.message}")
         x = res.x

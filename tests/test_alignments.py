@@ -1,0 +1,180 @@
+"""optimal_mapping, sample_mappings and edit scripts against enumeration of all valid mappings."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import bedl_torch
+from bedl_torch.alignments import (edit_script, format_edit_script, mapping_cost, mapping_indicator,
+                                   optimal_mapping, optimal_mappings, plot_mapping, sample_mappings)
+from bedl_torch.tree import Tree
+from oracles import enumerate_mappings, is_valid_mapping, mapping_cost as oracle_cost, random_tree
+
+
+def _pairs(mapping):
+    return frozenset((i, j) for i, j in mapping if i is not None and j is not None)
+
+
+def _covers_each_node_once(mapping, m, n):
+    xs = [i for i, _ in mapping if i is not None]
+    ys = [j for _, j in mapping if j is not None]
+    return sorted(xs) == list(range(m)) and sorted(ys) == list(range(n))
+
+
+def _co_optimal(x, y, C):
+    """All co-optimal mappings (as frozensets of pairs), by enumeration; integer costs: exact ties."""
+    m, n = len(x), len(y)
+    scored = [(oracle_cost(M, C, m, n), M) for M in enumerate_mappings(x, y)]
+    best = min(c for c, _ in scored)
+    return best, [M for c, M in scored if c == best]
+
+
+def _first_by_rule(mappings, m, n):
+    """The documented rule: x's nodes in preorder, each the smallest partner index, deletion last."""
+    def key(M):
+        partner = dict(M)
+        return tuple(partner.get(i, n) for i in range(m))
+    return min(mappings, key=key)
+
+
+def _cases(seed, count, max_nodes, trees=True):
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        m, n = int(rng.integers(1, max_nodes + 1)), int(rng.integers(1, max_nodes + 1))
+        if trees:
+            x, y = Tree(*random_tree(m, "ab", rng)), Tree(*random_tree(n, "ab", rng))
+        else:
+            x, y = "".join(rng.choice(list("ab"), m)), "".join(rng.choice(list("ab"), n))
+        C = rng.integers(0, 3, size=(m + 1, n + 1)).astype(np.float64)  # integer costs: many ties
+        yield x, y, C
+
+
+@pytest.mark.parametrize("trees", [True, False])
+def test_optimal_mapping_is_the_first_co_optimal_mapping_by_rule(trees):
+    for x, y, C in _cases(1, 60, 5, trees):
+        m, n = len(x), len(y)
+        Ct = torch.tensor(C)
+        mapping = optimal_mapping(x, y, Ct)
+        assert _covers_each_node_once(mapping, m, n)
+        assert is_valid_mapping(x, y, _pairs(mapping))
+        d = float(bedl_torch.edit_distance(x, y, Ct))
+        assert float(mapping_cost(mapping, Ct)) == d
+        best, opt = _co_optimal(x, y, C)
+        assert best == d
+        assert _pairs(mapping) == _first_by_rule(opt, m, n)
+        # preorder of x first, then the insertions in preorder of y
+        assert [i for i, _ in mapping if i is not None] == list(range(m))
+        ins = [j for i, j in mapping if i is None]
+        assert ins == sorted(ins) and all(i is None for i, _ in mapping[m:])
+
+
+def test_optimal_mapping_random_costs_float32_and_batch():
+    rng = np.random.default_rng(2)
+    xs, ys, cs = [], [], []
+    for _ in range(20):
+        m, n = int(rng.integers(1, 6)), int(rng.integers(1, 6))
+        x, y = Tree(*random_tree(m, "abc", rng)), Tree(*random_tree(n, "abc", rng))
+        C = torch.tensor(rng.random((m + 1, n + 1)), dtype=torch.float32)
+        mapping = optimal_mapping(x, y, C)
+        assert is_valid_mapping(x, y, _pairs(mapping))
+        assert float(mapping_cost(mapping, C)) == pytest.approx(float(bedl_torch.edit_distance(x, y, C)), rel=1e-6)
+        xs.append(x), ys.append(y), cs.append(C)
+    assert optimal_mappings(xs, ys, cs) == [optimal_mapping(x, y, c) for x, y, c in zip(xs, ys, cs)]
+
+
+def test_samples_are_uniform_over_co_optimal_mappings():
+    """Frequencies of each co-optimal mapping against the uniform distribution (chi-square with a
+    generous bound), and the mean indicator against P; fixed generator."""
+    x = Tree.from_bracket("{a{a}{a}{a}}")
+    y = Tree.from_bracket("{a{a}{a}}")
+    C = torch.ones(5, 4, dtype=torch.float64)
+    C[:4, :3] = 2.0  # a replacement costs a deletion and an insertion: every valid mapping is co-optimal
+    best, opt = _co_optimal(x, y, C.numpy())
+    assert len(opt) == len(list(enumerate_mappings(x, y))) > 20
+    N = 3000
+    samples = sample_mappings(x, y, C, N, generator=torch.Generator().manual_seed(0))
+    counts = {M: 0 for M in opt}
+    for s in samples:
+        assert float(mapping_cost(s, C)) == best
+        counts[_pairs(s)] += 1  # KeyError if a sample is not co-optimal
+    expected = N / len(opt)
+    chi2 = sum((c - expected) ** 2 / expected for c in counts.values())
+    dof = len(opt) - 1
+    assert chi2 < dof + 6 * math.sqrt(2 * dof)  # about 6 standard deviations of the chi-square
+    mean = torch.stack([mapping_indicator(s, len(x), len(y)) for s in samples]).mean(0)
+    _, P = bedl_torch.coopt_matrix(x, y, C)
+    P[len(x), len(y)] = 0
+    assert torch.allclose(mean, P, atol=6 * math.sqrt(0.25 / N))
+
+
+@pytest.mark.parametrize("trees", [True, False])
+def test_sample_frequencies_converge_to_P(trees):
+    gen = torch.Generator().manual_seed(5)
+    N = 400
+    for x, y, C in _cases(7, 8, 5, trees):
+        Ct = torch.tensor(C)
+        samples = sample_mappings(x, y, Ct, N, generator=gen)
+        d = float(bedl_torch.edit_distance(x, y, Ct))
+        assert all(float(mapping_cost(s, Ct)) == d for s in samples)
+        mean = torch.stack([mapping_indicator(s, len(x), len(y)) for s in samples]).mean(0)
+        _, P = bedl_torch.coopt_matrix(x, y, Ct)
+        P[len(x), len(y)] = 0
+        bound = 6 * torch.sqrt(P * (1 - P) / N) + 1e-12  # entries with P in {0, 1} must match exactly
+        assert bool(((mean - P).abs() <= bound).all())
+
+
+def test_sampling_with_many_ties():
+    """All costs equal on two 150-symbol sequences (about 10^85 co-optimal alignments): every
+    sample is co-optimal and covers each symbol once."""
+    x, y = "a" * 150, "a" * 140
+    C = torch.ones(151, 141, dtype=torch.float64)
+    d = float(bedl_torch.edit_distance(x, y, C))
+    for s in sample_mappings(x, y, C, 2, generator=torch.Generator().manual_seed(1)):
+        assert float(mapping_cost(s, C)) == d and _covers_each_node_once(s, 150, 140)
+
+
+def test_edit_script_and_text():
+    x = Tree.from_bracket("{f{a}{b}}")
+    y = Tree.from_bracket("{f{b}{c}}")
+    C = torch.ones(4, 4, dtype=torch.float64)
+    C[:3, :3] = 2  # replacing by another label costs a deletion and an insertion
+    C[0, 0] = 0  # f -> f
+    C[2, 1] = 0  # b -> b
+    mapping = optimal_mapping(x, y, C)
+    script = edit_script(x, y, C, mapping)
+    assert script == [("replace", 0, 0, 0.0), ("delete", 1, 1.0), ("replace", 2, 1, 0.0), ("insert", 2, 1.0)]
+    text = format_edit_script(script, x, y)
+    assert "keep    x[0] 'f' -> y[0] 'f'" in text and "delete  x[1] 'a'" in text
+    assert "insert  y[2] 'c'" in text and text.endswith("total cost 2")
+    assert edit_script(x, y, C) == script
+
+
+def test_plot_mapping_draws_every_node():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    x = Tree(["a"] * 300, [[k + 1] for k in range(299)] + [[]])  # deep: no recursion limit
+    y = Tree.from_bracket("{a{b}{a}}")
+    C = torch.ones(301, 4, dtype=torch.float64)
+    mapping = optimal_mapping(x, y, C)
+    ax = plot_mapping(x, y, mapping)
+    assert len(ax.collections) == 303  # one marker per node
+    import matplotlib.pyplot as plt
+    plt.close(ax.figure)
+
+
+def test_bad_input():
+    C = torch.ones(3, 3, dtype=torch.float64)
+    with pytest.raises(ValueError, match="shape"):
+        optimal_mapping("ab", "abc", C)
+    with pytest.raises(ValueError, match="n must be"):
+        sample_mappings("ab", "ab", C, -1)
+    with pytest.raises(TypeError, match="generator"):
+        sample_mappings("ab", "ab", C, 2, generator=3)
+    with pytest.raises(TypeError):
+        optimal_mapping("ab", "ab", C.long())
+    bad = C.clone()
+    bad[0, 0] = float("nan")
+    with pytest.raises(ValueError):
+        optimal_mapping("ab", "ab", bad)
+    assert sample_mappings("ab", "ab", C, 0) == []
