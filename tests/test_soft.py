@@ -265,25 +265,26 @@ def _long_pair(rng, m, n):
 
 @pytest.mark.parametrize("T", [0.5, 1e-3])
 def test_long_sequences_and_paths_against_log_domain_reference(T):
-    """|x| + |y| = 505 (beyond the doubles' pass, so weights carry exponents) and 60 (doubles),
+    """|x| + |y| = 1005 (beyond the doubles' pass, so weights carry exponents) and 60 (doubles),
     sequences and path trees, against the log-domain reference."""
     rng = np.random.default_rng(81)
-    for m, n in [(260, 245), (31, 29)]:
+    for m, n in [(510, 495), (31, 29)]:
         x, y, C = _long_pair(rng, m, n)
         want_d, want_g = sequence_soft_reference(C, T)
         paths = (path_tree(m, x), path_tree(n, y))
         for a, b in [(x, y), paths]:
             d, g = soft_and_grad(a, b, C, T)
             assert abs(d - want_d) <= 1e-10 * max(1.0, abs(want_d)), (m, n, type(a), d, want_d)
-            assert np.abs(g - want_g).max() <= 1e-10, (m, n, type(a))
+            assert np.abs(g - want_g).max() <= gradient_tol(x, y, C, T), (m, n, type(a))
 
 
-@pytest.mark.parametrize("kind, sizes", [("tree", (40, 80)), ("tree", (255, 262)), ("sequence", (290, 310))])
+@pytest.mark.parametrize("kind, sizes", [("tree", (40, 80)), ("tree", (505, 515)), ("sequence", (290, 310))])
 def test_large_inputs_at_small_temperature_give_P(kind, sizes):
     """Integer costs at T = 1e-4: every mapping that is not cheapest costs at least 1 more and
     weighs below exp(-1e4) of a cheapest one, so the gradient is the co-optimal P (tested
     against the oracles elsewhere) and 0 <= distance - soft = T log(cheapest mappings)
-    <= T (|x| + |y|) log 2. Sizes past |x| + |y| = 500 take the wide weights."""
+    <= T (|x| + |y|) log 2; the largest take the wide weights (at this temperature any size
+    does)."""
     rng = np.random.default_rng(121 + sizes[0])
     make = random_tree if kind == "tree" else random_sequence
     for _ in range(2):

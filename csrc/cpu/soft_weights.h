@@ -91,14 +91,17 @@ inline WideWeight operator+(const WideWeight& a, const WideWeight& b) {
 
 // A partial mapping of a + b nodes has at most C(a + b, a) <= 2^(a + b)
 // derivations, so with weights <= 1 no inside or outside weight exceeds
-// 2^(m + n), nor a product of both 2^(2 (m + n)): doubles hold them up to
-// m + n = kFastNodes.
+// 2^(m + n), nor does the total or an edge's inside * weight * outside (at
+// most the total): doubles hold them up to m + n = 1000. The total must also
+// exceed 2^(m + n - 980) (below), which pairs of more than kFastNodes nodes
+// rarely do: they start with wide weights.
 constexpr int64_t kFastNodes = 500;
 
 inline bool fast_range_holds(const PlainWeight& total, int64_t nodes) {
   // Weights that underflowed are lost; with the total above 2^(nodes - 980)
-  // what they could carry into it or into P (at most 2^-1074 per operation
-  // times an outside weight <= 2^nodes) is below 2^-90 of it.
+  // what they could carry into it or into P (at most 2^-1074 per operation,
+  // of which there are fewer than 2^40, times an outside weight <= 2^nodes)
+  // is below 2^-54 of it.
   return nodes <= kFastNodes && std::isfinite(total.m) && total.m >= dp::pow2(nodes - 980);
 }
 inline bool fast_range_holds(const WideWeight& total, int64_t) { return total.m > 0.0; }
