@@ -421,7 +421,9 @@ class PairBatch:
 
         Raises:
             ValueError: an unknown mode, costs of the wrong shape, NaN or inf costs, labels
-                missing from the alphabet. TypeError: non-float costs.
+                missing from the alphabet, ``mode="soft"`` without a temperature (or one that
+                is not finite and > 0), a temperature with another mode. TypeError: non-float
+                costs.
         """
         if mode == "soft":
             return _soft_distances(self, cost_or_costs, temperature, unknown)
@@ -907,7 +909,8 @@ def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional
             ``cost``/``reference_cost`` not a SymbolCost.
         ValueError: an unknown ``mode``, labels missing from the alphabet (with
             ``unknown="error"``), ``symmetric`` for a non-square matrix, ``chunk_size < 1``,
-            NaN or inf costs.
+            NaN or inf costs, ``mode="soft"`` without a temperature (or one that is not
+            finite and > 0), a temperature with another mode.
     """
     if mode not in ("exact", "pseudo", "soft"):
         raise ValueError(f"mode must be 'exact', 'pseudo' or 'soft', got {mode!r}")
