@@ -5,9 +5,8 @@
 // The soft distance -T log sum_M exp(-cost(M) / T) is the log semiring's
 // instance of the kernels' recurrence. Its values are kept as their
 // exponentials, the weights exp(-v / T): a cell is then a few products and
-// sums, as in the counting passes, instead of a log1p and an exp per
-// alternative (about 30 times slower per cell). Two measures keep the
-// weights in range:
+// sums, as in the counting passes, instead of a logarithm and an exponential
+// per alternative. Two measures keep the weights in range:
 //  * node potentials: every mapping deletes or replaces each x_i once and
 //    inserts or replaces each y_j once, so subtracting a_i from row i and b_j
 //    from column j lowers every mapping's cost by the same sum(a) + sum(b).
@@ -17,8 +16,8 @@
 //  * doubles where the pair is small enough and the total far enough from
 //    underflow (fast_range_holds), else WideWeight, whose exponent never
 //    leaves its range.
-// A weight carries the relative error of c / T, about 1e-16 |c| / T: P's
-// entries are exact to about 1e-12 at |c| / T = 1e4.
+// A weight carries the relative error of c / T, about 1e-16 |c| / T, and a
+// mapping's weight (so P) that of its |x| + |y| operations together.
 #pragma once
 
 #include "dp_common.h"
@@ -134,7 +133,7 @@ class ShareOf {
     if (dk == 0) return q;
     if (dk == 1) return q * kStep;
     if (dk == -1) return q * kInvStep;
-    return 0.0;  // below 2^-256
+    return 0.0;  // below 2^-512
   }
 
  private:

@@ -7,7 +7,7 @@
 // once where co-optimal. The same canonical derivations (tdm with the roots
 // matched; no insertion right after a deletion) count each mapping once.
 // The inside pass fills the keyroot tables in order (leaf keyroots by their
-// closed forms); the outside pass restores them in reverse order and pushes
+// closed forms); the outside pass recomputes them in reverse order and pushes
 // outside weights down every edge, accumulating
 //   P[event] = inside(source) * weight(event) * outside(target) / total,
 // the probability of the event under p(M) ~ exp(-cost(M) / T), exactly where
