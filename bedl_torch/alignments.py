@@ -23,7 +23,7 @@ from typing import Hashable, List, Optional, Sequence, Tuple
 
 import torch
 
-from .ops import PairBatch, _check_costs, _check_rel_tol
+from .ops import PairBatch, _check_costs, check_rel_tol
 
 Mapping = List[Tuple[Optional[int], Optional[int]]]
 
@@ -55,7 +55,7 @@ def _pin_margin(costs: torch.Tensor, rel_tol: float) -> float:
 def _mappings(x, y, costs: torch.Tensor, count: int, generator, rel_tol, draw: bool) -> List[Mapping]:
     """`count` co-optimal mappings of one pair: drawn uniformly (draw) or the first by rule."""
     C = _checked_costs(x, y, costs)
-    tol = _check_rel_tol(rel_tol, C.dtype)
+    tol = check_rel_tol(rel_tol, C.dtype)
     m, n = len(x), len(y)
     margin = _pin_margin(C, tol)
     pinned = C.unsqueeze(0).repeat(count, 1, 1)

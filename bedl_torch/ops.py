@@ -151,7 +151,8 @@ class FlatTable:
         return codes["padded"]
 
 
-def _check_rel_tol(rel_tol, dtype) -> float:
+def check_rel_tol(rel_tol, dtype) -> float:
+    """The tie tolerance to use: ``default_rel_tol(dtype)`` for None; ValueError unless finite and >= 0."""
     if rel_tol is None:
         return default_rel_tol(dtype)
     rel_tol = float(rel_tol)
@@ -219,7 +220,7 @@ class _SymbolView:
         return enc if self.lookup is None else self.lookup[enc]
 
 
-def _matrix_view(x_table: "FlatTable", y_table: "FlatTable", cost, unknown: str) -> Optional[_SymbolView]:
+def matrix_view(x_table: "FlatTable", y_table: "FlatTable", cost, unknown: str) -> Optional[_SymbolView]:
     """One symbol view for every pair of two tables (a whole matrix): the whole table, or a
     local one over all their symbols if it fits ``_LOCAL_TABLE_CELLS``, else None."""
     if not isinstance(cost, SymbolCost):
@@ -437,11 +438,11 @@ class PairBatch:
             if view is None:
                 view = self._symbol_view(cost_or_costs, unknown)
             if view is not None:
-                tol = _check_rel_tol(rel_tol, view.table.dtype)
+                tol = check_rel_tol(rel_tol, view.table.dtype)
                 d, _ = _SymbolEditDistanceFn.apply(view.table, self, view, tol, False)
                 return d
             costs = self._as_costs(cost_or_costs, unknown, finite=False)
-            tol = _check_rel_tol(rel_tol, costs.dtype)
+            tol = check_rel_tol(rel_tol, costs.dtype)
             d, _ = _EditDistanceFn.apply(costs, self, tol, False)
             return d
         if mode == "pseudo":
@@ -467,11 +468,11 @@ class PairBatch:
             if view is None:
                 view = self._symbol_view(cost_or_costs, unknown)
             if view is not None:
-                tol = _check_rel_tol(rel_tol, view.table.dtype)
+                tol = check_rel_tol(rel_tol, view.table.dtype)
                 d, p = self._run_symbols(view, True, tol)
                 return d.to(view.table.device), p.to(view.table.device)
             costs = self._as_costs(cost_or_costs, unknown, finite=False)
-            tol = _check_rel_tol(rel_tol, costs.dtype)
+            tol = check_rel_tol(rel_tol, costs.dtype)
             return self._run(costs, True, tol)
 
     def pseudo_distances(self, cost_or_costs, coopt: torch.Tensor, *, unknown: str = "error") -> torch.Tensor:
@@ -665,7 +666,7 @@ def _single(x, y, costs, rel_tol, want_coopt):
             f"costs must have shape (|x|+1, |y|+1) = {expected} (last row insertions, last column "
             f"deletions), got {tuple(costs.shape)}"
         )
-    tol = _check_rel_tol(rel_tol, costs.dtype)
+    tol = check_rel_tol(rel_tol, costs.dtype)
     d, p = _EditDistanceFn.apply(costs[None], batch, tol, want_coopt)
     return d[0], (p[0] if want_coopt else None)
 
@@ -787,7 +788,7 @@ def coopt_matrix_batch(xs: Sequence, ys: Sequence, costs, *, rel_tol: Optional[f
     batch = PairBatch(xs, ys)
     padded, as_list = _pad_costs(batch, costs)
     padded = batch._as_costs(padded, finite=False)
-    tol = _check_rel_tol(rel_tol, padded.dtype)
+    tol = check_rel_tol(rel_tol, padded.dtype)
     d, p = _EditDistanceFn.apply(padded, batch, tol, True)
     if as_list:
         return d, [p[k, : int(batch.m[k]) + 1, : int(batch.n[k]) + 1] for k in range(len(batch))]
@@ -799,7 +800,7 @@ def coopt_matrix_batch(xs: Sequence, ys: Sequence, costs, *, rel_tol: Optional[f
 # ---------------------------------------------------------------------------
 
 
-def _pair_chunks(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: torch.Tensor,
+def pair_chunks(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: torch.Tensor,
                  chunk_size: Optional[int] = None):
     """The pairs ``(ii[k], jj[k])`` reordered by size, and chunk boundaries.
 
@@ -852,18 +853,18 @@ def table_pair_distances(x_table: FlatTable, y_table: FlatTable, ii: torch.Tenso
     """
     # One symbol table for all chunks (a module's whole table, or one over the symbols of X
     # and Y); chunks build their own local tables only when that one would be too large.
-    view = _matrix_view(x_table, y_table, cost, unknown) if mode != "soft" else None
+    view = matrix_view(x_table, y_table, cost, unknown) if mode != "soft" else None
     if chunk_size is None and mode == "exact" and view is not None and not (
             torch.is_grad_enabled() and view.table.requires_grad):
         # Distances alone keep nothing per pair: one kernel call over all pairs (its fixed
         # cost is paid once).
         chunk_size = max(1, len(ii))
-    ii, jj, bounds = _pair_chunks(x_table, y_table, ii, jj, chunk_size)
+    ii, jj, bounds = pair_chunks(x_table, y_table, ii, jj, chunk_size)
     ref = reference_cost if reference_cost is not None else cost
     ref_view = view if ref is cost else None
     if mode == "pseudo" and ref_view is None:
         with torch.no_grad():
-            ref_view = _matrix_view(x_table, y_table, ref, unknown)
+            ref_view = matrix_view(x_table, y_table, ref, unknown)
     values = []
     for s, e in zip(bounds[:-1], bounds[1:]):
         batch = PairBatch.from_tables(x_table, y_table, ii[s:e], jj[s:e])
