@@ -19,6 +19,8 @@ from .ops import (
     edit_distance_batch,
     pairwise_distances,
     pseudo_edit_distance,
+    soft_edit_distance,
+    soft_edit_distance_batch,
 )
 from .alignments import edit_script, optimal_mapping, sample_mappings
 from .learning import BEDL, MedianGLVQ
@@ -36,6 +38,8 @@ __all__ = [
     "pseudo_edit_distance",
     "edit_distance_batch",
     "coopt_matrix_batch",
+    "soft_edit_distance",
+    "soft_edit_distance_batch",
     "pairwise_distances",
     "default_rel_tol",
     "optimal_mapping",

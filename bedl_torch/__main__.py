@@ -1,6 +1,9 @@
-"""Command line: ``python -m bedl_torch experiment DATASET [options]``.
+"""Command line: ``python -m bedl_torch experiment DATASET [options]`` and
+``python -m bedl_torch pairwise INPUT --out D.npy`` (a distance matrix written tile by tile,
+also as ``torchrun --nproc_per_node=P -m bedl_torch pairwise ...``; see
+:mod:`bedl_torch.distributed`).
 
-Runs the paper's cross-validation protocol on one data set (see
+``experiment`` runs the paper's cross-validation protocol on one data set (see
 :mod:`bedl_torch.evaluation.protocol`), prints a Markdown table shaped like the paper's (rows:
 classifiers and the metric-learning runtime; columns: initial, GESL, BEDL pseudo / exact; test
 error in % as mean +- std over the folds) and writes ``OUT/results.json`` (one record per data
@@ -51,6 +54,9 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--trees", action="store_true",
                    help="sentiment: compute on the parse trees rather than their word "
                         "sequences (equal distances, about 100x the work)")
+    from .distributed import add_cli_parser
+
+    add_cli_parser(sub)
     return p
 
 
@@ -98,6 +104,10 @@ def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "experiment":
         return experiment(args)
+    if args.command == "pairwise":
+        from .distributed import run_cli
+
+        return run_cli(args)
     return 2  # pragma: no cover
 
 

@@ -29,6 +29,9 @@ ted_cpu = _ops.ted
 sed_cpu = _ops.sed
 ted_symbols_cpu = _ops.ted_symbols
 sed_symbols_cpu = _ops.sed_symbols
+# (soft distances (B,), expected alignments (B, M1, N1) or an empty tensor) at a temperature
+ted_soft_cpu = _ops.ted_soft
+sed_soft_cpu = _ops.sed_soft
 # AVX2 kernels on or off (same bits either way; tests and benchmarks compare both)
 set_simd_enabled = _C.set_simd_enabled
 simd_enabled = _C.simd_enabled
@@ -68,3 +71,13 @@ def _ted_symbols_fake(table, x_labels, x_sizes, x_ptr, y_labels, y_sizes, y_ptr,
 @torch.library.register_fake("bedl_torch::sed_symbols")
 def _sed_symbols_fake(table, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, need_coopt, rel_tol):
     return _symbol_outputs(table, pair_x.shape[0], need_coopt)
+
+
+@torch.library.register_fake("bedl_torch::ted_soft")
+def _ted_soft_fake(costs, x_sizes, x_ptr, y_sizes, y_ptr, pair_x, pair_y, temperature, need_grad):
+    return _padded_outputs(costs, costs.shape[0], need_grad)
+
+
+@torch.library.register_fake("bedl_torch::sed_soft")
+def _sed_soft_fake(costs, x_len, y_len, temperature, need_grad):
+    return _padded_outputs(costs, costs.shape[0], need_grad)

@@ -19,11 +19,12 @@ the tolerance itself could be judged differently than in P.
 """
 from __future__ import annotations
 
+import math
 from typing import Hashable, List, Optional, Sequence, Tuple
 
 import torch
 
-from .ops import PairBatch, _check_costs, _check_rel_tol
+from .ops import PairBatch, _check_costs, check_rel_tol
 
 Mapping = List[Tuple[Optional[int], Optional[int]]]
 
@@ -40,6 +41,25 @@ def _checked_costs(x, y, costs) -> torch.Tensor:
     return costs.detach().to("cpu")
 
 
+def _normalized(costs: torch.Tensor) -> torch.Tensor:
+    """The costs times the power of two that brings their largest magnitude into [1, 2): an
+    exact scaling (ties, P and so every choice stay the same), so that the pin margin neither
+    vanishes for subnormal costs nor overflows for the largest ones."""
+    m, n = costs.shape[0] - 1, costs.shape[1] - 1
+    used = costs.clone()
+    used[m, n] = 0
+    scale = float(used.abs().max())
+    if scale == 0.0:
+        return costs
+    exponent = -math.floor(math.log2(scale))
+    out = costs.to(torch.float64) if costs.dtype == torch.float64 else costs.clone()
+    # two steps: 2^exponent alone may leave the range (subnormal scales need up to 2^1074)
+    half = exponent // 2
+    out = out * (2.0 ** half) * (2.0 ** (exponent - half))
+    out[m, n] = 0
+    return out
+
+
 def _pin_margin(costs: torch.Tensor, rel_tol: float) -> float:
     """How much a pinned-out option's cost rises: far above the tie tolerance (which is at
     most rel_tol (|x| + |y|) times the largest cost), far below the largest cost itself."""
@@ -54,8 +74,8 @@ def _pin_margin(costs: torch.Tensor, rel_tol: float) -> float:
 
 def _mappings(x, y, costs: torch.Tensor, count: int, generator, rel_tol, draw: bool) -> List[Mapping]:
     """`count` co-optimal mappings of one pair: drawn uniformly (draw) or the first by rule."""
-    C = _checked_costs(x, y, costs)
-    tol = _check_rel_tol(rel_tol, C.dtype)
+    C = _normalized(_checked_costs(x, y, costs))
+    tol = check_rel_tol(rel_tol, C.dtype)
     m, n = len(x), len(y)
     margin = _pin_margin(C, tol)
     pinned = C.unsqueeze(0).repeat(count, 1, 1)

@@ -5,13 +5,15 @@ The kernels take padded cost tensors ``(B, M+1, N+1)``: pair ``b`` with
 ``x_i`` by ``y_j``, ``[i, n]`` deletes ``x_i`` and ``[m, j]`` inserts ``y_j``
 (``[m, n]`` is unused). Nodes of trees are numbered in preorder.
 
-Two differentiable quantities:
+Three differentiable quantities:
 
 * **exact** (default): ``d(C)`` from the dynamic program; its gradient with
   respect to ``C`` is the co-optimal alignment matrix ``P(C)`` (the average over
   all cheapest mappings; a supergradient where the optimum is not unique).
 * **pseudo** (the paper's ``d~``): ``sum(P0 * C)`` with ``P0 = P(C0)`` frozen at
   reference costs ``C0``.
+* **soft**: ``-T log sum_M exp(-cost(M) / T)`` over all mappings at a temperature
+  ``T``; smooth, its gradient is the expected alignment under ``p(M) ~ exp(-cost(M) / T)``.
 
 Costs may live on any device and carry autograd history; the dynamic program
 runs on the CPU (one transfer per batch) and results come back on the costs'
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 import weakref
 from typing import Optional, Sequence, Tuple
 
@@ -44,6 +47,8 @@ __all__ = [
     "pseudo_edit_distance",
     "edit_distance_batch",
     "coopt_matrix_batch",
+    "soft_edit_distance",
+    "soft_edit_distance_batch",
     "PairBatch",
     "FlatTable",
     "pairwise_distances",
@@ -147,7 +152,8 @@ class FlatTable:
         return codes["padded"]
 
 
-def _check_rel_tol(rel_tol, dtype) -> float:
+def check_rel_tol(rel_tol, dtype) -> float:
+    """The tie tolerance to use: ``default_rel_tol(dtype)`` for None; ValueError unless finite and >= 0."""
     if rel_tol is None:
         return default_rel_tol(dtype)
     rel_tol = float(rel_tol)
@@ -201,7 +207,7 @@ class _SymbolView:
         return enc if self.lookup is None else self.lookup[enc]
 
 
-def _matrix_view(x_table: "FlatTable", y_table: "FlatTable", cost, unknown: str) -> Optional[_SymbolView]:
+def matrix_view(x_table: "FlatTable", y_table: "FlatTable", cost, unknown: str) -> Optional[_SymbolView]:
     """One symbol view for every pair of two tables (a whole matrix): the whole table, or a
     local one over all their symbols if it fits ``_LOCAL_TABLE_CELLS``, else None."""
     if not isinstance(cost, SymbolCost):
@@ -389,7 +395,8 @@ class PairBatch:
         return _SymbolView.local(cost, unknown, labels, min(padded_cells // 4, _LOCAL_TABLE_CELLS))
 
     def distances(self, cost_or_costs, mode: str = "exact", reference=None, *,
-                  rel_tol: Optional[float] = None, unknown: str = "error") -> torch.Tensor:
+                  rel_tol: Optional[float] = None, unknown: str = "error",
+                  temperature: Optional[float] = None) -> torch.Tensor:
         """Distances ``(B,)`` of all pairs, differentiable in the costs.
 
         Args:
@@ -397,12 +404,20 @@ class PairBatch:
                 ``(B, >= M+1, >= N+1)`` on any device.
             mode: ``"exact"`` (gradient P(C)) or ``"pseudo"`` (``sum(P0 * C)`` with
                 P0 at ``reference``: a cost module, a padded tensor or a P0 tensor
-                from :meth:`coopt`; default the current costs, detached).
+                from :meth:`coopt`; default the current costs, detached) or ``"soft"``
+                (:func:`soft_edit_distance` at ``temperature``; gradient the expected
+                alignment).
 
         Raises:
             ValueError: an unknown mode, costs of the wrong shape, NaN or inf costs, labels
-                missing from the alphabet. TypeError: non-float costs.
+                missing from the alphabet, ``mode="soft"`` without a temperature (or one that
+                is not finite and > 0), a temperature with another mode. TypeError: non-float
+                costs.
         """
+        if mode == "soft":
+            return _soft_distances(self, cost_or_costs, temperature, unknown)
+        if temperature is not None:
+            raise ValueError(f"temperature is used only with mode='soft', got mode={mode!r}")
         if isinstance(reference, torch.Tensor):
             check_cost_tensor(reference, "reference", finite=False)
         return self._distances(cost_or_costs, mode, reference, rel_tol, unknown)
@@ -413,11 +428,11 @@ class PairBatch:
             if view is None:
                 view = self._symbol_view(cost_or_costs, unknown)
             if view is not None:
-                tol = _check_rel_tol(rel_tol, view.table.dtype)
+                tol = check_rel_tol(rel_tol, view.table.dtype)
                 d, _ = _SymbolEditDistanceFn.apply(view.table, self, view, tol, False)
                 return d
             costs = self._as_costs(cost_or_costs, unknown, finite=False)
-            tol = _check_rel_tol(rel_tol, costs.dtype)
+            tol = check_rel_tol(rel_tol, costs.dtype)
             d, _ = _EditDistanceFn.apply(costs, self, tol, False)
             return d
         if mode == "pseudo":
@@ -430,7 +445,7 @@ class PairBatch:
             else:
                 p0 = self._coopt(reference, rel_tol)[1]
             return self._pseudo(cost_or_costs, p0, unknown, view)
-        raise ValueError(f"mode must be 'exact' or 'pseudo', got {mode!r}")
+        raise ValueError(f"mode must be 'exact', 'pseudo' or 'soft', got {mode!r}")
 
     def coopt(self, cost_or_costs, *, rel_tol: Optional[float] = None,
               unknown: str = "error") -> Tuple[torch.Tensor, torch.Tensor]:
@@ -443,11 +458,11 @@ class PairBatch:
             if view is None:
                 view = self._symbol_view(cost_or_costs, unknown)
             if view is not None:
-                tol = _check_rel_tol(rel_tol, view.table.dtype)
+                tol = check_rel_tol(rel_tol, view.table.dtype)
                 d, p = self._run_symbols(view, True, tol)
                 return d.to(view.table.device), p.to(view.table.device)
             costs = self._as_costs(cost_or_costs, unknown, finite=False)
-            tol = _check_rel_tol(rel_tol, costs.dtype)
+            tol = check_rel_tol(rel_tol, costs.dtype)
             return self._run(costs, True, tol)
 
     def pseudo_distances(self, cost_or_costs, coopt: torch.Tensor, *, unknown: str = "error") -> torch.Tensor:
@@ -532,6 +547,107 @@ class _SymbolEditDistanceFn(torch.autograd.Function):
 
 
 # ---------------------------------------------------------------------------
+# Soft (temperature) edit distances
+# ---------------------------------------------------------------------------
+
+
+def _check_temperature(temperature) -> float:
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+        raise TypeError(f"temperature must be a real number, got {type(temperature).__name__}")
+    temperature = float(temperature)
+    if not (math.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature must be finite and > 0, got {temperature}")
+    return temperature
+
+
+def _run_soft(batch: PairBatch, costs: torch.Tensor, temperature: float, need_grad: bool):
+    """The soft kernels on padded costs (any device); results on the costs' device."""
+    c = costs.detach()
+    if c.device.type != "cpu":
+        c = c.cpu()
+    if batch.kind == "tree":
+        d, p = _ext.ted_soft_cpu(c, batch.x_table.sizes, batch.x_table.ptr, batch.y_table.sizes,
+                                 batch.y_table.ptr, batch.pair_x, batch.pair_y, temperature, need_grad)
+    else:
+        d, p = _ext.sed_soft_cpu(c, batch.m, batch.n, temperature, need_grad)
+    return d.to(costs.device), p.to(costs.device)
+
+
+class _SoftEditDistanceFn(torch.autograd.Function):
+    """Soft distances; the gradient is the expected alignment, which forward computes when
+    the costs need a gradient."""
+
+    @staticmethod
+    def forward(ctx, costs, batch: PairBatch, temperature: float):
+        need = bool(ctx.needs_input_grad[0])
+        d, p = _run_soft(batch, costs, temperature, need)
+        if need:
+            ctx.save_for_backward(p)
+        return d
+
+    @staticmethod
+    def backward(ctx, grad_d):
+        (p,) = ctx.saved_tensors
+        return grad_d.reshape(-1, 1, 1).to(p.dtype) * p, None, None
+
+
+def _soft_distances(batch: PairBatch, cost_or_costs, temperature, unknown="error") -> torch.Tensor:
+    """Soft distances ``(B,)`` of a batch under a cost module (its padded costs) or padded costs."""
+    if temperature is None:
+        raise ValueError("mode='soft' needs a temperature")
+    temperature = _check_temperature(temperature)
+    costs = batch._as_costs(cost_or_costs, unknown, finite=False)
+    return _SoftEditDistanceFn.apply(costs, batch, temperature)
+
+
+def soft_edit_distance(x, y, costs: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Soft edit distance ``-T log sum_M exp(-cost(M) / T)`` over all valid mappings ``M``.
+
+    Every tree mapping (one-to-one, ancestor- and order-preserving) or sequence alignment
+    counts once. A smooth lower bound of :func:`edit_distance`, which it approaches as
+    ``T -> 0`` (within ``T`` times the log of the number of cheapest mappings).
+
+    Args:
+        x, y: both trees or both sequences, as for :func:`edit_distance`.
+        costs: float32/float64 tensor ``(|x|+1, |y|+1)`` on any device (layout of
+            :func:`edit_distance`).
+        temperature: ``T``, finite and > 0.
+
+    Returns:
+        0-dim tensor on the costs' device. Its gradient with respect to ``costs`` is the
+        expected alignment under ``p(M) ~ exp(-cost(M) / T)``: ``[i, j]`` the probability
+        that ``x_i`` is replaced by ``y_j``, ``[i, n]`` that ``x_i`` is deleted, ``[m, j]``
+        that ``y_j`` is inserted; it tends to :func:`coopt_matrix`'s P as ``T -> 0``.
+
+    Raises:
+        TypeError: inputs of the wrong kind, non-float costs, a temperature that is not a
+            number. ValueError: wrong cost shape, NaN or inf costs, a temperature that is not
+            finite and > 0, costs too large for the temperature.
+    """
+    batch = PairBatch([x], [y])
+    _check_costs(costs, finite=False)
+    expected = (len(x) + 1, len(y) + 1)
+    if tuple(costs.shape) != expected:
+        raise ValueError(
+            f"costs must have shape (|x|+1, |y|+1) = {expected} (last row insertions, last column "
+            f"deletions), got {tuple(costs.shape)}"
+        )
+    return _SoftEditDistanceFn.apply(costs[None], batch, _check_temperature(temperature))[0]
+
+
+def soft_edit_distance_batch(xs: Sequence, ys: Sequence, costs, temperature: float) -> torch.Tensor:
+    """Soft edit distances ``(B,)`` of the pairs ``(xs[k], ys[k])`` in one call.
+
+    ``costs`` as for :func:`edit_distance_batch` (a list of per-pair matrices or one padded
+    tensor); differentiable (the gradient of pair ``k`` is its expected alignment). Raises as
+    :func:`edit_distance_batch` and :func:`soft_edit_distance`.
+    """
+    batch = PairBatch(xs, ys)
+    padded, _ = _pad_costs(batch, costs)
+    return _soft_distances(batch, padded, temperature)
+
+
+# ---------------------------------------------------------------------------
 # Single pairs and lists of pairs
 # ---------------------------------------------------------------------------
 
@@ -545,7 +661,7 @@ def _single(x, y, costs, rel_tol, want_coopt):
             f"costs must have shape (|x|+1, |y|+1) = {expected} (last row insertions, last column "
             f"deletions), got {tuple(costs.shape)}"
         )
-    tol = _check_rel_tol(rel_tol, costs.dtype)
+    tol = check_rel_tol(rel_tol, costs.dtype)
     d, p = _EditDistanceFn.apply(costs[None], batch, tol, want_coopt)
     return d[0], (p[0] if want_coopt else None)
 
@@ -670,7 +786,7 @@ def coopt_matrix_batch(xs: Sequence, ys: Sequence, costs, *, rel_tol: Optional[f
     batch = PairBatch(xs, ys)
     padded, as_list = _pad_costs(batch, costs)
     padded = batch._as_costs(padded, finite=False)
-    tol = _check_rel_tol(rel_tol, padded.dtype)
+    tol = check_rel_tol(rel_tol, padded.dtype)
     d, p = _EditDistanceFn.apply(padded, batch, tol, True)
     if as_list:
         return d, [p[k, : int(batch.m[k]) + 1, : int(batch.n[k]) + 1] for k in range(len(batch))]
@@ -682,7 +798,7 @@ def coopt_matrix_batch(xs: Sequence, ys: Sequence, costs, *, rel_tol: Optional[f
 # ---------------------------------------------------------------------------
 
 
-def _pair_chunks(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: torch.Tensor,
+def pair_chunks(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: torch.Tensor,
                  chunk_size: Optional[int] = None):
     """The pairs ``(ii[k], jj[k])`` reordered by size, and chunk boundaries.
 
@@ -714,14 +830,14 @@ def table_pair_distances(x_table: FlatTable, y_table: FlatTable, ii: torch.Tenso
                          jj: torch.Tensor, cost: SymbolCost, *, mode: str = "exact",
                          reference_cost: Optional[SymbolCost] = None,
                          rel_tol: Optional[float] = None, unknown: str = "error",
-                         chunk_size: Optional[int] = None):
+                         chunk_size: Optional[int] = None, temperature: Optional[float] = None):
     """Distances of the pairs ``(x_table.objects[ii[k]], y_table.objects[jj[k]])`` in
     memory-bounded chunks, for callers that keep :class:`FlatTable` objects across many calls
     (BEDL's training distances, once per round) and assemble the values themselves.
 
     Args:
         x_table, y_table: the objects, flattened once. ii, jj: int64 ``(Q,)`` pair indices.
-        cost, mode, reference_cost, rel_tol, unknown, chunk_size: as for
+        cost, mode, reference_cost, rel_tol, unknown, chunk_size, temperature: as for
             :func:`pairwise_distances` (``chunk_size=None``: chosen by memory).
 
     Returns:
@@ -735,23 +851,25 @@ def table_pair_distances(x_table: FlatTable, y_table: FlatTable, ii: torch.Tenso
     """
     # One symbol table for all chunks (a module's whole table, or one over the symbols of X
     # and Y); chunks build their own local tables only when that one would be too large.
-    view = _matrix_view(x_table, y_table, cost, unknown)
+    view = matrix_view(x_table, y_table, cost, unknown) if mode != "soft" else None
     if chunk_size is None and mode == "exact" and view is not None and not (
             torch.is_grad_enabled() and view.table.requires_grad):
         # Distances alone keep nothing per pair: one kernel call over all pairs (its fixed
         # cost is paid once).
         chunk_size = max(1, len(ii))
-    ii, jj, bounds = _pair_chunks(x_table, y_table, ii, jj, chunk_size)
+    ii, jj, bounds = pair_chunks(x_table, y_table, ii, jj, chunk_size)
     ref = reference_cost if reference_cost is not None else cost
     ref_view = view if ref is cost else None
     if mode == "pseudo" and ref_view is None:
         with torch.no_grad():
-            ref_view = _matrix_view(x_table, y_table, ref, unknown)
+            ref_view = matrix_view(x_table, y_table, ref, unknown)
     values = []
     for s, e in zip(bounds[:-1], bounds[1:]):
         batch = PairBatch.from_tables(x_table, y_table, ii[s:e], jj[s:e])
         if mode == "exact":
             values.append(batch._distances(cost, rel_tol=rel_tol, unknown=unknown, view=view))
+        elif mode == "soft":
+            values.append(_soft_distances(batch, cost, temperature, unknown))
         else:
             p0 = batch._coopt(ref, rel_tol, unknown, view=ref_view)[1]
             values.append(batch._pseudo(cost, p0, unknown, view=view))
@@ -761,15 +879,17 @@ def table_pair_distances(x_table: FlatTable, y_table: FlatTable, ii: torch.Tenso
 def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional[SymbolCost] = None, *,
                        mode: str = "exact", reference_cost: Optional[SymbolCost] = None,
                        chunk_size: Optional[int] = None, rel_tol: Optional[float] = None,
-                       unknown: str = "error", symmetric: Optional[bool] = None) -> torch.Tensor:
+                       unknown: str = "error", symmetric: Optional[bool] = None,
+                       temperature: Optional[float] = None) -> torch.Tensor:
     """Matrix of edit distances ``(len(X), len(Y))`` under a cost module.
 
     Args:
         X, Y: lists of trees or of sequences; ``Y=None`` means ``Y = X``.
         cost: a :class:`SymbolCost` (e.g. :class:`EuclideanCost`); ``None`` means unit
             costs over the labels of X and Y.
-        mode: ``"exact"`` or ``"pseudo"`` (P frozen at ``reference_cost``, default the
-            cost module's current state).
+        mode: ``"exact"``, ``"pseudo"`` (P frozen at ``reference_cost``, default the
+            cost module's current state) or ``"soft"`` (:func:`soft_edit_distance` at
+            ``temperature``, from each chunk's padded costs).
         chunk_size: pairs per kernel call; bounds memory. Default: about 4M cost cells
             per chunk where co-optimal matrices are kept (gradients enabled, pseudo mode,
             local symbol tables), else all pairs in one call. With gradients enabled each
@@ -788,10 +908,17 @@ def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional
             ``cost``/``reference_cost`` not a SymbolCost.
         ValueError: an unknown ``mode``, labels missing from the alphabet (with
             ``unknown="error"``), ``symmetric`` for a non-square matrix, ``chunk_size < 1``,
-            NaN or inf costs.
+            NaN or inf costs, ``mode="soft"`` without a temperature (or one that is not
+            finite and > 0), a temperature with another mode.
     """
-    if mode not in ("exact", "pseudo"):
-        raise ValueError(f"mode must be 'exact' or 'pseudo', got {mode!r}")
+    if mode not in ("exact", "pseudo", "soft"):
+        raise ValueError(f"mode must be 'exact', 'pseudo' or 'soft', got {mode!r}")
+    if mode == "soft":
+        if temperature is None:
+            raise ValueError("mode='soft' needs a temperature")
+        temperature = _check_temperature(temperature)
+    elif temperature is not None:
+        raise ValueError(f"temperature is used only with mode='soft', got mode={mode!r}")
     same = Y is None
     X = list(X)
     Y = X if same else list(Y)
@@ -830,7 +957,8 @@ def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     ii, jj, vals = table_pair_distances(x_table, y_table, ii, jj, cost, mode=mode,
                                         reference_cost=reference_cost, rel_tol=rel_tol,
-                                        unknown=unknown, chunk_size=chunk_size)
+                                        unknown=unknown, chunk_size=chunk_size,
+                                        temperature=temperature)
     ii, jj = ii.to(out_device), jj.to(out_device)
     if symmetric:
         off = ii != jj

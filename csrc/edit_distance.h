@@ -63,6 +63,28 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_cost
                                                    bool need_coopt,
                                                    double rel_tol);
 
+// Soft (temperature) edit distances: -T log sum_M exp(-cost(M) / T) over all
+// valid mappings (trees, the arguments of ted_cpu) or alignments (sequences,
+// those of sed_cpu), temperature finite and > 0. Returns the soft distances
+// (B,) and, if need_grad, their gradient with respect to the costs, the
+// expected alignment under p(M) ~ exp(-cost(M) / T), in the padded cost
+// layout (B, M1, N1) (else an empty tensor).
+std::tuple<at::Tensor, at::Tensor> ted_soft_cpu(const at::Tensor& costs,
+                                                const at::Tensor& x_sizes,
+                                                const at::Tensor& x_ptr,
+                                                const at::Tensor& y_sizes,
+                                                const at::Tensor& y_ptr,
+                                                const at::Tensor& pair_x,
+                                                const at::Tensor& pair_y,
+                                                double temperature,
+                                                bool need_grad);
+
+std::tuple<at::Tensor, at::Tensor> sed_soft_cpu(const at::Tensor& costs,
+                                                const at::Tensor& x_len,
+                                                const at::Tensor& y_len,
+                                                double temperature,
+                                                bool need_grad);
+
 // The AVX2 kernels (sequence distances four rows at a time, tree distances of
 // four pairs at a time) are used where the processor has AVX2 unless turned
 // off here; both paths give the same bits. For tests and benchmarks.

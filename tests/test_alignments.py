@@ -178,3 +178,17 @@ def test_bad_input():
     with pytest.raises(ValueError):
         optimal_mapping("ab", "ab", bad)
     assert sample_mappings("ab", "ab", C, 0) == []
+
+
+@pytest.mark.parametrize("scale", [2.0 ** -1070, 1e-300, 1e300, 2.0 ** 1015])
+def test_mappings_of_tiny_and_huge_costs_are_those_of_scaled_ones(scale):
+    """A power-of-two scaling is exact, so the mappings are the same; subnormal and near-overflow
+    costs included (where a margin relative to the costs would vanish or overflow)."""
+    for x, y, C in _cases(11, 15, 5):
+        Ct = torch.tensor(C)
+        want = optimal_mapping(x, y, Ct)
+        k = math.frexp(scale)[1] - 1
+        scaled = torch.ldexp(Ct, torch.tensor(k))
+        assert optimal_mapping(x, y, scaled) == want
+        samples = sample_mappings(x, y, scaled, 5, generator=torch.Generator().manual_seed(3))
+        assert samples == sample_mappings(x, y, Ct, 5, generator=torch.Generator().manual_seed(3))

@@ -2,7 +2,7 @@
 
 * Local symbol tables: the ops gather a batch's costs from a table over only the symbols in
   use (``SymbolCost.symbol_subtable``); reference: the padded path (``forward`` per pair).
-* Pairs regrouped by size into chunks (``ops._pair_chunks``).
+* Pairs regrouped by size into chunks (``ops.pair_chunks``).
 * BEDL's pseudo-mode metric step on the sparse symbol pairs of P0 (``_pair_cost_terms``);
   reference: autograd through the padded pseudo distances ``sum(P0 * C)``.
 """
@@ -151,7 +151,7 @@ def test_pair_chunks_cover_every_pair_once_grouped_by_size(monkeypatch, chunk_si
     ii = torch.arange(40).repeat_interleave(40)
     jj = torch.arange(40).repeat(40)
     monkeypatch.setattr(ops, "_CHUNK_CELLS", 2000)
-    oi, oj, bounds = ops._pair_chunks(table, table, ii, jj, chunk_size)
+    oi, oj, bounds = ops.pair_chunks(table, table, ii, jj, chunk_size)
     assert sorted(zip(oi.tolist(), oj.tolist())) == sorted(zip(ii.tolist(), jj.tolist()))
     assert bounds[0] == 0 and bounds[-1] == len(ii) and all(a < b for a, b in zip(bounds, bounds[1:]))
     key = torch.maximum(table.lengths[oi], table.lengths[oj])

@@ -118,11 +118,13 @@ class BEDL(Estimator):
     beta : float, default 0.05
         Weight of the regulariser(s), relative to the GLVQ loss ``sum_i Phi(mu_i)`` (a sum,
         not a mean, over the training points; the paper searches ``2 K m [1e-6, 1e-2]``).
-    mode : "pseudo" or "exact"
+    mode : "pseudo", "exact" or "soft"
         ``"pseudo"``: within a metric step the co-optimal matrices ``P0`` of the
         data-prototype pairs are frozen (one ``PairBatch.coopt`` per round, under the costs
         that ``alignments`` names) and distances are ``sum(P0 * C)``; ``"exact"``: the exact
-        edit distance at every evaluation.
+        edit distance at every evaluation; ``"soft"``: the soft edit distance at
+        ``temperature`` (smooth in the costs, gradient the expected alignment), with
+        prototypes and the kept round still chosen on exact distances.
     max_rounds : int, default 10
         Maximum number of metric steps (prototype selection runs once more after the last).
     max_eval : int, default 200
@@ -216,6 +218,7 @@ class BEDL(Estimator):
         verbose: bool = False,
         random_state=None,
         alignments: str = "step",
+        temperature: Optional[float] = None,
     ):
         self.n_prototypes = n_prototypes
         self.dim = dim
@@ -232,12 +235,19 @@ class BEDL(Estimator):
         self.verbose = verbose
         self.random_state = random_state
         self.alignments = alignments
+        self.temperature = temperature
 
     # -- validation -----------------------------------------------------------
 
     def _validate_params(self) -> None:
-        if self.mode not in ("pseudo", "exact"):
-            raise ValueError(f"mode must be 'pseudo' or 'exact', got {self.mode!r}")
+        if self.mode not in ("pseudo", "exact", "soft"):
+            raise ValueError(f"mode must be 'pseudo', 'exact' or 'soft', got {self.mode!r}")
+        if self.mode == "soft":
+            t = self.temperature
+            if isinstance(t, bool) or not isinstance(t, (int, float)) or not (math.isfinite(t) and t > 0):
+                raise ValueError(f"mode='soft' needs a finite temperature > 0, got {t!r}")
+        elif self.temperature is not None:
+            raise ValueError(f"temperature is used only with mode='soft', got mode={self.mode!r}")
         if self.alignments not in ("initial", "step"):
             raise ValueError(f"alignments must be 'initial' or 'step', got {self.alignments!r}")
         if self.regularizer not in _REGULARIZERS:
@@ -516,6 +526,9 @@ class BEDL(Estimator):
             y_dev[:, None] == torch.as_tensor(data.y_idx[prototypes], device=device)[None, :])
         if self.mode == "exact":
             return ExactObjective(cost, params, full, protos_t, pairs, data.loss, data.unknown)
+        if self.mode == "soft":
+            return ExactObjective(cost, params, full, protos_t, pairs, data.loss, data.unknown,
+                                  distance_kw={"mode": "soft", "temperature": float(self.temperature)})
         align = cost if data.align_cost is None else data.align_cost
         P0 = full.coopt(align, unknown=data.unknown)[1].to(device)
         F = self._symbol_frequencies(cost, full, P0, data.X_idx)

@@ -515,12 +515,15 @@ class ExactObjective(MetricObjective):
         prototypes: int64 ``(P,)`` indices of the prototypes in ``full.y_table``.
         pairs: which prototypes are correct. loss: the loss terms.
         unknown: the ops' ``unknown`` argument (``"error"`` or ``"gap"``).
+        distance_kw: more arguments of ``PairBatch.distances`` (e.g. ``mode="soft"`` and its
+            ``temperature``: the same objective on soft edit distances).
     """
 
     def __init__(self, cost: SymbolCost, params: Sequence[torch.Tensor], full: PairBatch,
                  prototypes: torch.Tensor, pairs: PrototypePairs, loss: LossTerms,
-                 unknown: str):
+                 unknown: str, distance_kw: Optional[dict] = None):
         super().__init__(params)
+        self.distance_kw = dict(distance_kw or {})
         m, _ = pairs.shape
         self.cost, self.full, self.prototypes = cost, full, prototypes
         self.pairs, self.loss, self.unknown = pairs, loss, unknown
@@ -534,7 +537,7 @@ class ExactObjective(MetricObjective):
         m, P = self.pairs.shape
         same, inf = self.pairs.same, self.inf
         with torch.no_grad():
-            d_all = self.full.distances(self.cost, unknown=self.unknown).view(m, P)
+            d_all = self.full.distances(self.cost, unknown=self.unknown, **self.distance_kw).view(m, P)
             return (torch.where(same, d_all, inf).argmin(1),
                     torch.where(same, inf, d_all).argmin(1))
 
@@ -549,7 +552,7 @@ class ExactObjective(MetricObjective):
                 self.prototypes[ks.cpu()])
             self._batches.clear()
             self._batches[key] = batch
-        d = batch.distances(self.cost, unknown=self.unknown)
+        d = batch.distances(self.cost, unknown=self.unknown, **self.distance_kw)
         loss = self.loss(d[:m], d[m:], self.cost)
         if backward:
             loss.backward()

@@ -185,6 +185,17 @@ inline void count_entries(uint8_t flags, const Count& above_total, const Count& 
   other = via_ins + via_match;
 }
 
+// count_entries' soft (Boltzmann) instance: every alternative enters, each
+// derivation weighted by exp(-cost / T) instead of counted once where
+// co-optimal, so that the weights are the log semiring's values exp(-v / T).
+// Same states: an insertion only from a left cell not entered by a deletion.
+template <typename Weight>
+inline void soft_entries(const Weight& above_total, const Weight& del_weight, const Weight& left_other,
+                         const Weight& ins_weight, const Weight& via_match, Weight& by_del, Weight& other) {
+  by_del = above_total * del_weight;
+  other = left_other * ins_weight + via_match;
+}
+
 // Whether some co-optimal mapping passes a cell: the outside sweep's counts
 // as booleans (sum = or, product = and), for finding the tables P needs.
 struct Reach {
