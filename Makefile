@@ -97,3 +97,11 @@ experiment: $(EXT_STAMP)
 
 clean:
 	rm -rf build $(VENV) *.egg-info bedl_torch/*.so
+
+# Long fuzz campaign (tools/fuzz.py): at least 100,000 inputs over every public entry point,
+# each batch in its own process so that a crash is caught and its input printed.
+# FUZZ_ARGS passes options, e.g. FUZZ_ARGS="--jobs 4 --huge-costs".
+FUZZ_ARGS ?=
+.PHONY: fuzz
+fuzz: $(EXT_STAMP)
+	$(PY) tools/fuzz.py $(FUZZ_ARGS)

@@ -39,6 +39,7 @@ import torch.nn.functional as F
 from . import _ext
 from .costs import SymbolCost, UnitCost, subtable_of, table_of
 from .labels import alphabet_of, kind_of, labels_of, long_tensor
+from .validation import check_cost_module, check_cost_tensor, check_sums_finite
 
 __all__ = [
     "edit_distance",
@@ -162,23 +163,9 @@ def check_rel_tol(rel_tol, dtype) -> float:
 
 
 def _check_costs(costs, name: str = "costs", finite: bool = True) -> None:
-    """Type and dtype checks; with ``finite`` also NaN/inf (a pass over the data).
-
-    Costs that go straight to a kernel skip the finiteness pass here: the kernel checks
-    every entry it reads in its serial validation pass and :meth:`PairBatch._run` turns
-    that error into the same ValueError, so large cost tensors are not read twice.
-    """
-    if not isinstance(costs, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(costs).__name__}")
-    if costs.dtype not in (torch.float32, torch.float64):
-        raise TypeError(f"{name} must be float32 or float64, got {costs.dtype}")
-    if not finite:
-        return
-    # A finite sum proves every entry finite and is cheap; only an overflowing
-    # sum of huge finite costs needs the exact check.
-    c = costs.detach()
-    if c.numel() and not bool(torch.isfinite(c.sum())) and not bool(torch.isfinite(c).all()):
-        raise ValueError(f"{name} must be finite, but contains NaN or inf")
+    """:func:`bedl_torch.validation.check_cost_tensor` (type, layout, device, dtype; with
+    ``finite`` also NaN/inf)."""
+    check_cost_tensor(costs, name, finite=finite)
 
 
 class _SymbolView:
@@ -248,7 +235,7 @@ def _whole_table(cost: SymbolCost, x_table: "FlatTable", y_table: "FlatTable", u
             f"{type(cost).__name__}.symbol_table() must return a ({size}, {size}) tensor, got "
             f"{tuple(table.shape) if isinstance(table, torch.Tensor) else type(table).__name__}"
         )
-    _check_costs(table, "symbol_table()")
+    _check_costs(table, f"{type(cost).__name__}.symbol_table()")
     return table
 
 
@@ -331,11 +318,11 @@ class PairBatch:
                 ``unknown="gap"``, or a module that returns the wrong shape.
             TypeError: ``cost`` is not a :class:`SymbolCost`.
         """
-        if not isinstance(cost, SymbolCost):
-            raise TypeError(f"cost must be a bedl_torch.SymbolCost module, got {type(cost).__name__}")
+        check_cost_module(cost)
         x_idx = self.x_table.encoded(cost, unknown)[self.pair_x, : self.rows]
         y_idx = self.y_table.encoded(cost, unknown)[self.pair_y, : self.cols]
         out = cost(x_idx, y_idx)
+        check_cost_tensor(out, f"the costs of {type(cost).__name__}", finite=False)
         if out.shape != self.shape:
             raise ValueError(
                 f"{type(cost).__name__} returned costs of shape {tuple(out.shape)}, expected {self.shape}"
@@ -393,6 +380,7 @@ class PairBatch:
         padded cost tensor; None: the padded path (``cost.forward`` per pair)."""
         if not isinstance(cost, SymbolCost):
             return None
+        check_cost_module(cost)
         table = _whole_table(cost, self.x_table, self.y_table, unknown)
         if table is not None:
             return _SymbolView(table, cost, unknown)
@@ -430,6 +418,8 @@ class PairBatch:
             return _soft_distances(self, cost_or_costs, temperature, unknown)
         if temperature is not None:
             raise ValueError(f"temperature is used only with mode='soft', got mode={mode!r}")
+        if isinstance(reference, torch.Tensor):
+            check_cost_tensor(reference, "reference", finite=False)
         return self._distances(cost_or_costs, mode, reference, rel_tol, unknown)
 
     def _distances(self, cost_or_costs, mode="exact", reference=None, rel_tol=None,
@@ -480,8 +470,11 @@ class PairBatch:
         (from :meth:`coopt`), differentiable in the costs.
 
         Raises:
-            ValueError: ``coopt`` not a ``(B, M+1, N+1)`` tensor; as :meth:`costs`.
+            TypeError: ``coopt`` not a dense float32/float64 tensor.
+            ValueError: ``coopt`` not a ``(B, M+1, N+1)`` tensor, or on the meta device; as
+                :meth:`costs`; sums that overflow the dtype.
         """
+        check_cost_tensor(coopt, "coopt", finite=False)
         return self._pseudo(cost_or_costs, coopt, unknown)
 
     def _pseudo(self, cost_or_costs, coopt, unknown="error", view=None):
@@ -497,7 +490,9 @@ class PairBatch:
             costs = self._as_costs(cost_or_costs, unknown)
         rows, cols = min(costs.shape[1], coopt.shape[1]), min(costs.shape[2], coopt.shape[2])
         p0 = coopt[:, :rows, :cols].to(device=costs.device, dtype=costs.dtype)
-        return (p0 * costs[:, :rows, :cols]).sum(dim=(1, 2))
+        out = (p0 * costs[:, :rows, :cols]).sum(dim=(1, 2))
+        check_sums_finite(out, "pseudo distances of pairs")
+        return out
 
 
 class _EditDistanceFn(torch.autograd.Function):
@@ -722,6 +717,7 @@ def pseudo_edit_distance(x, y, costs: torch.Tensor, reference_costs: torch.Tenso
         TypeError: non-float costs.
     """
     _check_costs(costs)
+    _check_costs(reference_costs, "reference_costs")
     if tuple(reference_costs.shape) != tuple(costs.shape):
         raise ValueError(
             f"reference_costs must have the shape of costs {tuple(costs.shape)}, got {tuple(reference_costs.shape)}"
@@ -731,7 +727,9 @@ def pseudo_edit_distance(x, y, costs: torch.Tensor, reference_costs: torch.Tenso
             f"reference_costs must be on the costs' device ({costs.device}), got {reference_costs.device}"
         )
     _, p0 = coopt_matrix(x, y, reference_costs.detach(), rel_tol=rel_tol)
-    return (p0.to(device=costs.device, dtype=costs.dtype) * costs).sum()
+    out = (p0.to(device=costs.device, dtype=costs.dtype) * costs).sum()
+    check_sums_finite(out, "the pseudo distance")
+    return out
 
 
 def _pad_costs(batch: PairBatch, costs) -> Tuple[torch.Tensor, bool]:
@@ -926,10 +924,10 @@ def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional
     Y = X if same else list(Y)
     if cost is None:
         cost = UnitCost(alphabet_of(X, Y))
-    elif not isinstance(cost, SymbolCost):
-        raise TypeError(f"cost must be a bedl_torch.SymbolCost module, got {type(cost).__name__}")
-    if reference_cost is not None and not isinstance(reference_cost, SymbolCost):
-        raise TypeError("reference_cost must be a bedl_torch.SymbolCost module")
+    else:
+        check_cost_module(cost)
+    if reference_cost is not None:
+        check_cost_module(reference_cost, "reference_cost")
     if symmetric is None:
         symmetric = same and getattr(cost, "symmetric", False)
     if symmetric and not same and len(X) != len(Y):

@@ -22,6 +22,7 @@ import json
 import numbers
 import os
 import re
+import sys
 from typing import Any, Hashable, Iterable, Optional, Sequence, Union
 
 __all__ = ["Tree", "ptb_root_label", "PTB_ESCAPES"]
@@ -356,7 +357,7 @@ class Tree:
             TypeError: ``data`` is neither a dict nor a str.
         """
         if isinstance(data, str):
-            data = json.loads(data)
+            data = _parse_json(json.loads, data)
         if not isinstance(data, dict):
             raise TypeError(f"from_json expects a dict or JSON string, got {type(data).__name__}")
         try:
@@ -370,7 +371,7 @@ class Tree:
     def load_json(cls, path: Union[str, os.PathLike]) -> "Tree":
         """Read one tree from a JSON file in the ``{"nodes", "adj"}`` format (UTF-8)."""
         with open(path, "r", encoding="utf-8") as f:
-            return cls.from_json(json.load(f))
+            return cls.from_json(_parse_json(json.load, f))
 
     # ------------------------------------------------------------------ nested tuples
     def to_tuple(self) -> tuple:
@@ -385,14 +386,16 @@ class Tree:
         """Build a tree from nested tuples ``(label, child, child, ...)`` (lists also accepted).
 
         Raises:
-            ValueError: a node is an empty tuple.
+            ValueError: a node is an empty tuple, or a list contains itself (a cycle).
             TypeError: a node is not a tuple or list.
         """
         labels: list = []
         children: list = []
-        stack = [(t, -1)]
+        stack = [(t, -1, 0)]
+        path = _Path()
         while stack:
-            node, par = stack.pop()
+            node, par, depth = stack.pop()
+            path.enter(node, depth, "a list that contains itself is not a tree")
             if not isinstance(node, (tuple, list)):
                 raise TypeError(
                     f"tree node must be a tuple (label, children...), got {type(node).__name__}: {node!r}"
@@ -405,7 +408,7 @@ class Tree:
             if par >= 0:
                 children[par].append(idx)
             for child in reversed(node[1:]):
-                stack.append((child, idx))
+                stack.append((child, idx, depth + 1))
         return cls(labels, children)
 
     # ------------------------------------------------------------------ Penn treebank
@@ -511,15 +514,29 @@ class Tree:
 
         Raises:
             SyntaxError: the source does not parse.
+            ValueError: the source is nested deeper than Python's parser supports (it
+                recurses; the limit follows ``sys.getrecursionlimit()``), or an ``ast.AST``
+                contains itself.
         """
-        root = ast.parse(source) if isinstance(source, str) else source
+        if isinstance(source, str):
+            try:
+                root = ast.parse(source)
+            except (RecursionError, MemoryError):  # 3.11's parser reports its stack as memory
+                raise ValueError(
+                    "Python source nested too deeply for Python's parser (its depth limit "
+                    f"grows with sys.getrecursionlimit(), now {sys.getrecursionlimit()})"
+                ) from None
+        else:
+            root = source
         if not isinstance(root, ast.AST):
             raise TypeError(f"from_python expects a str or ast.AST, got {type(source).__name__}")
         labels: list = []
         children: list = []
-        stack = [(root, -1)]
+        stack = [(root, -1, 0)]
+        path = _Path()
         while stack:
-            node, par = stack.pop()
+            node, par, depth = stack.pop()
+            path.enter(node, depth, "an ast.AST that contains itself is not a tree")
             idx = len(labels)
             labels.append(_ast_label(node, include_identifiers))
             children.append([])
@@ -527,8 +544,40 @@ class Tree:
                 children[par].append(idx)
             kids = list(ast.iter_child_nodes(node))
             for child in reversed(kids):
-                stack.append((child, idx))
+                stack.append((child, idx, depth + 1))
         return cls(labels, children)
+
+
+def _parse_json(parse, text_or_file):
+    """``parse(text_or_file)`` (``json.loads`` or ``json.load``), with input nested deeper
+    than the recursive JSON decoder supports as a ValueError instead of a RecursionError."""
+    try:
+        return parse(text_or_file)
+    except RecursionError:
+        raise ValueError(
+            "JSON nested too deeply for Python's JSON decoder (its depth limit is about "
+            f"sys.getrecursionlimit(), now {sys.getrecursionlimit()})"
+        ) from None
+
+
+class _Path:
+    """The objects on the path from the root to the current node of an iterative preorder
+    walk, to reject nested objects that contain themselves (which would never end)."""
+
+    def __init__(self):
+        self._ids: list = []
+        self._on_path: set = set()
+
+    def enter(self, node, depth: int, message: str) -> None:
+        """Step to ``node`` at ``depth`` (the root is at 0); ValueError if it is its own
+        ancestor."""
+        for gone in self._ids[depth:]:
+            self._on_path.discard(gone)
+        del self._ids[depth:]
+        if id(node) in self._on_path:
+            raise ValueError(f"cycle: {message}")
+        self._ids.append(id(node))
+        self._on_path.add(id(node))
 
 
 def _ast_label(node: ast.AST, include_identifiers: bool) -> str:

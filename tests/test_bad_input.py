@@ -1,6 +1,8 @@
 """Malformed trees, sequences and cost tensors give ValueError/TypeError with a helpful message,
 never another exception or a crash."""
 import math
+import re
+import sys
 
 import numpy as np
 import pytest
@@ -329,3 +331,368 @@ def test_fuzz_pairwise(X, Y, cost, mode, ref, chunk):
     if out is not None:
         assert out.shape == (len(X), len(X) if Y is None else len(Y))
         assert torch.isfinite(out).all()
+
+
+# ------------------------------------------------------------------------------ unsupported tensors
+# Every unsupported kind of tensor, with the error it must raise and a word of its message.
+def _unsupported(base):
+    """``{kind: (tensor, error type, pattern of the problem)}`` for a float64 tensor ``base``."""
+    return {
+        "meta": (base.to("meta"), ValueError, "meta"),
+        "sparse_coo": (base.to_sparse(), TypeError, "dense"),
+        "sparse_csr": (base.to_sparse_csr(), TypeError, "dense"),
+        "quantized": (torch.quantize_per_tensor(base.float(), 0.1, 0, torch.quint8), TypeError,
+                      "quantized"),
+        "nested": (torch.nested.nested_tensor([base, base]), TypeError, "nested"),
+        "complex": (base.to(torch.complex128), TypeError, "float32 or float64"),
+        "float16": (base.half(), TypeError, "float32 or float64"),
+        "bfloat16": (base.bfloat16(), TypeError, "float32 or float64"),
+        "int64": (base.long(), TypeError, "float32 or float64"),
+        "bool": (base > 0.5, TypeError, "float32 or float64"),
+    }
+
+
+UNSUPPORTED_KINDS = ["meta", "sparse_coo", "sparse_csr", "quantized", "nested", "complex",
+                     "float16", "bfloat16", "int64", "bool"]
+
+
+@pytest.fixture
+def no_kernels(monkeypatch):
+    """The C++ kernels replaced by a function that fails the test: the checks must come first."""
+    from bedl_torch import _ext
+
+    def reached(*args, **kwargs):
+        raise AssertionError("a kernel ran on an unsupported input")
+
+    for name in ("ted_cpu", "sed_cpu", "ted_symbols_cpu", "sed_symbols_cpu"):
+        monkeypatch.setattr(_ext, name, reached)
+
+
+def _tensor_entry_points(bad):
+    """``(argument name, call)`` for every public entry point that takes a cost tensor, with
+    ``bad`` (shaped ``(4, 3)`` for the pair X, Y) in that argument and good ones elsewhere."""
+    C = good()
+    batch = bedl_torch.PairBatch([X], [Y])
+    yield "costs", lambda: bedl_torch.edit_distance(X, Y, bad)
+    yield "costs", lambda: bedl_torch.coopt_matrix(X, Y, bad)
+    yield "costs", lambda: bedl_torch.edit_distance("abc", "ab", bad)
+    yield "costs", lambda: bedl_torch.pseudo_edit_distance(X, Y, bad, C)
+    yield "reference_costs", lambda: bedl_torch.pseudo_edit_distance(X, Y, C, bad)
+    yield "costs[1]", lambda: bedl_torch.edit_distance_batch([X, X], [Y, Y], [C, bad])
+    yield "costs[0]", lambda: bedl_torch.coopt_matrix_batch([X], [Y], [bad])
+    if bad.dim() == 2 and not bad.is_nested:
+        padded = bad[None] if bad.layout == torch.strided else bad.to_dense()[None].to_sparse()
+        yield "costs", lambda: bedl_torch.edit_distance_batch([X], [Y], padded)
+        yield "costs", lambda: bedl_torch.coopt_matrix_batch([X], [Y], padded)
+        yield "costs", lambda: batch.distances(padded)
+        yield "costs", lambda: batch.coopt(padded)
+        yield "reference", lambda: batch.distances(C[None], mode="pseudo", reference=padded)
+        yield "coopt", lambda: batch.pseudo_distances(C[None], padded)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # sparse CSR is beta, quantization deprecated
+@pytest.mark.parametrize("kind", UNSUPPORTED_KINDS)
+def test_unsupported_cost_tensors_name_the_argument(kind, no_kernels):
+    bad, error, problem = _unsupported(good())[kind]
+    for name, call in _tensor_entry_points(bad):
+        with pytest.raises(error) as info:
+            call()
+        message = str(info.value)
+        assert name in message and re.search(problem, message), (kind, name, message)
+
+
+def _bad_modules():
+    """``{kind: (cost module over 'abc', error type, parameter or buffer named)}``."""
+    from torch import nn
+
+    from bedl_torch.evaluation.gesl import MatrixCost
+
+    sparse = bedl_torch.EuclideanCost(list("abc"))
+    sparse.embedding = nn.Parameter(sparse.embedding.detach().to_sparse())
+    matrix = 1.0 - torch.eye(4, dtype=torch.float64)
+    cosine = bedl_torch.CosineCost(list("abc"), torch.rand(3, 2, dtype=torch.float64))
+    return {
+        "euclidean_meta": (bedl_torch.EuclideanCost(list("abc")).to("meta"), ValueError,
+                           "embedding"),
+        "euclidean_half": (bedl_torch.EuclideanCost(list("abc")).half(), TypeError, "embedding"),
+        "euclidean_bfloat16": (bedl_torch.EuclideanCost(list("abc")).bfloat16(), TypeError,
+                               "embedding"),
+        "euclidean_sparse": (sparse, TypeError, "embedding"),
+        "unit_half": (bedl_torch.UnitCost(list("abc")).to(torch.float16), TypeError, "_anchor"),
+        "unit_meta": (bedl_torch.UnitCost(list("abc")).to("meta"), ValueError, "_anchor"),
+        "cosine_half": (cosine.half(), TypeError, "Omega"),
+        "matrix_meta": (MatrixCost(list("abc"), matrix).to("meta"), ValueError, "matrix"),
+        "matrix_half": (MatrixCost(list("abc"), matrix).half(), TypeError, "matrix"),
+    }
+
+
+MODULE_KINDS = list(_bad_modules())
+
+
+@pytest.mark.parametrize("kind", MODULE_KINDS)
+def test_unsupported_cost_modules_name_the_parameter(kind, no_kernels):
+    from bedl_torch.learning import BEDL
+
+    cost, error, tensor = _bad_modules()[kind]
+    good_cost = bedl_torch.UnitCost(list("abc"))
+    xs = ["ab", "ca"]
+    batch = bedl_torch.PairBatch(xs, xs)
+    P0 = torch.zeros(batch.shape, dtype=torch.float64)  # (no kernel may run here)
+    calls = [
+        ("cost", lambda: bedl_torch.pairwise_distances(xs, None, cost)),
+        ("cost", lambda: bedl_torch.pairwise_distances([X], [Y], cost)),
+        ("reference_cost", lambda: bedl_torch.pairwise_distances(xs, None, good_cost, mode="pseudo",
+                                                                 reference_cost=cost)),
+        ("cost", lambda: batch.distances(cost)),
+        ("cost", lambda: batch.coopt(cost)),
+        ("cost", lambda: batch.costs(cost)),
+        ("cost", lambda: batch.distances(good_cost, mode="pseudo", reference=cost)),
+        ("cost", lambda: batch.pseudo_distances(cost, P0)),
+        ("cost", lambda: BEDL(cost=cost, max_rounds=1).fit(["ab", "ba", "cc", "ca"], [0, 0, 1, 1])),
+    ]
+    for name, call in calls:
+        with pytest.raises(error) as info:
+            call()
+        message = str(info.value)
+        assert f"{name}.{tensor}" in message, (kind, message)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("kind", UNSUPPORTED_KINDS)
+def test_cost_module_constructors_reject_unsupported_tensors(kind):
+    """Tensors without readable real data are rejected by every constructor; EuclideanCost's
+    embedding and CosineCost's vectors keep their dtype, so other dtypes are rejected there,
+    while the documented conversions (integer vectors to the default dtype, any real Omega to
+    the vectors' dtype, any real matrix to float64) still apply."""
+    from bedl_torch.evaluation.gesl import MatrixCost
+
+    base = torch.rand(3, 2, dtype=torch.float64)
+    bad, error, problem = _unsupported(base)[kind]
+    unreadable = kind in ("meta", "sparse_coo", "sparse_csr", "quantized", "nested", "complex")
+    if kind == "complex":
+        problem = "must be real"
+    rejected = [("embedding", lambda: bedl_torch.EuclideanCost(list("abc"), bad))]
+    converted = []
+    if kind != "nested":
+        square, _, _ = _unsupported(torch.rand(4, 4, dtype=torch.float64))[kind]
+        omega, _, _ = _unsupported(torch.eye(2, dtype=torch.float64))[kind]
+        make_matrix = lambda: MatrixCost(list("abc"), square)  # noqa: E731
+        make_omega = lambda: bedl_torch.CosineCost(list("abc"), base, omega)  # noqa: E731
+        if unreadable:
+            rejected += [("matrix", make_matrix), ("omega", make_omega)]
+        else:
+            converted += [("matrix", make_matrix, "matrix"), ("omega", make_omega, "Omega")]
+    if kind in ("int64", "bool"):
+        converted.append(("vectors", lambda: bedl_torch.CosineCost(list("abc"), bad), "vectors"))
+        problem = "floating point"  # EuclideanCost's own message for integer embeddings
+    else:
+        rejected.append(("vectors", lambda: bedl_torch.CosineCost(list("abc"), bad)))
+    for name, call in rejected:
+        with pytest.raises(error) as info:
+            call()
+        message = str(info.value)
+        assert name in message and re.search(problem, message), (kind, name, message)
+    for name, call, attribute in converted:
+        tensor = getattr(call(), attribute)
+        assert tensor.dtype in (torch.float32, torch.float64), (kind, name, tensor.dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.complex64, torch.int64,
+                                   torch.bool])
+def test_cost_module_dtype_arguments(dtype):
+    from bedl_torch.evaluation.gesl import MatrixCost
+
+    for call, name in [(lambda: bedl_torch.EuclideanCost(list("ab"), dtype=dtype), "dtype"),
+                       (lambda: bedl_torch.EuclideanCost(list("ab"), torch.eye(2), dtype=dtype),
+                        "dtype"),
+                       (lambda: bedl_torch.UnitCost(list("ab"), dtype=dtype), "dtype"),
+                       (lambda: MatrixCost(list("ab"), torch.ones(3, 3), dtype=dtype), "matrix")]:
+        with pytest.raises(TypeError, match=f"{name} must be float32 or float64, got {dtype}"):
+            call()
+
+
+def test_non_finite_module_tensors_at_construction():
+    from bedl_torch.evaluation.gesl import MatrixCost
+
+    nan_rows = torch.tensor([[1.0, math.nan], [0.0, 1.0]], dtype=torch.float64)
+    for call, name in [(lambda: bedl_torch.EuclideanCost(list("ab"), nan_rows), "embedding"),
+                       (lambda: bedl_torch.CosineCost(list("ab"), nan_rows), "vectors"),
+                       (lambda: bedl_torch.CosineCost(list("ab"), torch.eye(2),
+                                                      nan_rows * math.inf), "omega"),
+                       (lambda: MatrixCost(list("a"), nan_rows), "matrix")]:
+        with pytest.raises(ValueError, match=f"{name} must be finite"):
+            call()
+
+
+@pytest.mark.parametrize("device, error, pattern", [
+    ("meta", ValueError, "meta device"),
+    ("no-such-device", ValueError, "not a device"),
+    (1.5, TypeError, "must be None, a str"),
+] + ([] if torch.cuda.is_available() else [("cuda", ValueError, "not available")]))
+def test_device_arguments(device, error, pattern):
+    from bedl_torch.learning import BEDL
+
+    for call in [lambda: bedl_torch.EuclideanCost(list("ab"), device=device),
+                 lambda: bedl_torch.UnitCost(list("ab"), device=device),
+                 lambda: BEDL(device=device).fit(["ab", "ba"], [0, 1])]:
+        with pytest.raises(error, match=f"device.*{pattern}|{pattern}.*device"):
+            call()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA for a second device")
+def test_cost_module_on_two_devices():
+    cost = bedl_torch.CosineCost(list("ab"), torch.eye(2, dtype=torch.float64))
+    cost.Omega.data = cost.Omega.data.cuda()
+    with pytest.raises(ValueError, match="one device"):
+        bedl_torch.pairwise_distances(["ab"], ["b"], cost)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("kind", ["meta", "sparse_coo", "quantized", "complex"])
+def test_median_glvq_rejects_unsupported_distance_matrices(kind):
+    from bedl_torch.learning import MedianGLVQ
+
+    D = torch.tensor([[0.0, 1.0, 2.0], [1.0, 0.0, 2.0], [2.0, 2.0, 0.0]], dtype=torch.float64)
+    bad, error, problem = _unsupported(D)[kind]
+    if kind == "complex":
+        problem = "real"
+    with pytest.raises(error) as info:
+        MedianGLVQ().fit(bad, [0, 0, 1])
+    assert "distance matrix" in str(info.value) and re.search(problem, str(info.value))
+    with pytest.raises(TypeError, match="distance matrix must be real"):
+        MedianGLVQ().fit(D.numpy() + 0j, [0, 0, 1])
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_unsupported_tensor_kinds_give_their_documented_errors():
+    """The shared checks themselves, on one tensor per kind (the table above)."""
+    from bedl_torch import validation
+
+    assert sorted(_unsupported(good())) == sorted(UNSUPPORTED_KINDS)
+    for kind, (bad, error, problem) in _unsupported(good()).items():
+        with pytest.raises(error, match=problem):
+            validation.check_cost_tensor(bad, "costs")
+    validation.check_cost_tensor(good(), "costs")
+    validation.check_cost_tensor(good().float().t(), "costs")  # a transposed float32 view
+    with pytest.raises(TypeError, match="costs must be a torch.Tensor, got list"):
+        validation.check_cost_tensor([[0.0]], "costs")
+    with pytest.raises(TypeError, match="cost must be a bedl_torch.SymbolCost module, got Linear"):
+        validation.check_cost_module(torch.nn.Linear(2, 2))
+
+
+# ------------------------------------------------------------------------------ deep and cyclic input
+@pytest.mark.parametrize("source", [
+    "x = " + "-" * 20000 + "1",         # the parser's own stack (MemoryError in CPython 3.11)
+    "x = " + "+".join(["a"] * 20000),   # AST construction (RecursionError)
+    "x = " + "a." * 20000 + "b",
+])
+def test_from_python_too_deep_is_a_value_error(source):
+    with pytest.raises(ValueError, match=f"nested too deeply.*{sys.getrecursionlimit()}"):
+        Tree.from_python(source)
+
+
+def test_from_python_deep_but_parsable():
+    """500 nested unary minus: parsed, and the tree is the path Module-Assign-...-Constant."""
+    t = Tree.from_python("x = " + "-" * 500 + "1")
+    # Module, Assign, Name, Store, then 500 x (UnaryOp, USub) and the Constant
+    assert len(t) == 4 + 2 * 500 + 1
+    assert t.depth() == 2 + 500
+
+
+def test_from_python_invalid_source_is_a_syntax_error():
+    with pytest.raises(SyntaxError):
+        Tree.from_python("def (:")
+
+
+def test_from_json_too_deep_is_a_value_error(tmp_path):
+    text = '{"nodes": ["a"], "adj": [' + "[" * 100000 + "]" * 100000 + "]}"
+    with pytest.raises(ValueError, match="JSON nested too deeply"):
+        Tree.from_json(text)
+    path = tmp_path / "deep.json"
+    path.write_text(text)
+    with pytest.raises(ValueError, match="JSON nested too deeply"):
+        Tree.load_json(path)
+
+
+def test_self_containing_structures_are_value_errors():
+    import ast
+
+    loop = ["a", ("b",)]
+    loop.append(loop)
+    with pytest.raises(ValueError, match="cycle"):
+        Tree.from_tuple(loop)
+    module = ast.parse("x = [1]")
+    module.body[0].value.elts.append(module)
+    with pytest.raises(ValueError, match="cycle"):
+        Tree.from_python(module)
+    # a shared (not self-containing) subtree is two copies of it
+    leaf = ("b",)
+    assert Tree.from_tuple(("a", leaf, ("c", leaf))) == Tree.from_bracket("{a{b}{c{b}}}")
+
+
+# ------------------------------------------------------------------------------ learning on odd data
+def test_median_glvq_rejects_negative_and_infinite_training_distances():
+    from bedl_torch.learning import MedianGLVQ
+
+    D = np.array([[0.0, 1.0, 2.0], [1.0, 0.0, 2.0], [2.0, 2.0, 0.0]])
+    for where, value, pattern in [((0, 1), -0.5, "negative entries"), ((2, 0), math.inf, "inf"),
+                                  ((1, 1), math.nan, "NaN")]:
+        bad = D.copy()
+        bad[where] = value
+        with pytest.raises(ValueError, match=f"distance matrix .*{pattern}|{pattern}"):
+            MedianGLVQ().fit(bad, [0, 0, 1])
+    # prediction only takes an argmin: distances of any sign are fine there
+    model = MedianGLVQ().fit(D, [0, 0, 1])
+    assert model.predict(-D).tolist() == [1, 1, 0]
+
+
+@pytest.mark.parametrize("init, error, pattern", [
+    ([0, 3], ValueError, r"indices in \[0, 3\)"),
+    ([-1, 2], ValueError, r"indices in \[0, 3\)"),
+    ([0.0, 2.0], TypeError, "int indices"),
+    ([[0], [2]], TypeError, "int indices"),
+    ([0, 0, 2], ValueError, "distinct"),
+])
+def test_median_glvq_initial_prototypes(init, error, pattern):
+    from bedl_torch.learning import MedianGLVQ
+
+    D = np.array([[0.0, 1.0, 2.0], [1.0, 0.0, 2.0], [2.0, 2.0, 0.0]])
+    with pytest.raises(error, match=pattern):
+        MedianGLVQ().fit(D, [0, 0, 1], init_prototypes=init)
+    # a valid warm start: points 0 and 1 are symmetric, so no move gains and it stays
+    assert MedianGLVQ().fit(D, [0, 0, 1], init_prototypes=[1, 2]).prototypes_.tolist() == [1, 2]
+
+
+@pytest.mark.parametrize("mode", ["pseudo", "exact"])
+def test_bedl_on_empty_sequences_has_nothing_to_learn(mode):
+    """All objects empty: an empty alphabet and embedding; every distance is 0, so the fit
+    stops at once and predicts the first prototype's class."""
+    from bedl_torch.learning import BEDL
+
+    model = BEDL(mode=mode, max_rounds=2, max_eval=3).fit(["", [], ()], [0, 1, 1])
+    assert model.stop_reason_ == "no parameters to learn" and model.n_rounds_ == 0
+    assert model.alphabet_ == [] and model.cost_.embedding.numel() == 0
+    np.testing.assert_array_equal(model.decision_distances(["", []]), np.zeros((2, 2)))
+    assert model.predict(["", []]).tolist() == [0, 0]
+
+
+def test_pseudo_distances_that_overflow_are_value_errors():
+    """Pseudo distances sum P0 * C outside the kernels: where that sum overflows (each cost
+    finite, three of them at 0.9 of float32's largest value), a ValueError, not inf."""
+    from bedl_torch.evaluation.gesl import MatrixCost
+
+    big = 0.9 * torch.finfo(torch.float32).max
+    C = torch.full((3, 2), big, dtype=torch.float32)
+    reference = torch.zeros(3, 2, dtype=torch.float32)
+    with pytest.raises(ValueError, match="the pseudo distance overflowed torch.float32"):
+        bedl_torch.pseudo_edit_distance("ab", "a", C, reference)
+    # P0 at zero costs is finite; below the overflow the same call gives sum(P0 * C)
+    _, P0 = bedl_torch.coopt_matrix("ab", "a", reference)
+    small = torch.full((3, 2), 1e30, dtype=torch.float32)
+    assert float(bedl_torch.pseudo_edit_distance("ab", "a", small, reference)) == \
+        pytest.approx(float((P0 * small).sum()), rel=1e-6)
+    cost = MatrixCost(["a"], torch.full((2, 2), big), dtype=torch.float32)
+    zero = MatrixCost(["a"], torch.zeros(2, 2), dtype=torch.float32)
+    with pytest.raises(ValueError, match=r"pseudo distances of pairs \[0\] overflowed"):
+        bedl_torch.pairwise_distances([["a", "a"]], [["a"]], cost, mode="pseudo",
+                                      reference_cost=zero)

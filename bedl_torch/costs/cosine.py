@@ -6,6 +6,7 @@ from typing import Optional, Sequence, Tuple, Union
 import torch
 from torch import nn
 
+from ..validation import check_cost_tensor, check_real_tensor
 from .base import SymbolCost
 
 __all__ = ["CosineCost"]
@@ -97,6 +98,7 @@ class CosineCost(SymbolCost):
         if None in words:
             raise ValueError("None is reserved for unlabeled nodes; it cannot be a word")
         vectors = torch.as_tensor(vectors)
+        check_real_tensor(vectors, "vectors")
         if vectors.dim() != 2 or vectors.shape[0] != len(words):
             raise ValueError(
                 f"vectors must be ({len(words)}, d) for {len(words)} words, got "
@@ -104,6 +106,7 @@ class CosineCost(SymbolCost):
             )
         if not vectors.is_floating_point():
             vectors = vectors.to(torch.get_default_dtype())
+        check_cost_tensor(vectors, "vectors")
         gap_cost = float(gap_cost)
         if isinstance(unlabeled, str):
             if unlabeled != "gap":
@@ -130,7 +133,10 @@ class CosineCost(SymbolCost):
         d = vectors.shape[1]
         if omega is None:
             omega = torch.eye(d, dtype=vectors.dtype, device=vectors.device)
+        if isinstance(omega, torch.Tensor):
+            check_real_tensor(omega, "omega")
         omega = torch.as_tensor(omega, dtype=vectors.dtype, device=vectors.device)
+        check_cost_tensor(omega, "omega")
         if omega.dim() != 2 or omega.shape[1] != d:
             raise ValueError(f"Omega must be (k, {d}), got {tuple(omega.shape)}")
         self.Omega = nn.Parameter(omega.detach().clone())

@@ -6,6 +6,7 @@ from typing import Optional
 import torch
 from torch import nn
 
+from ..validation import check_cost_dtype, check_cost_tensor, check_device, check_real_tensor
 from .base import SymbolCost
 
 __all__ = ["EuclideanCost", "simplex_embedding"]
@@ -66,11 +67,15 @@ class EuclideanCost(SymbolCost):
 
     def __init__(self, alphabet, embedding: Optional[torch.Tensor] = None, dtype=None, device=None):
         super().__init__(alphabet)
+        if dtype is not None:
+            check_cost_dtype(dtype, "dtype")
+        device = check_device(device)
         if embedding is None:
             embedding = simplex_embedding(len(self.alphabet), dtype=dtype, device=device)
         else:
             if not isinstance(embedding, torch.Tensor):
                 embedding = torch.as_tensor(embedding)
+            check_real_tensor(embedding, "embedding")
             if embedding.dim() != 2 or embedding.shape[0] != len(self.alphabet):
                 raise ValueError(
                     f"embedding must be 2-D (len(alphabet), dim) = ({len(self.alphabet)}, dim), "
@@ -79,6 +84,7 @@ class EuclideanCost(SymbolCost):
             if not embedding.is_floating_point():
                 raise TypeError(f"embedding must be floating point, got {embedding.dtype}")
             embedding = embedding.detach().clone().to(dtype=dtype or embedding.dtype, device=device)
+        check_cost_tensor(embedding, "embedding")
         self.embedding = nn.Parameter(embedding)
 
     def vectors(self) -> torch.Tensor:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..validation import check_cost_tensor, check_real_tensor
 from .base import SymbolCost
 
 __all__ = ["MatrixCost"]
@@ -29,7 +30,9 @@ class MatrixCost(SymbolCost):
     def __init__(self, alphabet, matrix, dtype=None):
         super().__init__(alphabet)
         m = torch.as_tensor(np.asarray(matrix) if not isinstance(matrix, torch.Tensor) else matrix)
+        check_real_tensor(m, "matrix")
         m = m.detach().clone().to(dtype or torch.float64)
+        check_cost_tensor(m, "matrix")
         S = len(self.alphabet) + 1
         if m.shape != (S, S):
             raise ValueError(f"matrix must be ({S}, {S}) for {S - 1} symbols plus the gap, "

@@ -5,6 +5,7 @@ from typing import Optional
 
 import torch
 
+from ..validation import check_cost_dtype, check_device
 from .base import SymbolCost
 
 __all__ = ["UnitCost"]
@@ -26,6 +27,8 @@ class UnitCost(SymbolCost):
 
     def __init__(self, alphabet, dtype=torch.float64, device=None):
         super().__init__(alphabet)
+        check_cost_dtype(dtype, "dtype")
+        device = check_device(device)
         # an empty buffer carries the dtype and device (and moves with .to())
         self.register_buffer("_anchor", torch.zeros(0, dtype=dtype, device=device), persistent=False)
 

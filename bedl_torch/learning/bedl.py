@@ -21,6 +21,7 @@ import torch
 from ..costs import EuclideanCost, SymbolCost, simplex_embedding
 from ..labels import check_collection, missing_labels, sorted_alphabet
 from ..ops import FlatTable, PairBatch, pairwise_distances, table_pair_distances
+from ..validation import check_cost_module, check_device
 from .estimator import Estimator
 from .mglvq import init_prototypes, median_glvq_em
 from .objectives import (
@@ -260,6 +261,7 @@ class BEDL(Estimator):
         if not (self.beta >= 0):
             raise ValueError(f"beta must be >= 0, got {self.beta}")
         dtype_name(self.dtype)
+        check_device(self.device)
 
     def _validate_data(self, X, y):
         """``(X as a list, class index of every object, classes)``."""
@@ -282,11 +284,13 @@ class BEDL(Estimator):
             emb = initial_embedding(len(alphabet), self.dim, dtype=dtype)
             return EuclideanCost(alphabet, embedding=emb).to(device=device)
         if isinstance(self.cost, SymbolCost):
+            check_cost_module(self.cost)
             cost = copy.deepcopy(self.cost)
         elif callable(self.cost):
             cost = self.cost(alphabet)
             if not isinstance(cost, SymbolCost):
                 raise TypeError(f"the cost factory returned {type(cost).__name__}, not a SymbolCost")
+            check_cost_module(cost)
         else:
             raise TypeError(f"cost must be None, a SymbolCost or a factory, got {type(self.cost).__name__}")
         return cost.to(device=device, dtype=dtype)
@@ -341,7 +345,9 @@ class BEDL(Estimator):
         if self.cost is not None and self._unknown_labels(X):
             unknown = self._check_known(X, "the training data", "in the given cost's alphabet")
         self.classes_ = classes
-        params = [p for p in cost.parameters() if p.requires_grad]
+
+        # (an empty alphabet has an empty embedding: nothing to learn)
+        params = [p for p in cost.parameters() if p.requires_grad and p.numel()]
         with torch.no_grad():
             for p in params:  # torch.optim.LBFGS views gradients flat
                 if not p.is_contiguous():

@@ -36,12 +36,29 @@ _REL_TOL = 1e-12
 
 def _as_numpy_matrix(D) -> np.ndarray:
     if hasattr(D, "detach"):  # torch tensor, without importing torch here
-        D = D.detach().cpu().numpy()
+        from ..validation import check_real_tensor
+
+        check_real_tensor(D, "the distance matrix")
+        D = D.detach().cpu().double().numpy()
+    if np.iscomplexobj(D):
+        raise TypeError("the distance matrix must be real, got complex values")
     D = np.asarray(D, dtype=np.float64)
     if D.ndim != 2:
         raise ValueError(f"expected a 2-D distance matrix, got shape {D.shape}")
     if np.isnan(D).any():
         raise ValueError("the distance matrix contains NaN")
+    return D
+
+
+def _as_training_matrix(D) -> np.ndarray:
+    """Training distances: finite and >= 0, where the ratios ``d+ / (d+ + d-)`` are defined
+    (a negative or infinite distance would make the likelihood NaN)."""
+    D = _as_numpy_matrix(D)
+    if not np.isfinite(D).all():
+        raise ValueError("the distance matrix contains inf")
+    if (D < 0).any():
+        raise ValueError(f"the distance matrix has negative entries (smallest {D.min()!r}); "
+                         "median GLVQ needs distances >= 0")
     return D
 
 
@@ -89,7 +106,7 @@ def init_prototypes(D, y_idx: np.ndarray, n_prototypes: int = 1) -> np.ndarray:
     until every class has ``n_prototypes`` prototypes (or all its points). Ties go to the
     smallest index. Returns the indices ordered by class, then by selection order.
     """
-    D = _as_numpy_matrix(D)
+    D = _as_training_matrix(D)
     y_idx = np.asarray(y_idx)
     n_classes = int(y_idx.max()) + 1
     if n_prototypes < 1:
@@ -132,12 +149,17 @@ def median_glvq_em(D, y_idx: np.ndarray, prototypes: Sequence[int], max_iter: in
     Returns ``(prototypes (np.int64 array, same order as given), n_iter, likelihood)`` where
     ``likelihood = sum_i log(g+_i + g-_i)`` at the returned prototypes.
     """
-    D = _as_numpy_matrix(D)
+    D = _as_training_matrix(D)
     y_idx = np.asarray(y_idx)
     m = D.shape[0]
     if D.shape[1] != m:
         raise ValueError(f"expected a square training distance matrix, got shape {D.shape}")
-    protos = np.array(prototypes, dtype=np.int64).copy()
+    protos = np.array(prototypes)
+    if protos.ndim != 1 or (protos.size and protos.dtype.kind not in "iu"):
+        raise TypeError(f"prototypes must be a sequence of int indices, got {prototypes!r}")
+    protos = protos.astype(np.int64)
+    if protos.size and (protos.min() < 0 or protos.max() >= m):
+        raise ValueError(f"prototypes must be indices in [0, {m}), got {protos.tolist()}")
     if len(np.unique(protos)) != len(protos):
         raise ValueError("prototypes must be distinct")
     n_classes = int(y_idx.max()) + 1
@@ -234,10 +256,12 @@ class MedianGLVQ(Estimator):
         medoids plus greedy additions (:func:`init_prototypes`).
 
         Raises:
-            ValueError: a bad parameter, a non-square or NaN matrix, fewer than two classes.
+            ValueError: a bad parameter, a non-square matrix, NaN, inf or negative distances,
+                fewer than two classes, initial prototypes out of range.
+            TypeError: initial prototypes that are not int indices, a complex matrix.
         """
         self._validate_params()
-        D = _as_numpy_matrix(D)
+        D = _as_training_matrix(D)
         classes, y_idx = _encode_labels(y)
         if D.shape[0] != len(y_idx) or D.shape[1] != len(y_idx):
             raise ValueError(
@@ -249,7 +273,7 @@ class MedianGLVQ(Estimator):
         if init_prototypes is None:
             init = _init_prototypes(D, y_idx, n_proto)
         else:
-            init = np.asarray(init_prototypes, dtype=np.int64)
+            init = init_prototypes
         protos, n_iter, likelihood = median_glvq_em(D, y_idx, init, self.max_iter)
         order = np.argsort(y_idx[protos], kind="stable")
         protos = protos[order]
