@@ -3,16 +3,17 @@
 Random trees (single nodes, deep paths, wide stars, random shapes), sequences (str, lists and
 tuples of hashable labels), cost tensors (float32/float64, right and wrong shapes, tiny, huge,
 negative and zero values, NaN/inf, transposed, strided and expanded views), cost modules and
-odd data go through the tree readers, the ops, PairBatch, pairwise_distances, the cost modules,
-BEDL and MedianGLVQ.
+odd data go through the tree readers, the ops (exact, pseudo and soft distances), PairBatch,
+pairwise_distances, the alignments' mappings, the cost modules, BEDL and MedianGLVQ.
 
 Properties: only ValueError and TypeError are raised (and SyntaxError by ``Tree.from_python``
 on invalid source); valid inputs with finite costs succeed and give finite results; ``P`` has
 the costs' shape and dtype, entries in [0, 1], every node of x is replaced or deleted
 (``sum_j P[i, j] + P[i, n] == 1``) and every node of y replaced or inserted (columns likewise),
-``P[m, n] == 0`` and ``d == sum(P * C)``; the gradient of the distance is P; batches agree with
-single pairs; sequence distances agree with the plain dynamic program below, tiny trees with the
-forest recursion of ``oracles.py``.
+``P[m, n] == 0`` and ``d == sum(P * C)``; the gradient of the distance is P; the soft distance
+lies within ``T (|x| + |y|) log 2`` below d and its gradient is an alignment; optimal and sampled
+mappings are valid and cost d; batches agree with single pairs; sequence distances agree with
+the plain dynamic program below, tiny trees with the forest recursion of ``oracles.py``.
 
 The environment tunes the run (``tools/fuzz.py`` sets it for the long campaign; ``make test``
 runs the short default, the same examples every run):
@@ -30,10 +31,6 @@ runs the short default, the same examples every run):
   rule. The symbol kernels leave that entry out of the rule, yet read it where labels missing
   from the alphabet are mapped to the gap (``unknown="gap"``), which gives d = inf or an
   internal error until they count it; off by default.
-* ``BEDL_FUZZ_MAPPING_EDGES=1``: also check the alignments' mappings where the largest cost is
-  subnormal or beyond half the overflow rule's bound. Their pin margin (up to the largest cost)
-  then rounds to 0, so that ``sample_mappings`` can map a node twice, or pushes the pinned
-  costs over the rule (a ValueError for costs that coopt_matrix accepts); off by default.
 """
 import ast
 import json
@@ -58,7 +55,6 @@ SEED = os.environ.get("BEDL_FUZZ_SEED")
 TRACE = os.environ.get("BEDL_FUZZ_TRACE")
 HUGE_COSTS = os.environ.get("BEDL_FUZZ_HUGE_COSTS", "1") != "0"
 HUGE_GAP_GAP = os.environ.get("BEDL_FUZZ_HUGE_GAP_GAP", "0") == "1"
-MAPPING_EDGES = os.environ.get("BEDL_FUZZ_MAPPING_EDGES", "0") == "1"
 
 #: Largest (|x| + |y| + 2) * max|c| of the costs drawn as ordinary ones.
 SAFE_PATH_SUM = {torch.float64: 1e300, torch.float32: 1e36}
@@ -338,13 +334,12 @@ def d_tolerance(C, m, n):
     return (m + n + 2) * (rel_tol(C.dtype) * scale_of(C) + finfo.tiny * finfo.eps)
 
 
-def check_coopt(C, m, n, d, P):
-    """The invariants of a distance ``d`` and co-optimal matrix ``P`` for costs ``C``."""
-    d = d.detach()
-    assert P.shape == C.shape and P.dtype == C.dtype, (P.shape, P.dtype, C.shape, C.dtype)
-    assert torch.isfinite(d) and torch.isfinite(P).all(), "non-finite result"
-    P64, C64 = P.double(), C.detach().double()
-    atol = 1e-9 if C.dtype == torch.float64 else max(1e-5, 1e-6 * (max(m, n) + 1))
+def check_alignment(P, m, n):
+    """An (expected) alignment: finite, entries in [0, 1], every node of x replaced or deleted
+    and every node of y replaced or inserted once (rows and columns sum to 1), [m, n] = 0."""
+    assert torch.isfinite(P).all(), "non-finite result"
+    P64 = P.double()
+    atol = 1e-9 if P.dtype == torch.float64 else max(1e-5, 1e-6 * (max(m, n) + 1))
     assert P64[m, n] == 0
     assert (P64 >= -atol).all() and (P64 <= 1 + atol).all(), P64
     if m:
@@ -353,6 +348,15 @@ def check_coopt(C, m, n, d, P):
     if n:
         assert torch.allclose(P64[:, :n].sum(0), torch.ones(n, dtype=torch.float64), rtol=0,
                               atol=atol), P64[:, :n].sum(0)
+
+
+def check_coopt(C, m, n, d, P):
+    """The invariants of a distance ``d`` and co-optimal matrix ``P`` for costs ``C``."""
+    d = d.detach()
+    assert P.shape == C.shape and P.dtype == C.dtype, (P.shape, P.dtype, C.shape, C.dtype)
+    assert torch.isfinite(d) and torch.isfinite(P).all(), "non-finite result"
+    check_alignment(P, m, n)
+    P64, C64 = P.double(), C.detach().double()
     assert abs(float((P64 * C64).sum()) - float(d)) <= d_tolerance(C, m, n), \
         (float(d), float((P64 * C64).sum()))
 
@@ -372,15 +376,6 @@ def plain_sequence_distance(m, n, C):
     return D[m][n]
 
 
-def subnormal_scale(C, m, n):
-    """Whether the largest cost a pair reads is subnormal (nonzero, below the dtype's smallest
-    normal value)."""
-    block = C.detach().double()[:m + 1, :n + 1].clone()
-    block[m, n] = 0.0
-    scale = float(block.abs().max())
-    return 0.0 < scale < float(torch.finfo(C.dtype).tiny)
-
-
 def exact_ties(C):
     """Whether every cost is a multiple of 1/2 of moderate size: ties are exact, so the
     oracles' absolute tie tolerance and the library's relative one agree."""
@@ -392,8 +387,8 @@ def exact_ties(C):
 @fuzz
 @given(pair=pairs(), data=st.data())
 def test_fuzz_single_pair_ops(pair, data):
-    """edit_distance, coopt_matrix, pseudo_edit_distance and the alignments' mappings on any
-    cost tensor."""
+    """edit_distance, coopt_matrix, pseudo_edit_distance, soft_edit_distance and the
+    alignments' mappings on any cost tensor."""
     x, y = pair
     m, n = len(x), len(y)
     C, errors = data.draw(costs_for(m, n))
@@ -421,9 +416,22 @@ def test_fuzz_single_pair_ops(pair, data):
     # pseudo distance at its own reference costs: sum(P * C) = d
     pseudo = bedl_torch.pseudo_edit_distance(x, y, C, C.detach())
     assert abs(float(pseudo.detach()) - float(d)) <= d_tolerance(C, m, n)
+    # the soft distance: a finite lower bound within T log(#mappings) <= T (m + n) log 2 of d
+    # (or a ValueError where the costs are too large for T), its gradient an alignment
+    T = data.draw(st.sampled_from([1e-300, 1e-8, 1e-3, 0.5, 1.0, 10.0, 1e6, 1e300]))
+    soft_leaf = C.detach().clone().requires_grad_(True)
+    ok, soft = attempt(lambda: bedl_torch.soft_edit_distance(x, y, soft_leaf, T), label="soft")
+    if not ok:
+        assert isinstance(soft, ValueError) and "too large" in str(soft), soft
+    else:
+        assert torch.isfinite(soft), "non-finite result"
+        gap = float(d) - float(soft.detach())
+        assert -d_tolerance(C, m, n) <= gap <= T * (m + n) * math.log(2) + d_tolerance(C, m, n) \
+            + abs(float(d)) * 4 * torch.finfo(C.dtype).eps, (float(d), float(soft), T)
+        soft.backward()
+        check_alignment(soft_leaf.grad, m, n)
     # mappings: the documented optimal one and uniform samples are valid and co-optimal
-    if m + n <= 40 and (MAPPING_EDGES or not (subnormal_scale(C, m, n) or
-                                              not fits(2 * C.detach(), m, n))):
+    if m + n <= 40:
         mappings = [optimal_mapping(x, y, C)] + sample_mappings(x, y, C, 2,
                                                                 torch.Generator().manual_seed(0))
         for mapping in mappings:
@@ -628,13 +636,14 @@ def breaks_overflow_rule(cost, path):
 
 @fuzz
 @given(data=st.data(), alphabet=alphabets, trees_=st.booleans(),
-       mode=st.sampled_from(["exact", "exact", "pseudo"]), same=st.booleans(),
+       mode=st.sampled_from(["exact", "exact", "pseudo", "soft"]), same=st.booleans(),
        chunk=st.one_of(st.none(), st.integers(1, 5)), unknown=st.sampled_from(["error", "gap"]),
        with_reference=st.booleans())
 def test_fuzz_pairwise_distances(data, alphabet, trees_, mode, same, chunk, unknown,
                                  with_reference):
-    """pairwise_distances under every cost module agrees with edit_distance on the module's
-    costs; finite values, gradients and symmetry where declared."""
+    """pairwise_distances under every cost module agrees with edit_distance (soft mode:
+    soft_edit_distance) on the module's costs; finite values, gradients and symmetry where
+    declared."""
     cost = data.draw(cost_modules(alphabet))
     known = list(cost.alphabet)
     label = st.sampled_from(known + ["unknown-label"]) if known else st.just("unknown-label")
@@ -648,9 +657,12 @@ def test_fuzz_pairwise_distances(data, alphabet, trees_, mode, same, chunk, unkn
     uses_unknown = any(label not in module.alphabet for label in used
                        for module in ([cost] if reference is None else [cost, reference]))
 
+    temperature = data.draw(st.sampled_from([1e-3, 1.0, 100.0])) if mode == "soft" else None
+
     def call():
         return bedl_torch.pairwise_distances(X, Y, cost, mode=mode, reference_cost=reference,
-                                             chunk_size=chunk, unknown=unknown)
+                                             chunk_size=chunk, unknown=unknown,
+                                             temperature=temperature)
 
     ok, D = attempt(call, label="pairwise_distances")
     if uses_unknown and unknown == "error":
@@ -658,7 +670,10 @@ def test_fuzz_pairwise_distances(data, alphabet, trees_, mode, same, chunk, unkn
         return
     Ys = X if Y is None else Y
     if not ok:  # overflowing costs: a ValueError (too large, or not finite once computed)
-        assert isinstance(D, ValueError) and ("too large" in str(D) or "finite" in str(D)), D
+        assert isinstance(D, ValueError) and \
+            any(what in str(D) for what in ("too large", "finite", "NaN or inf")), D
+        if mode == "soft":  # (soft distances also bound the costs by the temperature)
+            return
         longest = max(map(len, X), default=0) + max(map(len, Ys), default=0)
         assert any(breaks_overflow_rule(module, longest) for module in (cost, reference)
                    if module is not None), D
@@ -667,11 +682,12 @@ def test_fuzz_pairwise_distances(data, alphabet, trees_, mode, same, chunk, unkn
     assert torch.isfinite(D).all(), "non-finite result"
     if Y is None and cost.symmetric:
         assert torch.equal(D, D.T)
-    if mode == "exact":
+    if mode in ("exact", "soft"):
         for i, x in enumerate(X):
             for j, y in enumerate(Ys):
                 C = PairBatch([x], [y]).costs(cost, unknown=unknown)[0].detach()
-                want = bedl_torch.edit_distance(x, y, C)
+                want = bedl_torch.edit_distance(x, y, C) if mode == "exact" else \
+                    bedl_torch.soft_edit_distance(x, y, C, temperature)
                 got = float(D[i, j].detach())
                 assert abs(got - float(want)) <= d_tolerance(C, len(x), len(y)), \
                     (i, j, got, float(want))
