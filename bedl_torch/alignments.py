@@ -24,7 +24,8 @@ from typing import Hashable, List, Optional, Sequence, Tuple
 
 import torch
 
-from .ops import PairBatch, _check_costs, check_rel_tol
+from .ops import PairBatch, check_rel_tol
+from .validation import check_cost_tensor
 
 Mapping = List[Tuple[Optional[int], Optional[int]]]
 
@@ -33,7 +34,7 @@ __all__ = ["optimal_mapping", "optimal_mappings", "sample_mappings", "edit_scrip
 
 
 def _checked_costs(x, y, costs) -> torch.Tensor:
-    _check_costs(costs)
+    check_cost_tensor(costs)
     expected = (len(x) + 1, len(y) + 1)
     if tuple(costs.shape) != expected:
         raise ValueError(f"costs must have shape (|x|+1, |y|+1) = {expected} (last row insertions, last "
