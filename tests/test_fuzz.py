@@ -27,10 +27,6 @@ runs the short default, the same examples every run):
   drawn, in about a quarter of the cost tensors, up to the largest float and exactly at the
   kernels' overflow rule (``2 (|x| + |y|) max|c|`` at most the dtype's largest value, ``[m, n]``
   unused): costs that satisfy it must give finite results, the others a ValueError.
-* ``BEDL_FUZZ_HUGE_GAP_GAP=1``: also cost modules whose gap-gap cost alone breaks the overflow
-  rule. The symbol kernels leave that entry out of the rule, yet read it where labels missing
-  from the alphabet are mapped to the gap (``unknown="gap"``), which gives d = inf or an
-  internal error until they count it; off by default.
 """
 import ast
 import json
@@ -54,7 +50,6 @@ EXAMPLES = int(os.environ.get("BEDL_FUZZ_EXAMPLES", "40"))
 SEED = os.environ.get("BEDL_FUZZ_SEED")
 TRACE = os.environ.get("BEDL_FUZZ_TRACE")
 HUGE_COSTS = os.environ.get("BEDL_FUZZ_HUGE_COSTS", "1") != "0"
-HUGE_GAP_GAP = os.environ.get("BEDL_FUZZ_HUGE_GAP_GAP", "0") == "1"
 
 #: Largest (|x| + |y| + 2) * max|c| of the costs drawn as ordinary ones.
 SAFE_PATH_SUM = {torch.float64: 1e300, torch.float32: 1e36}
@@ -615,11 +610,6 @@ def cost_modules(draw, alphabet):
         unlabeled = draw(st.sampled_from(["gap", (0.5, 0.5), (0.0, 1.0)]))
         return bedl_torch.CosineCost(words, vectors, gap_cost=gap_cost, unlabeled=unlabeled)
     matrix = draw(cost_values((U + 1, U + 1), dtype, path))
-    if not HUGE_GAP_GAP:
-        # the symbol kernels leave [gap, gap] out of the overflow rule, but labels missing
-        # from the alphabet (unknown="gap") read it: keep it within the other entries
-        limit = float(matrix[:U].abs().max()) if U else 1.0
-        matrix[U, U] = matrix[U, U].clamp(-limit, limit)
     return MatrixCost(alphabet, matrix, dtype=dtype)
 
 
@@ -635,7 +625,6 @@ def breaks_overflow_rule(cost, path):
     rule for paths of ``path`` costs, or is not finite: the only reasons to reject it."""
     table = subtable_of(cost, torch.arange(len(cost.alphabet) + 1)).detach()
     big = table.double()
-    big[-1, -1] = 0.0  # gap - gap is never read
     if not torch.isfinite(big).all():
         return True
     return 2.0 * path * float(big.abs().max()) > float(torch.finfo(table.dtype).max)

@@ -129,3 +129,21 @@ def test_symbol_tables_follow_the_same_rule(simd, kind):
             bedl_torch.pairwise_distances(X, cost=ScaledUnitCost(list("abc"), 2.0 ** (k + 2)))  # past 2^1024
     finally:
         _ext.set_simd_enabled(before)
+
+
+@pytest.mark.parametrize("kind", ["tree", "sequence"])
+@pytest.mark.parametrize("mode", ["exact", "pseudo"])
+def test_gap_gap_cost_is_under_the_rule(kind, mode):
+    """Labels missing from the alphabet map to the gap (unknown="gap"), so a pair of them costs
+    the table's [gap, gap] entry: the rule counts it like every other entry."""
+    from bedl_torch.costs import MatrixCost
+
+    X = [Tree.from_bracket("{u{u}}")] if kind == "tree" else ["uu"]
+    # every node is unknown, so every edit costs [gap, gap] = 1: two replacements, d = 2
+    D = bedl_torch.pairwise_distances(X, None, MatrixCost([], [[1.0]]), unknown="gap", mode=mode)
+    assert D.tolist() == [[2.0]]
+    with pytest.raises(ValueError, match="too large"):
+        bedl_torch.pairwise_distances(X, None, MatrixCost([], [[1e308]]), unknown="gap", mode=mode)
+    with pytest.raises(ValueError, match="NaN or inf"):
+        bedl_torch.pairwise_distances(X, None, MatrixCost([], [[math.inf]]), unknown="gap",
+                                      mode=mode)

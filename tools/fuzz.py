@@ -9,7 +9,7 @@ test wrote before it died.
 
 Usage:
     python tools/fuzz.py [--inputs 100000] [--jobs 1] [--seed S] [--tests NAME,...]
-                         [--scale 1.0] [--timeout 1200] [--no-huge-costs] [--huge-gap-gap]
+                         [--scale 1.0] [--timeout 1200] [--no-huge-costs]
     python tools/fuzz.py --worker TEST --result FILE   (one batch; set up by the campaign)
 
 Exit status 0 when every batch passed, 1 otherwise.
@@ -126,8 +126,7 @@ def campaign(args) -> int:
             sys.exit(f"unknown tests: {unknown}; the tests are {tests}")
         tests = wanted
     base_seed = args.seed if args.seed is not None else int(time.time()) % 100_000 * 1000
-    flags = {"BEDL_FUZZ_HUGE_COSTS": "0" if args.no_huge_costs else "1",
-             "BEDL_FUZZ_HUGE_GAP_GAP": "1" if args.huge_gap_gap else "0"}
+    flags = {"BEDL_FUZZ_HUGE_COSTS": "0" if args.no_huge_costs else "1"}
     print(f"fuzz campaign: {len(tests)} tests, at least {args.inputs} inputs, seeds from "
           f"{base_seed}, {args.jobs} job(s), {flags}", flush=True)
     start = time.perf_counter()
@@ -190,9 +189,6 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=float, default=1200.0, help="seconds per batch")
     parser.add_argument("--no-huge-costs", action="store_true",
                         help="leave out costs whose path sums come near overflow")
-    parser.add_argument("--huge-gap-gap", action="store_true",
-                        help="also cost modules whose gap-gap cost alone breaks the overflow rule "
-                             "(read by the symbol kernels for labels mapped to the gap)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

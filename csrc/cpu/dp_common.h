@@ -361,7 +361,11 @@ inline double check_symbol_costs(const at::Tensor& table) {
   const int64_t S = t.size(0);
   double max_abs = 0.0;
   AT_DISPATCH_FLOATING_TYPES(t.scalar_type(), "check_symbol_costs", [&] {
-    max_abs = block_max_abs(t.data_ptr<scalar_t>(), S - 1, S - 1, S);
+    const scalar_t* c = t.data_ptr<scalar_t>();
+    // labels may be the gap index (unknown symbols), so the [gap, gap] corner is a cost too
+    const double corner = static_cast<double>(c[S * S - 1]);
+    max_abs = std::isnan(corner) ? corner
+                                 : std::max(block_max_abs(c, S - 1, S - 1, S), std::fabs(corner));
   });
   TORCH_CHECK_VALUE(std::isfinite(max_abs), "symbol_costs contain NaN or inf");
   return max_abs;
