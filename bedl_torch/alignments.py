@@ -92,12 +92,13 @@ def _mappings(x, y, costs: torch.Tensor, count: int, generator, rel_tol, draw: b
         else:
             choice = (row > 0).to(torch.int8).argmax(dim=1)  # the first partner in preorder, deletion last
         partner[:, i] = choice
-        if bool((row.gather(1, choice[:, None]) == 1).all()):
-            continue  # every allowed mapping makes this choice already: P stays as it is
+        # every choice is pinned, also those that every allowed mapping makes already: ties
+        # within the tolerance are not transitive, so a later P could otherwise let it go
         others = torch.ones(count, n + 1, dtype=torch.bool)
         others[torch.arange(count), choice] = False
         pinned[:, i, : n + 1] += others.to(pinned.dtype) * margin
-        P = None
+        if not bool((row.gather(1, choice[:, None]) == 1).all()):
+            P = None  # the pin removes some allowed mappings: count again
     result = []
     for k in range(count):
         mapping: Mapping = []

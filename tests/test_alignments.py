@@ -192,3 +192,35 @@ def test_mappings_of_tiny_and_huge_costs_are_those_of_scaled_ones(scale):
         assert optimal_mapping(x, y, scaled) == want
         samples = sample_mappings(x, y, scaled, 5, generator=torch.Generator().manual_seed(3))
         assert samples == sample_mappings(x, y, Ct, 5, generator=torch.Generator().manual_seed(3))
+
+
+#: float32 costs whose tie tolerance (1e-5 of the largest cost) spans every other cost: ties
+#: within it are not transitive, so pinning one choice may change which others are allowed
+NEAR_TIES_FLOAT32 = [
+    [4.5455e+05, -8.4275, 1.6289, 5.8638, -0.36142, -8.1728, -1.5846, 5.4241, -4.8586, 6.7534, -9.1378],
+    [-1.393, 7.0324, -2.4383, 6.213, 4.7482, -6.6865, 1.1378, -5.8114, 2.2485, 8.7966, 5.1885],
+    [-2.745, 6.5743, -6.9057, 5.377, 1.9182, 1.0455, 6.4068, 9.097, 3.2629, 0.35139, 6.9972],
+    [7.1482, -5.1076, -2.7358, -5.3317, 2.1237, 2.7395, 8.6961, 4.74, -9.3502, 2.2205, 9.1012],
+    [-6.4165, 4.2537, -3.0697, -2.1854, -7.233, 2.7253, 1.7411, -5.5371, -4.803, -0.61634, -1.3172],
+    [6.5014, 0.29561, 1.0255, -1.0506, -8.4117, -7.064, -3.7763, -7.511, -3.2131, 4.5881, -7.4788],
+    [2.3644, -3.8281, 7.7137, -0.92282, -2.1405, 3.8434, -8.4357, 0.57858, 3.8246, 4.6557, 4.5049],
+    [2.4899, -4.561, 3.2148, 9.1788, 7.9576, -0.38753, -9.4126, -9.6382, 5.4842, 0.25514, 1.4777],
+    [1.9415, 1.369, 1.2242, 0.32059, -8.1014, -5.5306, 6.1152, -0.31378, 6.9836, -8.1928, -6.9883],
+    [0.59025, -3.2587, -3.7063, -0.71299, 4.4879, -9.5752, -7.0422, -2.0504, -3.8651, 5.9769, -6.0581],
+    [0.50157, -3.4686, -3.2501, -6.4192, 6.3109, 3.6149, 9.5577, -6.4511, -2.2682, -1.7794, -5.0785],
+]
+
+
+def test_samples_stay_valid_where_ties_are_not_transitive():
+    """Every choice stays pinned, also those that P already makes with certainty: otherwise a
+    later pin may let an earlier choice go and a y node is taken twice."""
+    x = Tree(["a"] * 10, [list(range(1, 10))] + [[] for _ in range(9)])
+    C = torch.tensor(NEAR_TIES_FLOAT32, dtype=torch.float32)
+    d = float(bedl_torch.edit_distance(x, x, C))
+    slack = 20 * 1e-5 * float(C.abs().max())  # |x| + |y| tie tests of the tolerance at most
+    for seed in range(100):
+        for s in sample_mappings(x, x, C, 2, generator=torch.Generator().manual_seed(seed)):
+            assert _covers_each_node_once(s, 10, 10), s
+            assert abs(float(mapping_cost(s, C.double())) - d) <= slack
+    m = optimal_mapping(x, x, C)
+    assert _covers_each_node_once(m, 10, 10) and abs(float(mapping_cost(m, C.double())) - d) <= slack
