@@ -136,7 +136,14 @@ struct TedPair {
   // and outside passes need neither distances nor tie tests again.
   static constexpr size_t kFlagStoreLimit = size_t{1} << 26;
 
-  void mark_needed(std::vector<uint8_t>& needed) {
+  //
+  // The same sweep also tells whether the co-optimal mapping is unique: if
+  // every reached cell (but a table's corner) has exactly one alternative
+  // that its reach can take, the reached edges form one derivation, which is
+  // then the only co-optimal mapping (each is a derivation, all within the
+  // reach). P is then 1 on its events and 0 elsewhere -- what the counting
+  // passes give (1 * 1 / 1) -- and is left in ws.p_acc; returns true then.
+  bool mark_needed(std::vector<uint8_t>& needed) {
     const size_t kx_count = x.keyroots.size(), ky_count = y.keyroots.size();
     const int64_t cells = (x.n + 1) * w;
     needed.assign(kx_count * ky_count, 0);
@@ -146,17 +153,19 @@ struct TedPair {
     ws.flag_offset.assign(kx_count * ky_count, -1);
     ws.flag_store.clear();
     ws.flags_kept = true;
+    ws.p_acc.assign(cells, 0.0);
+    ReachOutside out{ws.reach_any.data(), ws.reach_ins.data(), ws.reach_tdm.data(), ws.p_acc.data(), w, false};
     for (size_t a = kx_count; a-- > 0;) {
       for (size_t b = ky_count; b-- > 0;) {
         if (!reached(a, b)) continue;
         const int64_t kx = x.keyroots[a], ky = y.keyroots[b];
         needed[a * ky_count + b] = 1;
         table<false, true>(kx, ky);
-        ReachOutside out{ws.reach_any.data(), ws.reach_ins.data(), ws.reach_tdm.data()};
         outside_sweep(kx, ky, out);
         if (ws.flags_kept) keep_flags(kx, ky, a * ky_count + b);
       }
     }
+    return !out.branched;
   }
 
   void keep_flags(int64_t kx, int64_t ky, size_t pair_index) {
@@ -510,6 +519,7 @@ struct TedPair {
         const W out_d = out_any[cell];  // a deletion may follow anything
         const W out_o = out_any[cell] + out_ins[cell];
         if (!out_o.is_zero()) {
+          out.visited(flags, out_d);
           if (flags & kDel) {
             out_any[cell - w] = out_any[cell - w] + out_d;
             out.deleted(i, cell - w, out_d);
@@ -551,17 +561,31 @@ struct TedPair {
       acc[j] += dp::ratio(pair.cnt.in_other[source] * o, all);
     }
     void replaced(int64_t cell, const Count& o) const { acc[cell] += dp::ratio(pair.cnt.tdm_count[cell] * o, all); }
+    static void visited(uint8_t, const Count&) {}
   };
 
-  // Reachability: every co-optimal alternative has a positive count.
+  // Reachability: every co-optimal alternative has a positive count. Also
+  // marks the reached events in acc (P where the mapping is unique) and sets
+  // `branched` where a reached cell other than a corner (flags 0) has no or
+  // several alternatives its reach can take (a deletion needs reach that may
+  // follow one: out_d).
   struct ReachOutside {
     using Weight = dp::Reach;
     dp::Reach *any, *ins, *tdm;
+    double* acc;
+    int64_t w;
+    bool branched;
     static dp::Reach inside(int64_t) { return dp::Reach::one(); }
     static dp::Reach tdm_inside(int64_t) { return dp::Reach::one(); }
-    static void deleted(int64_t, int64_t, dp::Reach) {}
-    static void inserted(int64_t, int64_t, dp::Reach) {}
-    static void replaced(int64_t, dp::Reach) {}
+    void deleted(int64_t i, int64_t, dp::Reach o) {
+      if (!o.is_zero()) acc[i * w] += 1.0;
+    }
+    void inserted(int64_t j, int64_t, dp::Reach) { acc[j] += 1.0; }
+    void replaced(int64_t cell, dp::Reach) { acc[cell] += 1.0; }
+    void visited(uint8_t flags, dp::Reach out_d) {
+      const int ways = ((flags & kDel) && !out_d.is_zero()) + ((flags & kIns) != 0) + ((flags & kMatch) != 0);
+      branched |= flags != 0 && ways != 1;
+    }
   };
 
   void sweep(int64_t kx, int64_t ky, const Count& all) {
@@ -591,7 +615,10 @@ bool ted_coopt(const TreeIndex& x, const TreeIndex& y, const dp::Tie& tie, TedWo
   // top-down with their co-optimal flags, then counts there alone, from the
   // kept flags.
   pair.template inside<false>();
-  pair.mark_needed(ws.needed);
+  if (pair.mark_needed(ws.needed)) {  // one co-optimal mapping: P is in ws.p_acc already
+    *distance = ws.fd[m * w + n];
+    return true;
+  }
   cnt.kept.clear();
   cnt.kept_offset.assign(ws.needed.size(), -1);
   pair.template inside<true>(ws.needed.data());
