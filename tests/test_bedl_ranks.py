@@ -28,6 +28,8 @@ FITS = {
     "pseudo_strings": dict(mode="pseudo", n_prototypes=2, max_rounds=2, max_eval=30),
     "exact_strings": dict(mode="exact", n_prototypes=2, max_rounds=2, max_eval=30),
     "exact_trees": dict(mode="exact", n_prototypes=1, max_rounds=1, max_eval=20),
+    "pseudo_candidates": dict(mode="pseudo", n_prototypes=2, max_rounds=2, max_eval=30,
+                              prototype_candidates=5),
 }
 
 

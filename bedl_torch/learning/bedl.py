@@ -24,7 +24,8 @@ from ..labels import check_collection, missing_labels, sorted_alphabet
 from ..ops import FlatTable, PairBatch, pairwise_distances, table_pair_distances
 from ..validation import check_cost_module, check_device
 from .estimator import Estimator
-from .mglvq import init_prototypes, median_glvq_em
+from .mglvq import (check_prototype_candidates, init_prototypes, kmedoids_pp_candidates,
+                    median_glvq_em)
 from .objectives import (
     DenseFrequencyTerms,
     ExactObjective,
@@ -92,6 +93,10 @@ class _FitData:
     loss: LossTerms
     # across ranks: this rank's block of points ((lo, hi), its FlatTable), made on first use
     block_tables: Optional[tuple] = None
+    # prototype candidates (sorted training indices; None: every point) and their columns
+    # under the initial costs, computed while choosing them (the first round's distances)
+    candidates: Optional[np.ndarray] = None
+    first_D: Optional[np.ndarray] = None
 
 
 @dataclass
@@ -158,8 +163,8 @@ class BEDL(Estimator):
     verbose : bool
         Print one line per round.
     random_state : None or int
-        Unused: initialisation (simplex, class medoids), median GLVQ and L-BFGS are
-        deterministic. Kept for the scikit-learn interface.
+        Seed of the prototype candidate choice (``prototype_candidates``; ``None``: 0).
+        Initialisation (simplex, class medoids), median GLVQ and L-BFGS are deterministic.
     alignments : "step" (default) or "initial"
         Pseudo mode only: the costs under which the co-optimal alignments ``P0`` of the
         data-prototype pairs are computed for a metric step. ``"step"``: the costs at the start
@@ -174,6 +179,13 @@ class BEDL(Estimator):
         matrices, loss and gradient (see :mod:`.ranks`). Every rank ends with the same model;
         pseudo mode gives the single-process bits, exact and soft mode the single-process
         model up to rounding in the summed gradient. ``None``: this process alone.
+    prototype_candidates : None or int
+        ``None``: median GLVQ may choose any training point as a prototype, so every round
+        computes the ``m x m`` training distances. An int ``M >= n_prototypes``: at most ``M``
+        candidates per class, chosen once under the initial costs by k-medoids++ seeding
+        (:func:`~bedl_torch.learning.mglvq.kmedoids_pp_candidates`, seeded by
+        ``random_state``); every round then needs the ``m x C`` distances to the ``C``
+        candidates, which makes training sets of tens of thousands of objects affordable.
 
     Fitted attributes
     -----------------
@@ -185,7 +197,8 @@ class BEDL(Estimator):
     prototypes chosen on them, at each round's start), best_round_ (the round whose state the
     fit returns: the lowest entry of ``actual_loss_history_``; in pseudo mode a metric step
     lowers the surrogate, not necessarily the actual loss), n_rounds_ (metric steps run),
-    n_evals_ (L-BFGS evaluations per step), stop_reason_, fit_time_ (seconds).
+    n_evals_ (L-BFGS evaluations per step), stop_reason_, fit_time_ (seconds), candidates_
+    (the training points median GLVQ could choose from).
 
     Alternation (the paper's Section 3.2): per round, the exact learned distances between all
     training points, median GLVQ warm-started from the previous prototypes, then a metric
@@ -232,6 +245,7 @@ class BEDL(Estimator):
         alignments: str = "step",
         temperature: Optional[float] = None,
         process_group="auto",
+        prototype_candidates: Optional[int] = None,
     ):
         self.n_prototypes = n_prototypes
         self.dim = dim
@@ -250,6 +264,7 @@ class BEDL(Estimator):
         self.alignments = alignments
         self.temperature = temperature
         self.process_group = process_group
+        self.prototype_candidates = prototype_candidates
 
     # -- validation -----------------------------------------------------------
 
@@ -266,6 +281,7 @@ class BEDL(Estimator):
                 or not isinstance(self.process_group, str)):
             raise ValueError(f"process_group must be 'auto', None or a process group, got "
                              f"{self.process_group!r}")
+        check_prototype_candidates(self.prototype_candidates, self.n_prototypes)
         if self.alignments not in ("initial", "step"):
             raise ValueError(f"alignments must be 'initial' or 'step', got {self.alignments!r}")
         if self.regularizer not in _REGULARIZERS:
@@ -349,6 +365,13 @@ class BEDL(Estimator):
         self._ranks = resolve_ranks(self.process_group)
         self._ranks.check_same((X, y_idx.tolist(), classes.tolist()), "the training data")
         cost, params, data = self._initialize(X, y_idx, classes)
+        if self.prototype_candidates is not None:
+            data.candidates, data.first_D = kmedoids_pp_candidates(
+                y_idx, int(self.prototype_candidates),
+                lambda js: self._distance_block(cost, data, torch.as_tensor(js)),
+                self.random_state)
+        self.candidates_ = (np.arange(len(X), dtype=np.int64) if data.candidates is None
+                            else data.candidates)
         prototypes, best = self._alternate(cost, params, data)
         prototypes = self._keep_best_round(params, best, prototypes)
         self._finish(data, prototypes)
@@ -398,7 +421,8 @@ class BEDL(Estimator):
             new = self._prototype_step(data, D, protos)
             # Pseudo mode optimises a surrogate: remember the round whose actual objective is
             # lowest (exact distances, the prototypes chosen on them, the regularisers).
-            objective = data.loss.on_matrix(D, new, data.y_idx, cost)
+            columns = None if data.candidates is None else np.searchsorted(data.candidates, new)
+            objective = data.loss.on_matrix(D, new, data.y_idx, cost, columns)
             self.actual_loss_history_.append(objective)
             if best is None or objective < best.objective:
                 best = _Round(objective, [p.detach().clone() for p in params], new, rnd)
@@ -468,8 +492,13 @@ class BEDL(Estimator):
         self.prototype_labels_ = data.classes[data.y_idx[prototypes]]
 
     def _train_distances(self, cost, data: _FitData) -> np.ndarray:
-        """The ``(m, m)`` actual distances between the training objects (only ``i <= j`` for a
-        symmetric cost, mirrored), from the tables flattened once per fit."""
+        """The actual distances of the training objects to the prototype candidates: ``(m, m)``
+        (only ``i <= j`` for a symmetric cost, mirrored) or ``(m, C)`` with candidates."""
+        if data.candidates is not None:
+            D, data.first_D = data.first_D, None
+            if D is None:
+                D = self._distance_block(cost, data, torch.as_tensor(data.candidates))
+            return D
         m = len(data.X)
         symmetric = bool(getattr(cost, "symmetric", False))
         if symmetric:
@@ -477,6 +506,28 @@ class BEDL(Estimator):
         else:
             ii = torch.arange(m).repeat_interleave(m)
             jj = torch.arange(m).repeat(m)
+        ii, jj, v = self._pair_distances(cost, data, ii, jj)
+        D = np.zeros((m, m), dtype=v.dtype)
+        D[ii, jj] = v
+        if symmetric:
+            D[jj, ii] = v
+        return D
+
+    def _distance_block(self, cost, data: _FitData, cols: torch.Tensor) -> np.ndarray:
+        """``(m, len(cols))`` distances of every training object to the objects ``cols``."""
+        m, k = len(data.X), len(cols)
+        ii = torch.arange(m).repeat_interleave(k)
+        jj = cols.to(torch.long).repeat(m)
+        position = np.full(m, -1, dtype=np.int64)
+        position[cols.numpy()] = np.arange(k)
+        ii, jj, v = self._pair_distances(cost, data, ii, jj)
+        D = np.zeros((m, k), dtype=v.dtype)
+        D[ii, position[jj]] = v
+        return D
+
+    def _pair_distances(self, cost, data: _FitData, ii: torch.Tensor, jj: torch.Tensor):
+        """``(ii, jj, values)`` as numpy arrays, in some order, of the training pairs given,
+        without gradient; across ranks each computes a block (balanced by DP cells)."""
         ranks = self._fit_ranks()
         if ranks.size > 1:  # contiguous blocks of pairs, balanced by DP cells
             lengths = data.x_table.lengths
@@ -491,21 +542,17 @@ class BEDL(Estimator):
             vals = ranks.gather_rows(vals, counts)
         # assembled in numpy: a few small torch operations here can each wait for the
         # intra-op thread pool on a busy machine
-        v = vals.cpu().numpy()
-        D = np.zeros((m, m), dtype=v.dtype)
-        D[ii.numpy(), jj.numpy()] = v
-        if symmetric:
-            D[jj.numpy(), ii.numpy()] = v
-        return D
+        return ii.numpy(), jj.numpy(), vals.cpu().numpy()
 
     def _prototype_step(self, data: _FitData, D: np.ndarray, previous) -> np.ndarray:
         """Median GLVQ on the distances ``D``, from the previous prototypes (first round: the
         class medoids and greedy additions)."""
         if previous is None:
-            start = init_prototypes(D, data.y_idx, int(self.n_prototypes))
+            start = init_prototypes(D, data.y_idx, int(self.n_prototypes), data.candidates)
         else:
             start = previous
-        return median_glvq_em(D, data.y_idx, start, max_iter=100 * max(1, len(start)))[0]
+        return median_glvq_em(D, data.y_idx, start, max_iter=100 * max(1, len(start)),
+                              candidates=data.candidates)[0]
 
     # -- the metric step ------------------------------------------------------
 
