@@ -221,9 +221,8 @@ def render(argv) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if not runs:
-        print(f"error: no results in {args.results} (DATASET.json or DATASET/results.json)",
+        print(f"warning: no results in {args.results} (DATASET.json or DATASET/results.json)",
               file=sys.stderr)
-        return 2
     command = f"python -m bedl_torch experiment render --results {args.results} --out {args.out}"
     if args.notes:
         command += f" --notes {args.notes}"
@@ -235,7 +234,7 @@ def render(argv) -> int:
     else:
         with open(args.out, "w") as f:
             f.write(page)
-        print(f"paper table: {args.out} ({', '.join(runs)})")
+        print(f"paper table: {args.out} ({', '.join(runs) or 'no results'})")
     return 0
 
 
