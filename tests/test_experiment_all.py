@@ -17,7 +17,7 @@ from bedl_torch.evaluation import protocol  # noqa: E402
 from bedl_torch.evaluation.protocol import (  # noqa: E402
     CLASSIFIERS, PAPER_ERRORS, PAPER_FOLDS, config_differences)
 from bedl_torch.evaluation.protocol.export import (  # noqa: E402
-    compact_results, dump_compact, export_runs, load_runs)
+    compact_results, dump_compact, export_runs, load_run, load_runs)
 from bedl_torch.evaluation.protocol.folds import stratified_subsample  # noqa: E402
 from bedl_torch.evaluation.protocol.render import (  # noqa: E402
     command_for, flagged_cells, parse_notes, render_paper_table)
@@ -163,6 +163,10 @@ def test_interrupted_fold_is_dropped_and_rerun(tmp_path, monkeypatch, capsys):
     data = _read(tmp_path / "results.json")
     assert data["folds_done"] == 1 and data["interrupted"] is True
     assert {r["fold"] for r in data["records"]} == {0, 1}  # what fold 1 had written so far
+    # the export (and the table) leave the cut-off fold out
+    compact = load_run(tmp_path)
+    assert [r["fold"] for r in compact["records"]] == [0] * 4
+    assert [i["fold"] for i in compact["fold_info"]] == [0]
     stop[0] = False
     calls.clear()
     assert main(args) == 0
@@ -360,3 +364,34 @@ def test_paper_numbers_agree_with_the_method_notes():
             assert paper[metric] == (mean, std)
     assert all(math.isfinite(v) for d in PAPER_ERRORS.values() for c in d.values()
                for cell in c.values() for v in cell)
+
+
+def test_a_failing_classifier_is_recorded_alone(monkeypatch, capsys):
+    real = protocol.folds.classify
+
+    def svm_fails(name, *args):
+        if name == "SVM":
+            raise RuntimeError("LP status unknown")
+        return real(name, *args)
+
+    monkeypatch.setattr(protocol.folds, "classify", svm_fails)
+    cfg = protocol.ExperimentConfig("strings", quick=True, folds=2, inner_folds=2,
+                                    max_items=20, max_folds=1, metrics=("initial",),
+                                    classifiers=("KNN", "SVM", "goodness"), progress=False)
+    result = protocol.run_experiment(cfg)
+    got = {r["classifier"]: r["error"] for r in result.records}
+    assert set(got) == {"KNN", "SVM", "goodness"} and len(result.records) == 3
+    assert got["SVM"] is None and got["KNN"] is not None and got["goodness"] is not None
+    assert "fold 0: initial SVM failed: RuntimeError: LP status unknown" in result.notes
+    assert "LP status unknown" in capsys.readouterr().err
+    # results of older versions recorded the whole metric as failed after a classifier
+    # failed, next to the classifiers already measured: the export keeps the measured ones
+    raw = _fixture_results()
+    raw["records"].append({"classifier": "KNN", "metric": "bedl_pseudo", "fold": 2,
+                           "error": None, "runtime_s": None, "failed": "RuntimeError: x"})
+    raw["records"].append({"classifier": "MGLVQ", "metric": "bedl_pseudo", "fold": 2,
+                           "error": None, "runtime_s": None, "failed": "RuntimeError: x"})
+    records = compact_results(raw)["records"]
+    assert len(records) == len(_fixture_results()["records"]) + 1
+    assert [r["error"] for r in records if r["metric"] == "bedl_pseudo" and r["fold"] == 2
+            and r["classifier"] == "KNN"] == [0.0]

@@ -40,8 +40,9 @@ def _round(obj, digits: int = DIGITS):
 def compact_results(raw: dict, meta: Optional[dict] = None) -> dict:
     """The compact form of a results.json's content ``raw``; ``meta`` (see
     :func:`~.runs.read_meta_txt`) stands in for the session record when the results have
-    none. The configuration is kept exactly (its grid is what the command line says); the
-    table text and the summary are left out (both follow from the records).
+    none. Only the complete folds are kept (``folds_done``; an interrupted run may hold part
+    of the next). The configuration is kept exactly (its grid is what the command line says);
+    the table text and the summary are left out (both follow from the records).
 
     Raises:
         ValueError: ``raw`` is not an experiment's results.
@@ -61,11 +62,21 @@ def compact_results(raw: dict, meta: Optional[dict] = None) -> dict:
         env.setdefault("start", session.get("start"))
         env.setdefault("end", session.get("end"))
         env.setdefault("wall_s", session.get("wall_s"))
-    records = [{k: r[k] for k in RECORD_KEYS if k in r} for r in raw["records"]]
+    done = int(raw["folds_done"])
+    # a fold that an interrupt cut off half-way is not part of the results
+    records = [{k: r[k] for k in RECORD_KEYS if k in r} for r in raw["records"]
+               if r["fold"] < done]
+    # results of earlier versions may record a classifier both with its error and as failed
+    # (when a later classifier of the same metric failed): the error stands
+    measured = {(r["fold"], r["classifier"], r["metric"]) for r in records
+                if r.get("error") is not None}
+    records = [r for r in records if r.get("error") is not None
+               or (r["fold"], r["classifier"], r["metric"]) not in measured]
+    fold_info = [i for i in raw.get("fold_info", []) if i.get("fold", 0) < done]
     return {"format": COMPACT_FORMAT, "dataset": raw.get("dataset", config.get("dataset")),
             "folds_done": int(raw["folds_done"]), "interrupted": bool(raw.get("interrupted")),
             "config": config, "environment": _round(env), "notes": list(raw.get("notes", [])),
-            "fold_info": _round(list(raw.get("fold_info", []))), "records": _round(records)}
+            "fold_info": _round(fold_info), "records": _round(records)}
 
 
 def _dump(value, indent: int) -> str:

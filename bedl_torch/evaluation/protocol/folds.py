@@ -253,12 +253,23 @@ class _Fold:
         self.result.records.append(rec)
 
     def classify_all(self, metric, D_tr, D_te, runtime, extra=None) -> dict:
-        """Every classifier on one metric's distances; returns the chosen hyper-parameters."""
+        """Every classifier on one metric's distances; returns the chosen hyper-parameters. A
+        classifier that fails is recorded as failed and the others go on (on the initial
+        distances MGLVQ's failure stops the fold: the metric learners need its K)."""
         chosen = {}
         for clf in self.cfg.classifiers:
             self.data.progress.stage(f"{metric}: {clf}")
-            err, value, _ = classify(clf, self.cfg.grid, D_tr, self.y_tr, D_te, self.y_te,
-                                     self.cfg.inner_folds, self.seed)
+            try:
+                err, value, _ = classify(clf, self.cfg.grid, D_tr, self.y_tr, D_te, self.y_te,
+                                         self.cfg.inner_folds, self.seed)
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:
+                if metric == "initial" and clf == "MGLVQ" and len(self.cfg.metrics) > 1:
+                    raise
+                record_failure(self.result, self.cfg, metric, self.fold, exc,
+                               classifiers=(clf,))
+                continue
             chosen[clf] = value
             self.record(clf, metric, err, value, runtime, extra)
         return chosen
@@ -336,13 +347,19 @@ class _Fold:
 
 
 def record_failure(result: ExperimentResult, cfg: ExperimentConfig, metric: str, fold: int,
-                   exc: Exception) -> None:
-    """Warn on stderr (with the traceback), note the failure and record every classifier's
-    error for this metric and fold as missing."""
-    msg = f"fold {fold}: {metric} failed: {type(exc).__name__}: {exc}"
+                   exc: Exception, classifiers=None) -> None:
+    """Warn on stderr (with the traceback), note the failure and record the error of each of
+    ``classifiers`` (default: those without a record yet) for this metric and fold as
+    missing."""
+    what = metric if classifiers is None else f"{metric} {'/'.join(classifiers)}"
+    msg = f"fold {fold}: {what} failed: {type(exc).__name__}: {exc}"
     print("warning: " + msg + "\n" + traceback.format_exc(), file=sys.stderr)
     result.notes.append(msg)
-    for clf in cfg.classifiers:
+    if classifiers is None:
+        done = {r["classifier"] for r in result.records
+                if r["metric"] == metric and r["fold"] == fold}
+        classifiers = [c for c in cfg.classifiers if c not in done]
+    for clf in classifiers:
         result.records.append({"dataset": cfg.dataset, "classifier": clf, "metric": metric,
                                "fold": fold, "error": None, "runtime_s": None,
                                "failed": f"{type(exc).__name__}: {exc}"})
