@@ -138,7 +138,7 @@ def _config(args, dataset):
 
 def experiment(args, argv) -> int:
     from .evaluation.protocol import PAPER_FOLDS
-    from .evaluation.protocol.runs import ConfigMismatchError, run_dataset
+    from .evaluation.protocol.runs import ConfigMismatchError, ResultsFileError, run_dataset
 
     command = "python -m bedl_torch " + " ".join(argv)
     if args.dataset == "all":
@@ -164,7 +164,7 @@ def experiment(args, argv) -> int:
         try:
             result, interrupted = run_dataset(configs[d], out_of[d], restart=args.restart,
                                               command=command)
-        except ConfigMismatchError as exc:
+        except (ConfigMismatchError, ResultsFileError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         print()

@@ -196,6 +196,11 @@ def test_config_mismatch_names_the_fields(tmp_path, capsys):
     data = _read(out / "results.json")
     assert data["config"]["seed"] == 3 and data["folds_done"] == 1
     assert len(data["environment"]["sessions"]) == 1
+    # a file that is not an experiment's results is not overwritten without --restart
+    (out / "results.json").write_text('{"records": [')
+    assert main(args) == 2
+    assert "results.json" in capsys.readouterr().err
+    assert main(args + ["--restart"]) == 0 and _read(out / "results.json")["folds_done"] == 2
 
 
 def test_config_differences():

@@ -15,12 +15,16 @@ from .config import ExperimentConfig, config_differences
 from .folds import run_experiment
 from .report import ExperimentResult, write_results
 
-__all__ = ["ConfigMismatchError", "machine_info", "read_meta_txt", "load_previous",
+__all__ = ["ConfigMismatchError", "ResultsFileError", "machine_info", "read_meta_txt", "load_previous",
            "run_dataset"]
 
 
 class ConfigMismatchError(ValueError):
     """Results on disk were computed with another configuration than the one asked for."""
+
+
+class ResultsFileError(ValueError):
+    """A results.json to continue cannot be read as an experiment's results."""
 
 
 # --------------------------------------------------------------------------- the machine
@@ -136,12 +140,15 @@ def load_previous(out_dir, config: ExperimentConfig, restart: bool = False) -> E
     Raises:
         ConfigMismatchError: results.json holds complete folds of another configuration (the
             message names the differing fields).
-        ValueError: results.json is not an experiment's results.
+        ResultsFileError: results.json is not an experiment's results.
     """
     path = pathlib.Path(out_dir) / "results.json"
     if restart or not path.is_file():
         return ExperimentResult(config={})
-    previous = ExperimentResult.from_json(json.loads(path.read_text()))
+    try:
+        previous = ExperimentResult.from_json(json.loads(path.read_text()))
+    except ValueError as exc:  # also JSONDecodeError
+        raise ResultsFileError(f"{path}: {exc}; pass --restart to replace it") from exc
     if previous.folds_done == 0:
         return ExperimentResult(config={})
     diff = config_differences(previous.config, config.resolved().to_dict())
@@ -181,7 +188,7 @@ def run_dataset(config: ExperimentConfig, out_dir, restart: bool = False,
     ``(result, interrupted)``.
 
     Raises:
-        ConfigMismatchError: see :func:`load_previous`.
+        ConfigMismatchError, ResultsFileError: see :func:`load_previous`.
     """
     result = load_previous(out_dir, config, restart)
     cfg = config.resolved()
