@@ -11,6 +11,7 @@ rounds of each process's best-of times. Rows:
   against the forward alone (``torch.no_grad``).
 * ``grad30_glvq``: the same with a loss that reads two entries per row (as GLVQ's nearest
   right and wrong prototype do), so most pairs have gradient 0.
+* ``grad30_1t``: ``grad30`` on 1 thread.
 * ``coopt100``: 16 pairs of 100-node random trees, Euclidean costs, 1 thread, one batched
   call: distance + P (``PairBatch.coopt``) against the distance alone.
 """
@@ -87,6 +88,9 @@ def measure() -> dict:
     t_f, t_fb, t_glvq = _alternating([forward, forward_backward, forward_backward_glvq], 3, 0.5)
     out["grad30"] = (t_fb, t_f)
     out["grad30_glvq"] = (t_glvq, t_f)
+    torch.set_num_threads(1)  # two threads on a shared machine wait on each other's phases
+    t_f, t_fb = _alternating([forward, forward_backward], 3, 0.5)
+    out["grad30_1t"] = (t_fb, t_f)
 
     torch.set_num_threads(1)
     rng = random.Random(1)
@@ -105,6 +109,7 @@ ROWS = [
     ("grad30", "100 x 100 matrix, 30-node trees, EuclideanCost, 2 threads: forward + backward vs forward",
      "<= 4x"),
     ("grad30_glvq", "same, loss on 2 entries per row (GLVQ-like) vs forward", "-"),
+    ("grad30_1t", "same as the first row on 1 thread", "-"),
     ("coopt100", "16 pairs of 100-node trees, Euclidean, 1 thread, batched: distance + P vs distance",
      "<= 2.5x"),
 ]
