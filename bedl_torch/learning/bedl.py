@@ -23,6 +23,7 @@ from ..labels import check_collection, missing_labels, sorted_alphabet
 from ..ops import FlatTable, PairBatch, pairwise_distances, table_pair_distances
 from ..validation import check_cost_module, check_device
 from .estimator import Estimator
+from .lbfgs import LBFGS
 from .mglvq import init_prototypes, median_glvq_em
 from .objectives import (
     DenseFrequencyTerms,
@@ -30,6 +31,7 @@ from .objectives import (
     LinearPseudoObjective,
     LossTerms,
     MetricObjective,
+    NumpyEuclideanExactObjective,
     NumpyEuclideanObjective,
     PrototypePairs,
     SparsePairTerms,
@@ -486,27 +488,21 @@ class BEDL(Estimator):
         number of gradient evaluations. A step never ends worse than it started (or at
         NaN/inf): then the parameters are restored."""
         objective = self._make_objective(cost, params, data, prototypes)
-        optimizer = torch.optim.LBFGS(
-            params,
-            lr=1.0,
+        solver = LBFGS(
             max_iter=int(self.max_eval),
             max_eval=int(self.max_eval),
-            line_search_fn="strong_wolfe",
             tolerance_grad=1e-7,
             tolerance_change=1e-9,
             history_size=self._LBFGS_HISTORY,
         )
-        backup = [p.detach().clone() for p in params]
-        # without autograd in the objective, inference mode trims the dispatch overhead of the
-        # optimiser's own small tensor operations
-        with torch.inference_mode(not objective.uses_autograd):
-            loss0 = float(optimizer.step(objective.value_and_grad).detach())
-        final = float(objective.value())
-        if not math.isfinite(final) or final > loss0:
-            with torch.no_grad():
-                for p, b in zip(params, backup):
-                    p.copy_(b)
-            final = loss0
+        x0 = objective.get_flat()
+        # without autograd in the objective, inference mode trims the dispatch overhead of
+        # whatever small torch operations the evaluations still run
+        with torch.enable_grad() if objective.uses_autograd else torch.inference_mode():
+            x, loss0, final, _ = solver.minimize(objective.flat_value_and_grad, x0)
+            if not math.isfinite(final) or final > loss0:
+                x, final = x0, loss0
+            objective.set_flat(x)
         for p in params:
             p.grad = None
         return loss0, final, objective.n_evals
@@ -524,11 +520,14 @@ class BEDL(Estimator):
         y_dev = torch.as_tensor(data.y_idx, device=device)
         pairs = PrototypePairs(
             y_dev[:, None] == torch.as_tensor(data.y_idx[prototypes], device=device)[None, :])
-        if self.mode == "exact":
-            return ExactObjective(cost, params, full, protos_t, pairs, data.loss, data.unknown)
-        if self.mode == "soft":
+        if self.mode in ("exact", "soft"):
+            kw = ({"mode": "soft", "temperature": float(self.temperature)}
+                  if self.mode == "soft" else None)
+            if self._numpy_path_ok(cost, params):
+                return NumpyEuclideanExactObjective(cost, full, protos_t, pairs, data.loss,
+                                                    data.unknown, distance_kw=kw)
             return ExactObjective(cost, params, full, protos_t, pairs, data.loss, data.unknown,
-                                  distance_kw={"mode": "soft", "temperature": float(self.temperature)})
+                                  distance_kw=kw)
         align = cost if data.align_cost is None else data.align_cost
         P0 = full.coopt(align, unknown=data.unknown)[1].to(device)
         F = self._symbol_frequencies(cost, full, P0, data.X_idx)
