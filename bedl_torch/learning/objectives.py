@@ -570,6 +570,11 @@ class NumpyEuclideanObjective(_NumpyEuclidean):
         return loss, (np.concatenate((g_plus, g_minus)) @ Fs).reshape(self.n_sym, self.n_sym)
 
 
+# ---------------------------------------------------------------------------
+# exact mode
+# ---------------------------------------------------------------------------
+
+
 class _TableCost(SymbolCost):
     """A cost module whose symbol table is a given ``(U+1, U+1)`` tensor (held as a buffer),
     so that the ops differentiate distances with respect to the table's entries."""
@@ -607,11 +612,15 @@ class NumpyEuclideanExactObjective(_NumpyEuclidean):
         self.table = torch.zeros(self.n_sym, self.n_sym, dtype=self.emb.dtype,
                                  requires_grad=True)
         self.table_cost = _TableCost(cost.alphabet, self.table)
+        # the same memory without autograd: distances alone (the kernels then skip the
+        # co-optimal matrices a gradient needs)
+        self.value_cost = _TableCost(cost.alphabet, self.table.detach())
         self.arange_m = torch.arange(self.m)
         self._batch_key = self._batch = None
 
-    def _distances(self, batch: PairBatch) -> torch.Tensor:
-        return batch.distances(self.table_cost, unknown=self.unknown, **self.distance_kw)
+    def _distances(self, batch: PairBatch, grad: bool = False) -> torch.Tensor:
+        cost = self.table_cost if grad else self.value_cost
+        return batch.distances(cost, unknown=self.unknown, **self.distance_kw)
 
     def _selected_batch(self) -> PairBatch:
         """The batch of every point's closest correct and closest wrong prototype (first the
@@ -619,8 +628,7 @@ class NumpyEuclideanExactObjective(_NumpyEuclidean):
         if self.pairs.fixed is not None:
             kp, km = self.pairs.fixed
         else:
-            with torch.no_grad():
-                d_all = self._distances(self.full).numpy().reshape(self.m, self.P)
+            d_all = self._distances(self.full).numpy().reshape(self.m, self.P)
             kp = torch.from_numpy(np.where(self.same, d_all, np.inf).argmin(1))
             km = torch.from_numpy(np.where(self.same, np.inf, d_all).argmin(1))
         ks = torch.cat([kp, km])
@@ -638,21 +646,15 @@ class NumpyEuclideanExactObjective(_NumpyEuclidean):
             self.table.copy_(torch.from_numpy(C))
         batch = self._selected_batch()
         if not backward:
-            with torch.no_grad():
-                d = self._distances(batch).numpy()
+            d = self._distances(batch).numpy()
             return glvq_loss_and_grad_numpy(d[:m], d[m:], self.loss.phi, False)[0], None
         with torch.enable_grad():
-            d = self._distances(batch)
+            d = self._distances(batch, grad=True)
             dn = d.detach().numpy()
             loss, g_plus, g_minus = glvq_loss_and_grad_numpy(dn[:m], dn[m:], self.loss.phi)
             (G,) = torch.autograd.grad(d, self.table,
                                        torch.from_numpy(np.concatenate((g_plus, g_minus))))
         return loss, G.numpy().astype(C.dtype, copy=True)
-
-
-# ---------------------------------------------------------------------------
-# exact mode
-# ---------------------------------------------------------------------------
 
 
 class ExactObjective(MetricObjective):
