@@ -6,9 +6,11 @@ Run: ``.venv/bin/python benchmarks/bench_bedl_fit.py [--n 100] [--repeats 5] [--
 never by the library).
 
 Every bedl_torch fit runs in a worker process per build (``PYTHONPATH`` set to the build's
-source tree; this tree's worker sees this process's path), warmed up by a tiny fit first: the
-first ``torch.optim`` use in a process imports torch._dynamo (1.5-4 s, once per process, not fit
-work) and its time is printed ("cold"). Repeats alternate between the builds (and their order
+source tree; this tree's worker has this process's environment), warmed up by a tiny fit first,
+whose time is printed: builds whose metric step used ``torch.optim.LBFGS`` pay the one-time
+import of torch._dynamo there (1.5-4 s per process, not fit work). CPU ms per evaluation is a
+fit's CPU time over its L-BFGS evaluations (the rounds' distance matrices included), which
+compares builds whose fits take different numbers of evaluations. Repeats alternate between the builds (and their order
 within a repeat), so both see the same phases of a loaded machine. Both fit on the same
 ``make_strings(n, seed)`` training strings with one prototype per class; the test error is
 measured on a fresh draw (median GLVQ with the learned distance). Prints the machine, the load
@@ -197,23 +199,26 @@ def main(argv=None):
           f"{os.cpu_count()} CPUs, Python {platform.python_version()}")
     print(f"load average (1, 5, 15 min) before: {', '.join(f'{v:.2f}' for v in load_before)}; "
           f"after: {', '.join(f'{v:.2f}' for v in load_after)}")
-    print("warm-up fit per worker (pays the one-time torch._dynamo import): "
+    print("warm-up fit per worker: "
           + ", ".join(f"{b} {w.hello['cold']:.2f} s" for b, w in builds.items()) + "\n")
-    cols = " | ".join(f"{b}: wall median (min) | {b}: CPU median" for b in names)
+    cols = " | ".join(f"{b}: wall median (min) | {b}: CPU median | {b}: CPU ms per evaluation"
+                      for b in names)
     extra = " | this / previous (wall medians)" if len(names) > 1 else ""
-    print(f"| BEDL.fit | {cols}{extra} | test error | runs | notes (this tree) |")
-    print("|---" * (2 + 2 * len(names) + (len(names) > 1) + 2) + "|")
+    print(f"| BEDL.fit | {cols}{extra} | test error | runs | L-BFGS evaluations per metric step "
+          f"(kept round), Figure 1 ratio |")
+    print("|---" * (1 + 3 * len(names) + (len(names) > 1) + 3) + "|")
     for c in configs:
         cells = []
         for b in names:
             med, lo, cpu = _summary(runs[b, c])
-            cells.append(f"{med:.3f} ({lo:.3f}) | {cpu:.3f}")
+            per_eval = 1e3 * cpu / max(1, sum(runs[b, c][-1]["evals"]))
+            cells.append(f"{med:.3f} ({lo:.3f}) | {cpu:.3f} | {per_eval:.2f}")
         if len(names) > 1:
             cells.append(f"{_summary(runs[names[0], c])[0] / _summary(runs[names[1], c])[0]:.2f}")
-        last = runs[names[0], c][-1]
         errors = "/".join(f"{100 * runs[b, c][-1]['error']:.0f}%" for b in names)
-        notes = (f"evaluations per metric step {last['evals']} (kept round {last['kept']}), "
-                 f"max(|a|,|b|)/min(|c|,|d|) = {last['ratio']:.2f}")
+        notes = "; ".join(f"{b} {runs[b, c][-1]['evals']} ({runs[b, c][-1]['kept']}), "
+                          f"max(|a|,|b|)/min(|c|,|d|) {runs[b, c][-1]['ratio']:.2f}"
+                          for b in names)
         print(f"| {CONFIGS[c][0]} | {' | '.join(cells)} | {errors} | {len(runs[names[0], c])} "
               f"| {notes} |")
     pseudo = [c for c in configs if not CONFIGS[c][1]]

@@ -63,8 +63,8 @@ def initial_embedding(num_symbols: int, dim: Optional[int] = None, dtype=torch.f
         ValueError: ``dim < 1``.
     """
     A = simplex_embedding(num_symbols, dtype=torch.float64)
-    # (.contiguous(): the Cholesky factor is column-major, and torch.optim.LBFGS needs
-    # contiguous parameters)
+    # (.contiguous(): the Cholesky factor is column-major, and the metric step reads and
+    # writes the parameters as flat row-major vectors)
     if dim is None or dim == num_symbols:
         return A.to(dtype).contiguous()
     dim = int(dim)
@@ -351,7 +351,7 @@ class BEDL(Estimator):
         # (an empty alphabet has an empty embedding: nothing to learn)
         params = [p for p in cost.parameters() if p.requires_grad and p.numel()]
         with torch.no_grad():
-            for p in params:  # torch.optim.LBFGS views gradients flat
+            for p in params:  # the metric step's solver works on them as flat vectors
                 if not p.is_contiguous():
                     p.data = p.data.contiguous()
         base = PairBatch(X, X)  # the training objects' tables, flattened once
@@ -508,7 +508,8 @@ class BEDL(Estimator):
         return loss0, final, objective.n_evals
 
     def _make_objective(self, cost, params, data: _FitData, prototypes) -> MetricObjective:
-        """The evaluator for this step (see :mod:`.objectives`): exact mode autograd; pseudo
+        """The evaluator for this step (see :mod:`.objectives`): exact and soft mode the
+        distances with autograd (numpy around them for the default Euclidean cost); pseudo
         mode the frozen co-optimal matrices ``P0`` of the data-prototype pairs (under
         ``data.align_cost`` or the current costs), then numpy for the default Euclidean cost,
         the dense symbol-frequency form for small alphabets, else the sparse symbol pairs."""
@@ -523,7 +524,9 @@ class BEDL(Estimator):
         if self.mode in ("exact", "soft"):
             kw = ({"mode": "soft", "temperature": float(self.temperature)}
                   if self.mode == "soft" else None)
-            if self._numpy_path_ok(cost, params):
+            # (the numpy evaluator builds the dense symbol cost table)
+            if ((cost.gap_index + 1) ** 2 <= self._TABLE_LIMIT
+                    and self._numpy_path_ok(cost, params)):
                 return NumpyEuclideanExactObjective(cost, full, protos_t, pairs, data.loss,
                                                     data.unknown, distance_kw=kw)
             return ExactObjective(cost, params, full, protos_t, pairs, data.loss, data.unknown,

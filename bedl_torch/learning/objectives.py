@@ -6,8 +6,9 @@ module's regularised matrix (:class:`LossTerms`). The data-to-prototype pairs ar
 step (:class:`PrototypePairs`); in pseudo mode so are their co-optimal matrices ``P0``, which
 makes every distance linear in the symbol costs.
 
-Four evaluators compute the objective and its gradient, each where it is cheapest; all have the
-interface of :class:`MetricObjective` (``value()``, ``value_and_grad()``):
+Five evaluators compute the objective and its gradient, each where it is cheapest; all have the
+interface of :class:`MetricObjective` (``value()``, ``value_and_grad()``, and
+``flat_value_and_grad(x)`` for BEDL's numpy solver):
 
 * :class:`NumpyEuclideanObjective`: pseudo mode, the default :class:`EuclideanCost` on the CPU
   and a small alphabet: everything in numpy closed form (the problems are tiny and torch's
@@ -17,7 +18,11 @@ interface of :class:`MetricObjective` (``value()``, ``value_and_grad()``):
   autograd runs only through the cost module.
 * :class:`LinearPseudoObjective` with :class:`SparsePairTerms`: pseudo mode, a large alphabet:
   the same over the symbol pairs that carry mass in ``P0``.
-* :class:`ExactObjective`: exact mode, autograd through the edit distances.
+* :class:`NumpyEuclideanExactObjective`: exact (or soft) mode, the default
+  :class:`EuclideanCost` on the CPU: numpy, with autograd only from the edit distances to
+  their symbol cost table.
+* :class:`ExactObjective`: exact (or soft) mode, any cost module: autograd through the edit
+  distances and the module.
 
 The GLVQ loss and the regularisers come from :mod:`.losses` (torch or numpy closed forms).
 """
@@ -158,10 +163,12 @@ class MetricObjective:
     """Interface of the evaluators: the loss of a metric step as a function of ``params``.
 
     :meth:`value_and_grad` evaluates the loss and stores its gradient in the ``.grad`` of
-    ``params`` (replacing what was there), as a ``torch.optim.LBFGS`` closure must;
-    :meth:`value` evaluates it without gradient. ``n_evals`` counts the gradient evaluations.
-    ``uses_autograd`` is False where no evaluation records an autograd graph (the caller may
-    then run the optimiser in inference mode).
+    ``params`` (replacing what was there), as a ``torch.optim`` closure must;
+    :meth:`value` evaluates it without gradient; :meth:`flat_value_and_grad` is the same at a
+    flat numpy vector of parameters, the interface of BEDL's solver (:class:`~.lbfgs.LBFGS`).
+    ``n_evals`` counts the gradient evaluations. ``uses_autograd`` is False where no
+    evaluation records an autograd graph (the caller may then run the solver in inference
+    mode).
     """
 
     uses_autograd = True
