@@ -67,9 +67,9 @@ def _torch_lbfgs_points(f, x0, **kw):
 ])
 def test_solver_evaluates_the_points_of_torch_lbfgs(problem, x0, kw):
     """Same iteration as torch.optim.LBFGS: the same points (up to the rounding of dot
-    products and of ``x + t d``, which numpy and torch order differently), as many of them,
-    the same end point. The problems are well conditioned over these runs, so rounding stays
-    at its own size."""
+    products, of the two-loop direction and of ``x + t d``, which numpy and torch order
+    differently), as many of them, the same end point. The problems are well conditioned over
+    these runs, so rounding stays at its own size."""
     f = _logistic() if problem == "logistic" else _rosenbrock
     want_points, want_x = _torch_lbfgs_points(f, x0, **kw)
     points = []
@@ -180,3 +180,36 @@ def test_numpy_exact_objective_matches_autograd(monkeypatch, mode, n_prototypes)
         assert ref_grad.abs().max() > 0.01
         assert loss == pytest.approx(ref_loss, rel=1e-12)
         torch.testing.assert_close(grad, ref_grad, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_numpy_regularizers_match_the_torch_closed_forms(dtype):
+    """The numpy log-det and Frobenius terms (the numpy evaluators' regularisers) against the
+    torch closed forms, for a full-rank matrix and for matrices with singular values at the
+    clamp (zero and below sqrt(tiny)), whose gradient there is 0."""
+    from bedl_torch.learning.losses import (frobenius_regularizer_and_grad,
+                                            frobenius_regularizer_and_grad_numpy,
+                                            logdet_regularizer_and_grad,
+                                            logdet_regularizer_and_grad_numpy)
+
+    tiny = np.finfo(dtype).tiny
+    full = np.random.default_rng(3).standard_normal((4, 3)).astype(dtype)
+    zero = np.array([[2.0, 0.0], [0.0, 0.0], [0.0, 0.0]], dtype=dtype)
+    small = np.array([[2.0, 0.0], [0.0, 0.5 * np.sqrt(tiny)]], dtype=dtype)
+    rtol = 1e-12 if dtype == np.float64 else 1e-5
+    for A in (full, zero, small):
+        for numpy_fn, torch_fn in ((logdet_regularizer_and_grad_numpy, logdet_regularizer_and_grad),
+                                   (frobenius_regularizer_and_grad_numpy,
+                                    frobenius_regularizer_and_grad)):
+            value, grad = numpy_fn(A, 0.3)
+            want_value, want_grad = torch_fn(torch.from_numpy(A), 0.3)
+            assert value == pytest.approx(float(want_value), rel=rtol)
+            assert grad.dtype == dtype
+            np.testing.assert_allclose(grad, want_grad.numpy(), rtol=rtol, atol=rtol)
+            assert numpy_fn(A, 0.3, backward=False) == (value, None)
+    # the clamped directions get no gradient: only the live singular value's entry is set
+    for A in (zero, small):
+        grad = logdet_regularizer_and_grad_numpy(A, 0.5)[1]
+        want = np.zeros_like(A)
+        want[0, 0] = -0.5  # -2 beta / sigma with sigma = 2
+        np.testing.assert_allclose(grad, want, rtol=rtol, atol=0)
