@@ -495,6 +495,39 @@ class PairBatch:
         return out
 
 
+class SymbolTableKernels:
+    """The symbol-table kernels on one batch's pairs with their arguments built once, for
+    callers that evaluate the same pairs under many tables (BEDL's exact metric step).
+
+    Skips :meth:`PairBatch.distances`' per-call work (module checks, views, autograd): the
+    table passed must be the whole ``(U+1, U+1)`` table of the module the labels were encoded
+    with, a CPU tensor; the kernels still check it (NaN/inf, overflow rule).
+
+    Args:
+        batch: the pairs. cost: the module whose alphabet encodes the labels.
+        unknown: ``"error"`` or ``"gap"``, as for the ops.
+    """
+
+    def __init__(self, batch: PairBatch, cost: SymbolCost, unknown: str):
+        xt, yt = batch.x_table, batch.y_table
+        xl, yl = xt.flat_labels(cost, unknown), yt.flat_labels(cost, unknown)
+        if batch.kind == "tree":
+            self._args = (xl, xt.sizes, xt.ptr, yl, yt.sizes, yt.ptr, batch.pair_x, batch.pair_y)
+            self._distances, self._grad = _ext.ted_symbols_cpu, _ext.ted_symbols_grad_cpu
+        else:
+            self._args = (xl, xt.ptr, yl, yt.ptr, batch.pair_x, batch.pair_y)
+            self._distances, self._grad = _ext.sed_symbols_cpu, _ext.sed_symbols_grad_cpu
+
+    def distances(self, table: torch.Tensor, rel_tol: float) -> torch.Tensor:
+        """The exact distances ``(B,)`` under ``table`` (no gradient)."""
+        return self._distances(table, *self._args, False, rel_tol)[0]
+
+    def weighted_grad(self, table: torch.Tensor, weights: torch.Tensor, rel_tol: float) -> torch.Tensor:
+        """The ``(U+1, U+1)`` gradient of ``sum_k weights[k] * distance_k`` in the table's
+        entries (``weights``: ``(B,)`` of the table's dtype), as the distances' backward."""
+        return self._grad(table, *self._args, weights, rel_tol)
+
+
 class _EditDistanceFn(torch.autograd.Function):
     """Forward returns the distances and (when needed) P; backward only scales P."""
 

@@ -37,7 +37,7 @@ import torch
 
 from ..costs import EuclideanCost, SymbolCost, pair_costs_of
 from ..labels import labels_of
-from ..ops import PairBatch
+from ..ops import PairBatch, SymbolTableKernels, default_rel_tol
 from .losses import (
     PhiLike,
     frobenius_regularizer,
@@ -602,9 +602,14 @@ class _TableCost(SymbolCost):
 class NumpyEuclideanExactObjective(_NumpyEuclidean):
     """:class:`ExactObjective` for the default :class:`EuclideanCost` on the CPU (see
     :func:`numpy_path_applies`): the cost table, the GLVQ loss, the regularisers and the chain
-    rule to the embedding in numpy; autograd runs only through the edit distances, from their
-    cost table (a leaf) to the gradient on it. Same values and gradients as
-    :class:`ExactObjective` up to rounding.
+    rule to the embedding in numpy. Same values and gradients as :class:`ExactObjective` up to
+    rounding.
+
+    Exact mode calls the symbol-table kernels directly (:class:`~bedl_torch.ops.SymbolTableKernels`,
+    arguments built once per selection of prototypes): the distances, then the gradient kernel
+    with the GLVQ loss's derivatives as pair weights, which is what autograd through
+    :meth:`PairBatch.distances` computes, without its per-call checks and graph. Soft mode runs
+    autograd through the soft distances, from their cost table (a leaf) to the gradient on it.
 
     Args: as :class:`ExactObjective`, without ``params`` (the embedding is the parameter).
     """
@@ -625,21 +630,39 @@ class NumpyEuclideanExactObjective(_NumpyEuclidean):
         self.value_cost = _TableCost(cost.alphabet, self.table.detach())
         self.arange_m = torch.arange(self.m)
         self._batch_key = self._batch = None
+        # exact mode: the kernels on prebuilt arguments (the soft mode's go through autograd)
+        self.direct = not self.distance_kw
+        if self.direct:
+            self.rel_tol = default_rel_tol(self.emb.dtype)
+            self._kernels_key = self._kernels = None
+            if pairs.fixed is None:
+                self.full_kernels = SymbolTableKernels(full, self.value_cost, unknown)
+            else:  # the selected pairs never change
+                self.full_kernels = None
+                self._selected_kernels(self._selection(None))
 
     def _distances(self, batch: PairBatch, grad: bool = False) -> torch.Tensor:
         cost = self.table_cost if grad else self.value_cost
         return batch.distances(cost, unknown=self.unknown, **self.distance_kw)
 
-    def _selected_batch(self) -> PairBatch:
-        """The batch of every point's closest correct and closest wrong prototype (first the
-        correct ones), chosen without gradient unless the selection is fixed."""
+    def _selection(self, table: Optional[torch.Tensor]) -> torch.Tensor:
+        """Every point's closest correct prototype, then every point's closest wrong one
+        (indices into ``prototypes``), under ``table`` (exact mode; soft mode reads
+        ``self.table``) without gradient, unless the selection is fixed."""
         if self.pairs.fixed is not None:
             kp, km = self.pairs.fixed
         else:
-            d_all = self._distances(self.full).numpy().reshape(self.m, self.P)
+            if self.direct:
+                d_all = self.full_kernels.distances(table, self.rel_tol)
+            else:
+                d_all = self._distances(self.full)
+            d_all = d_all.numpy().reshape(self.m, self.P)
             kp = torch.from_numpy(np.where(self.same, d_all, np.inf).argmin(1))
             km = torch.from_numpy(np.where(self.same, np.inf, d_all).argmin(1))
-        ks = torch.cat([kp, km])
+        return torch.cat([kp, km])
+
+    def _selected_batch(self, ks: torch.Tensor) -> PairBatch:
+        """The batch of the points paired with the prototypes ``ks`` (reused while they stay)."""
         key = ks.numpy().tobytes()
         if key != self._batch_key:
             self._batch = PairBatch.from_tables(
@@ -648,11 +671,22 @@ class NumpyEuclideanExactObjective(_NumpyEuclidean):
             self._batch_key = key
         return self._batch
 
+    def _selected_kernels(self, ks: torch.Tensor) -> SymbolTableKernels:
+        """The kernels on the batch of :meth:`_selected_batch` (reused while it stays)."""
+        key = ks.numpy().tobytes()
+        if key != self._kernels_key:
+            self._kernels = SymbolTableKernels(self._selected_batch(ks), self.value_cost,
+                                               self.unknown)
+            self._kernels_key = key
+        return self._kernels
+
     def _glvq_and_table_grad(self, C, backward):
+        if self.direct:
+            return self._direct_glvq_and_table_grad(C, backward)
         m = self.m
         with torch.no_grad():
             self.table.copy_(torch.from_numpy(C))
-        batch = self._selected_batch()
+        batch = self._selected_batch(self._selection(self.table.detach()))
         if not backward:
             d = self._distances(batch).numpy()
             return glvq_loss_and_grad_numpy(d[:m], d[m:], self.loss.phi, False)[0], None
@@ -663,6 +697,19 @@ class NumpyEuclideanExactObjective(_NumpyEuclidean):
             (G,) = torch.autograd.grad(d, self.table,
                                        torch.from_numpy(np.concatenate((g_plus, g_minus))))
         return loss, G.numpy().astype(C.dtype, copy=True)
+
+    def _direct_glvq_and_table_grad(self, C, backward):
+        """Exact mode: the distances and their weighted gradient from the kernels."""
+        m, tol = self.m, self.rel_tol
+        table = torch.from_numpy(C)
+        kernels = (self._kernels if self.full_kernels is None
+                   else self._selected_kernels(self._selection(table)))
+        d = kernels.distances(table, tol).numpy()
+        loss, g_plus, g_minus = glvq_loss_and_grad_numpy(d[:m], d[m:], self.loss.phi, backward)
+        if not backward:
+            return loss, None
+        weights = torch.from_numpy(np.concatenate((g_plus, g_minus)).astype(C.dtype, copy=False))
+        return loss, kernels.weighted_grad(table, weights, tol).numpy().astype(C.dtype, copy=True)
 
 
 class ExactObjective(MetricObjective):
