@@ -635,31 +635,29 @@ class NumpyEuclideanExactObjective(_NumpyEuclidean):
         if self.direct:
             self.rel_tol = default_rel_tol(self.emb.dtype)
             self._kernels_key = self._kernels = None
+            self.rows = np.concatenate((np.arange(self.m), np.arange(self.m)))
             if pairs.fixed is None:
                 self.full_kernels = SymbolTableKernels(full, self.value_cost, unknown)
             else:  # the selected pairs never change
                 self.full_kernels = None
-                self._selected_kernels(self._selection(None))
+                self._selected_kernels(self._selection())
 
     def _distances(self, batch: PairBatch, grad: bool = False) -> torch.Tensor:
         cost = self.table_cost if grad else self.value_cost
         return batch.distances(cost, unknown=self.unknown, **self.distance_kw)
 
-    def _selection(self, table: Optional[torch.Tensor]) -> torch.Tensor:
+    def _selection(self) -> torch.Tensor:
         """Every point's closest correct prototype, then every point's closest wrong one
-        (indices into ``prototypes``), under ``table`` (exact mode; soft mode reads
-        ``self.table``) without gradient, unless the selection is fixed."""
-        if self.pairs.fixed is not None:
-            kp, km = self.pairs.fixed
-        else:
-            if self.direct:
-                d_all = self.full_kernels.distances(table, self.rel_tol)
-            else:
-                d_all = self._distances(self.full)
-            d_all = d_all.numpy().reshape(self.m, self.P)
-            kp = torch.from_numpy(np.where(self.same, d_all, np.inf).argmin(1))
-            km = torch.from_numpy(np.where(self.same, np.inf, d_all).argmin(1))
-        return torch.cat([kp, km])
+        (indices into ``prototypes``) under ``self.table``, without gradient, unless the
+        selection is fixed."""
+        if self.pairs.fixed is None:
+            return self._closest(self._distances(self.full).numpy().reshape(self.m, self.P))
+        return torch.cat(self.pairs.fixed)
+
+    def _closest(self, d_all: np.ndarray) -> torch.Tensor:
+        """:meth:`_selection` from the distances ``(m, P)`` of all pairs."""
+        return torch.from_numpy(np.concatenate((np.where(self.same, d_all, np.inf).argmin(1),
+                                                np.where(self.same, np.inf, d_all).argmin(1))))
 
     def _selected_batch(self, ks: torch.Tensor) -> PairBatch:
         """The batch of the points paired with the prototypes ``ks`` (reused while they stay)."""
@@ -686,7 +684,7 @@ class NumpyEuclideanExactObjective(_NumpyEuclidean):
         m = self.m
         with torch.no_grad():
             self.table.copy_(torch.from_numpy(C))
-        batch = self._selected_batch(self._selection(self.table.detach()))
+        batch = self._selected_batch(self._selection())
         if not backward:
             d = self._distances(batch).numpy()
             return glvq_loss_and_grad_numpy(d[:m], d[m:], self.loss.phi, False)[0], None
@@ -702,9 +700,14 @@ class NumpyEuclideanExactObjective(_NumpyEuclidean):
         """Exact mode: the distances and their weighted gradient from the kernels."""
         m, tol = self.m, self.rel_tol
         table = torch.from_numpy(C)
-        kernels = (self._kernels if self.full_kernels is None
-                   else self._selected_kernels(self._selection(table)))
-        d = kernels.distances(table, tol).numpy()
+        if self.full_kernels is None:
+            kernels = self._kernels
+            d = kernels.distances(table, tol).numpy()
+        else:  # the selected distances are among all pairs' (each pair's kernel run is its own)
+            d_all = self.full_kernels.distances(table, tol).numpy().reshape(self.m, self.P)
+            ks = self._closest(d_all)
+            kernels = self._selected_kernels(ks)
+            d = d_all[self.rows, ks.numpy()]
         loss, g_plus, g_minus = glvq_loss_and_grad_numpy(d[:m], d[m:], self.loss.phi, backward)
         if not backward:
             return loss, None
