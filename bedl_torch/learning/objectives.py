@@ -19,8 +19,9 @@ interface of :class:`MetricObjective` (``value()``, ``value_and_grad()``, and
 * :class:`LinearPseudoObjective` with :class:`SparsePairTerms`: pseudo mode, a large alphabet:
   the same over the symbol pairs that carry mass in ``P0``.
 * :class:`NumpyEuclideanExactObjective`: exact (or soft) mode, the default
-  :class:`EuclideanCost` on the CPU: numpy, with autograd only from the edit distances to
-  their symbol cost table.
+  :class:`EuclideanCost` on the CPU: numpy around the edit distances; exact mode calls the
+  distance and gradient kernels on prebuilt arguments, soft mode runs autograd from the soft
+  distances to their symbol cost table.
 * :class:`ExactObjective`: exact (or soft) mode, any cost module: autograd through the edit
   distances and the module.
 
