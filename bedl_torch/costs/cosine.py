@@ -164,23 +164,34 @@ class CosineCost(SymbolCost):
 
     def mapped_vectors(self) -> torch.Tensor:
         """``vectors @ Omega.T`` normalised to unit length (zero rows stay zero): ``(U, k)``."""
-        W = self.vectors @ self.Omega.T
+        return self._normalised(self.vectors @ self.Omega.T)
+
+    def _normalised(self, W: torch.Tensor) -> torch.Tensor:
         norm = torch.sqrt(torch.clamp((W * W).sum(-1, keepdim=True), min=self.eps ** 2))
         return W / norm
 
-    def _factors(self):
-        """Row factors ``(L, R)`` of every symbol (words, None, gap) with
-        ``c(a, b) = <L[a], R[b]>`` before the clamp and the exact zeros of equal symbols: a
-        word's rows are ``(-u/2, e_word S)`` and ``(u, e_word)``, None's and the gap's carry
-        no vector, ``S`` being the 3 x 3 constant table with ``1/2`` for word - word, so one
-        matrix product gives ``1/2 - 1/2 cos`` between words and the constants elsewhere."""
-        U = self.mapped_vectors()
-        U = torch.cat([U, U.new_zeros(2, U.shape[1])], 0)  # rows for None and the gap
+    def _factors(self, symbols: Optional[torch.Tensor] = None):
+        """Row factors ``(L, R)`` of every symbol (words, None, gap), or of the symbol indices
+        ``symbols`` only, with ``c(a, b) = <L[a], R[b]>`` before the clamp and the exact zeros
+        of equal symbols: a word's rows are ``(-u/2, e_word S)`` and ``(u, e_word)``, None's
+        and the gap's carry no vector, ``S`` being the 3 x 3 constant table with ``1/2`` for
+        word - word, so one matrix product gives ``1/2 - 1/2 cos`` between words and the
+        constants elsewhere."""
+        if symbols is None:
+            U = self.mapped_vectors()
+            U = torch.cat([U, U.new_zeros(2, U.shape[1])], 0)  # rows for None and the gap
+            kind = torch.zeros(len(U), dtype=torch.long, device=U.device)
+            kind[self.n_words] = 1
+            kind[self.n_words + 1] = 2
+        else:  # map only the vectors of the words among the symbols
+            is_word = symbols < self.n_words
+            words = symbols[is_word]
+            Uw = self._normalised(self.vectors[words] @ self.Omega.T)
+            U = Uw.new_zeros(len(symbols), Uw.shape[1]).index_put(
+                (torch.nonzero(is_word).reshape(-1),), Uw)
+            kind = torch.where(is_word, 0, symbols - self.n_words + 1)
         S = self.special.to(dtype=U.dtype).clone()
         S[0, 0] = 0.5
-        kind = torch.zeros(len(U), dtype=torch.long, device=U.device)
-        kind[self.n_words] = 1
-        kind[self.n_words + 1] = 2
         onehot = torch.eye(3, dtype=U.dtype, device=U.device)[kind]
         return torch.cat([-0.5 * U, onehot @ S], 1), torch.cat([U, onehot], 1)
 
@@ -191,6 +202,15 @@ class CosineCost(SymbolCost):
         cost = torch.clamp(L[symbols] @ R[symbols].T, min=0.0)
         eye = torch.eye(len(symbols), dtype=torch.bool, device=symbols.device)
         return cost.masked_fill(eye, 0.0)
+
+    def symbol_block(self, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+        """Costs ``(len(rows), len(cols))`` between two vectors of symbol indices (as
+        :meth:`forward`): one matrix product of the factors of only those symbols."""
+        rows, cols = rows.to(self.Omega.device), cols.to(self.Omega.device)
+        L, _ = self._factors(rows)
+        _, R = self._factors(cols)
+        cost = torch.clamp(L @ R.T, min=0.0)
+        return cost.masked_fill_(rows[:, None] == cols[None, :], 0.0)
 
     def symbol_pair_costs(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """Costs ``(Q,)`` of the symbol pairs ``(a[q], b[q])`` (as :meth:`forward`)."""
