@@ -60,9 +60,12 @@ __all__ = [
 # Cells of one chunk's padded cost tensor in pairwise_distances (about 32 MB in float64).
 _CHUNK_CELLS = 1 << 22
 # Largest local symbol table (S x S entries over the symbols in use) built for a cost module
-# without a whole table: 4M entries, 32 MB in float64. The kernels' time per cell hardly
-# depends on the table's size (they gather each pair's costs once); the bound is on memory.
-_LOCAL_TABLE_CELLS = 1 << 22
+# without a whole table: 4M entries, 30.5 MiB in float64. The kernels' time per cell hardly
+# depends on the table's size (they gather each pair's costs once); the bound is on memory,
+# and it keeps a table below glibc's 32 MiB ceiling for mmap, so the tables of successive
+# tiles reuse freed heap memory instead of faulting in fresh pages (about as slow as the
+# table's matrix product).
+_LOCAL_TABLE_CELLS = 2000 * 2000
 
 
 def default_rel_tol(dtype: torch.dtype) -> float:
@@ -213,10 +216,11 @@ class _SymbolView:
         as columns), or None when its ``S x S`` table would exceed ``limit`` cells or its
         ``kx x ky`` block of costs ``max_block``.
 
-        ``S = max(kx, ky) + 1`` (the kernels take a square table, the gap last in both
-        directions); the block is one :func:`~bedl_torch.costs.block_of` call, the rest of
-        the table zeros that no pair reads. Each side's symbols are numbered by frequency, so
-        the costs most pairs read share few cache lines.
+        ``S = max(kx, ky) + 1``: the kernels take a square table, the gap last in both
+        directions. The table is one :func:`~bedl_torch.costs.block_of` call whose shorter
+        side is padded with the gap (rows or columns that no pair reads), so it is built in
+        place, never copied. Each side's symbols are numbered by frequency, so the costs most
+        pairs read share few cache lines.
         """
         gap = cost.gap_index
         rows, cols = _symbols_by_frequency(x_labels, gap), _symbols_by_frequency(y_labels, gap)
@@ -224,14 +228,9 @@ class _SymbolView:
         size = max(kx, ky) + 1
         if size * size > limit or (max_block is not None and kx * ky > max_block):
             return None
-        gap_t = torch.tensor([gap], dtype=torch.long)
-        block = block_of(cost, torch.cat([rows, gap_t]), torch.cat([cols, gap_t]))
+        block = block_of(cost, F.pad(rows, (0, size - kx), value=gap),
+                         F.pad(cols, (0, size - ky), value=gap))
         _check_costs(block, f"{type(cost).__name__} costs")
-        # rows kx .. size - 2 and columns ky .. size - 2 stand for no symbol
-        if kx < ky:
-            block = torch.cat([block[:kx], block.new_zeros(ky - kx, ky + 1), block[kx:]], 0)
-        elif ky < kx:
-            block = torch.cat([block[:, :ky], block.new_zeros(kx + 1, kx - ky), block[:, ky:]], 1)
         lookups = []
         for symbols in (rows, cols):
             lookup = torch.full((gap + 1,), size - 1, dtype=torch.long)
@@ -984,8 +983,10 @@ def _symbol_tiles(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: 
     max_symbols = math.isqrt(_LOCAL_TABLE_CELLS) - 1
     if max_symbols < 1 or not len(ii):
         return None
-    x_runs = _symbol_runs(x_table, torch.unique(ii), cost, unknown, max_symbols)
-    y_runs = _symbol_runs(y_table, torch.unique(jj), cost, unknown, max_symbols)
+    x_runs = _symbol_runs(x_table, _objects_in(ii, len(x_table)), cost, unknown, max_symbols)
+    y_runs = _symbol_runs(y_table, _objects_in(jj, len(y_table)), cost, unknown, max_symbols)
+    if len(x_runs) == 1 and len(y_runs) == 1:
+        return [(ii, jj, x_runs[0], y_runs[0])]
     x_run, y_run = _run_index(x_runs, len(x_table)), _run_index(y_runs, len(y_table))
     tile = x_run[ii] * len(y_runs) + y_run[jj]
     order = torch.argsort(tile, stable=True)
@@ -996,6 +997,11 @@ def _symbol_tiles(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: 
         tiles.append((ii[s:s + c], jj[s:s + c], x_runs[t // len(y_runs)], y_runs[t % len(y_runs)]))
         s += c
     return tiles
+
+
+def _objects_in(indices: torch.Tensor, n: int) -> torch.Tensor:
+    """The distinct values of ``indices`` (in ``[0, n)``), sorted."""
+    return torch.nonzero(torch.bincount(indices, minlength=n)).reshape(-1)
 
 
 def _symbol_runs(side: FlatTable, objects: torch.Tensor, cost: SymbolCost, unknown: str,

@@ -199,9 +199,9 @@ class CosineCost(SymbolCost):
         """Costs ``(k, k)`` among distinct symbol indices (as :meth:`forward`)."""
         symbols = symbols.to(self.Omega.device)
         L, R = self._factors()
-        cost = torch.clamp(L[symbols] @ R[symbols].T, min=0.0)
-        eye = torch.eye(len(symbols), dtype=torch.bool, device=symbols.device)
-        return cost.masked_fill(eye, 0.0)
+        cost = _clamp_at_zero(L[symbols] @ R[symbols].T)
+        return cost.fill_diagonal_(0.0) if not cost.requires_grad else cost.masked_fill(
+            torch.eye(len(symbols), dtype=torch.bool, device=symbols.device), 0.0)
 
     def symbol_block(self, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
         """Costs ``(len(rows), len(cols))`` between two vectors of symbol indices (as
@@ -209,7 +209,7 @@ class CosineCost(SymbolCost):
         rows, cols = rows.to(self.Omega.device), cols.to(self.Omega.device)
         L, _ = self._factors(rows)
         _, R = self._factors(cols)
-        cost = torch.clamp(L @ R.T, min=0.0)
+        cost = _clamp_at_zero(L @ R.T)
         return cost.masked_fill_(rows[:, None] == cols[None, :], 0.0)
 
     def symbol_pair_costs(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -230,3 +230,8 @@ class CosineCost(SymbolCost):
         # rounding can push cos(u, u) slightly above 1: clamp, and make equal symbols exact 0
         cost = torch.clamp(cost, min=0.0)
         return cost.masked_fill(x_idx.unsqueeze(-1) == y_idx.unsqueeze(-2), 0.0)
+
+
+def _clamp_at_zero(cost: torch.Tensor) -> torch.Tensor:
+    """``max(cost, 0)``; in place where no gradient is recorded (a large table is not copied)."""
+    return torch.clamp(cost, min=0.0) if cost.requires_grad else cost.clamp_(min=0.0)
