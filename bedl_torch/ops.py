@@ -217,10 +217,12 @@ class _SymbolView:
         ``kx x ky`` block of costs ``max_block``.
 
         ``S = max(kx, ky) + 1``: the kernels take a square table, the gap last in both
-        directions. The table is one :func:`~bedl_torch.costs.block_of` call whose shorter
-        side is padded with the gap (rows or columns that no pair reads), so it is built in
-        place, never copied. Each side's symbols are numbered by frequency, so the costs most
-        pairs read share few cache lines.
+        directions. Where the two sides' symbols are about as many, the table is one
+        :func:`~bedl_torch.costs.block_of` call whose shorter side is padded with the gap
+        (rows or columns that no pair reads), built in place; else the ``(kx+1, ky+1)`` block
+        is computed alone and copied into a table of zeros (its backward, too, stays on the
+        block). Each side's symbols are numbered by frequency, so the costs most pairs read
+        share few cache lines.
         """
         gap = cost.gap_index
         rows, cols = _symbols_by_frequency(x_labels, gap), _symbols_by_frequency(y_labels, gap)
@@ -228,9 +230,21 @@ class _SymbolView:
         size = max(kx, ky) + 1
         if size * size > limit or (max_block is not None and kx * ky > max_block):
             return None
-        block = block_of(cost, F.pad(rows, (0, size - kx), value=gap),
-                         F.pad(cols, (0, size - ky), value=gap))
-        _check_costs(block, f"{type(cost).__name__} costs")
+        name = f"{type(cost).__name__} costs"
+        if 2 * (kx + 1) * (ky + 1) >= size * size:
+            block = block_of(cost, F.pad(rows, (0, size - kx), value=gap),
+                             F.pad(cols, (0, size - ky), value=gap))
+            _check_costs(block, name)
+        else:
+            block = block_of(cost, F.pad(rows, (0, 1), value=gap), F.pad(cols, (0, 1), value=gap))
+            _check_costs(block, name)
+            # rows kx .. size - 2 or columns ky .. size - 2 stand for no symbol
+            table = block.new_zeros(size, size)
+            if kx < ky:
+                table[:kx], table[-1] = block[:kx], block[-1]
+            else:
+                table[:, :ky], table[:, -1] = block[:, :ky], block[:, -1]
+            block = table
         lookups = []
         for symbols in (rows, cols):
             lookup = torch.full((gap + 1,), size - 1, dtype=torch.long)
@@ -258,10 +272,9 @@ class _SymbolView:
 
 def _symbols_by_frequency(labels: torch.Tensor, gap: int) -> torch.Tensor:
     """The distinct symbols of ``labels`` but the gap, the most frequent first (ties by index)."""
-    symbols, counts = torch.unique(labels.reshape(-1), return_counts=True)
-    keep = symbols != gap
-    symbols, counts = symbols[keep], counts[keep]
-    return symbols[torch.argsort(counts, descending=True, stable=True)]
+    counts = torch.bincount(labels.reshape(-1), minlength=gap + 1)[:gap]
+    symbols = torch.nonzero(counts).reshape(-1)
+    return symbols[torch.argsort(counts[symbols], descending=True, stable=True)]
 
 
 def matrix_view(x_table: "FlatTable", y_table: "FlatTable", cost, unknown: str) -> Optional[_SymbolView]:
