@@ -945,14 +945,13 @@ def table_pair_distances(x_table: FlatTable, y_table: FlatTable, ii: torch.Tenso
     x_enc, y_enc = x_table.encoded(cost, unknown), y_table.encoded(cost, unknown)
     parts = []
     for ti, tj, x_objects, y_objects in tiles:
-        def tile_view(module):
-            return _SymbolView.between(module, unknown, x_enc[x_objects], y_enc[y_objects],
-                                       col_side, _LOCAL_TABLE_CELLS)
-        view = tile_view(cost)
+        x_labels, y_labels = x_enc[x_objects], y_enc[y_objects]
+        view = _SymbolView.between(cost, unknown, x_labels, y_labels, col_side, _LOCAL_TABLE_CELLS)
         ref_view = view if ref is cost else None
         if mode == "pseudo" and ref_view is None:
             with torch.no_grad():
-                ref_view = tile_view(ref)
+                ref_view = _SymbolView.between(ref, unknown, x_labels, y_labels, col_side,
+                                               _LOCAL_TABLE_CELLS)
         parts.append(_chunked_distances(x_table, col_side, ti, tj, cost, view, ref, ref_view,
                                         mode, rel_tol, unknown, chunk_size, temperature))
         del view, ref_view  # one tile's tables at a time (unless autograd keeps them)
