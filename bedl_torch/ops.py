@@ -988,9 +988,9 @@ def _symbol_tiles(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: 
     The objects of each side are cut into runs of consecutive indices with at most
     ``sqrt(_LOCAL_TABLE_CELLS) - 1`` distinct symbols each; a tile holds the pairs between one
     run of each side, and its table the costs between their symbols. A table's cost is
-    amortised over the tile's cells: over a ``kx x ky`` block a tile of sentences has about
-    ``(tokens_x * tokens_y)`` cells, and words repeat (300 SST sentences: about 5,800 words,
-    2,000 distinct), so the block is a small fraction of the cells.
+    amortised over the tile's cells: a tile has about one DP cell per pair of its words
+    (``tokens_x * tokens_y``), its table one entry per pair of distinct words, and words
+    repeat (300 SST sentences: about 5,800 words, 2,000 distinct).
     """
     max_symbols = math.isqrt(_LOCAL_TABLE_CELLS) - 1
     if max_symbols < 1 or not len(ii):
@@ -1059,8 +1059,11 @@ def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional
             ``temperature``, from each chunk's padded costs).
         chunk_size: pairs per kernel call; bounds memory. Default: about 4M cost cells
             per chunk where co-optimal matrices are kept (gradients enabled, pseudo mode,
-            local symbol tables), else all pairs in one call. With gradients enabled each
-            chunk keeps its P for backward.
+            no symbol table), else all pairs in one call. With gradients enabled each
+            chunk keeps its P (and each tile its table) for backward. A cost module without
+            a whole table whose symbols in use are too many for one local table computes
+            the matrix in tiles (blocks of X times blocks of Y, one table of at most
+            ``2000 x 2000`` costs each), chunked within.
         unknown: ``"error"`` (ValueError naming labels missing from the alphabet) or
             ``"gap"`` (map them to the gap).
         symmetric: compute only ``i <= j`` and mirror; default when ``Y is None``

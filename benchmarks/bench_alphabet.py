@@ -11,8 +11,9 @@ and backward). Each measurement runs in a fresh process per tree, the trees alte
 reports CPU seconds (the machine is shared; wall time moves with the other jobs).
 
 ``--full``: the whole SST matrix (9,613 sentences, symmetric) as word sequences on 2 threads,
-extrapolated by DP cells from the first ``--full-rows`` rows against all columns (say so where
-you quote it); wall and CPU time.
+extrapolated by DP cells from its first rows against all columns (this tree: the first two
+runs of sentences its tiles use; the baseline: ``--full-rows-baseline``; say so where you
+quote it); wall and CPU time.
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/bench_alphabet.py --baseline /path/to/old/tree
 [--rounds 3] [--full]`` (the baseline tree needs its extension built in place).
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import statistics
@@ -95,7 +97,8 @@ def child_fold(repeats: int) -> dict:
     out["100 x 300 with gradient"] = min(_timed(with_grad)[1] for _ in range(repeats)) / cells * 1e9
     # BEDL's exact-mode batch: the training sample against 10 of its sentences
     protos = list(range(0, 300, 30))
-    batch = bt.PairBatch([Xtr[i] for i in range(300) for _ in protos], [Xtr[j] for _ in range(300) for j in protos])
+    batch = bt.PairBatch([Xtr[i] for i in range(300) for _ in protos],
+                         [Xtr[j] for _ in range(300) for j in protos])
     cells = float(sum((len(Xtr[i]) + 1) * (len(Xtr[j]) + 1) for i in range(300) for j in protos))
 
     def bedl_batch():
@@ -120,6 +123,11 @@ def child_full(rows: int) -> dict:
     cost, info = SentimentCosts().make(X, X)
     table = FlatTable(seqs, "X")
     n = len(seqs)
+    if rows == 0:  # the first two runs of sentences that this tree's tiles use
+        from bedl_torch.ops import _LOCAL_TABLE_CELLS, _symbol_runs
+
+        runs = _symbol_runs(table, torch.arange(n), cost, "error", math.isqrt(_LOCAL_TABLE_CELLS) - 1)
+        rows = len(runs[0]) + len(runs[1])
     ii = torch.arange(rows).repeat_interleave(n)
     jj = torch.arange(n).repeat(rows)
     keep = jj >= ii
@@ -129,7 +137,7 @@ def child_full(rows: int) -> dict:
     cells_full = float((torch.outer(lengths, lengths).triu()).sum())
     with torch.no_grad():
         wall, cpu = _timed(lambda: table_pair_distances(table, table, ii, jj, cost))
-    return {"words": info["n_words"], "sample_cells": cells_sample, "full_cells": cells_full,
+    return {"words": info["n_words"], "rows": rows, "sample_cells": cells_sample, "full_cells": cells_full,
             "sample_wall": wall, "sample_cpu": cpu}
 
 
@@ -146,7 +154,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--full", action="store_true", help="also the whole SST matrix (extrapolated)")
-    ap.add_argument("--full-rows", type=int, default=400)
+    ap.add_argument("--full-rows", type=int, default=0,
+                    help="rows of the sample (default: the first two runs of this tree's tiles)")
     ap.add_argument("--full-rows-baseline", type=int, default=40)
     ap.add_argument("--child", nargs="*")
     a = ap.parse_args()
@@ -182,6 +191,7 @@ def main():
             rows = a.full_rows if name == "this tree" else a.full_rows_baseline
             load0 = os.getloadavg()
             r = _run_child(tree, ["full", str(rows)])
+            rows = r["rows"]
             load1 = os.getloadavg()
             scale = r["full_cells"] / r["sample_cells"]
             print(f"whole SST matrix ({name}), 9,613 word sequences, symmetric, 2 threads, "

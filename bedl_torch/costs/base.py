@@ -3,9 +3,9 @@
 A cost module is an ``nn.Module`` that knows an alphabet (the symbols it has parameters for)
 and maps padded symbol-index tensors to edit costs; the ops turn those into distances. The gap
 (the deletion / insertion partner) has index ``len(alphabet)``. :func:`table_of`,
-:func:`subtable_of`, :func:`block_of` and :func:`pair_costs_of` decide when a module's shortcut may stand in for
-its ``forward`` (only where the class that defines the shortcut also defines the ``forward`` in
-use), so a subclass that changes ``forward`` alone is never bypassed.
+:func:`subtable_of`, :func:`block_of` and :func:`pair_costs_of` decide when a module's shortcut
+may stand in for its ``forward`` (only where the class that defines the shortcut also defines
+the ``forward`` in use), so a subclass that changes ``forward`` alone is never bypassed.
 """
 from __future__ import annotations
 
