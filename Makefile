@@ -28,13 +28,14 @@ ASAN_PRELOAD = $(shell $${CXX:-c++} -print-file-name=libasan.so):$(shell $${CXX:
 # CPython leaks on purpose at exit, so leak checking is off; any UB report stops the run.
 ASAN_ENV = LD_PRELOAD=$(ASAN_PRELOAD) ASAN_OPTIONS=detect_leaks=0 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 PYTHONPATH=$(abspath $(ASAN_LIB))
-# `make experiment`: the paper's protocol on DATASET (one of EXPERIMENT_DATASETS, or all),
-# with EXPERIMENT_ARGS passed on to `python -m bedl_torch experiment`.
-EXPERIMENT_DATASETS := strings minipalindrome sorting cystic leukemia sentiment
+# `make experiment`: the paper's protocol on DATASET (strings, minipalindrome, sorting,
+# cystic, leukemia, sentiment, or all), with EXPERIMENT_ARGS passed on to
+# `python -m bedl_torch experiment`; results in RESULTS/DATASET, continued by a rerun.
 DATASET ?= strings
 EXPERIMENT_ARGS ?=
+RESULTS ?= results
 
-.PHONY: install build test test-asan demo bench experiment clean FORCE
+.PHONY: install build test test-asan demo bench experiment paper-table clean FORCE
 
 $(VENV)/.deps_installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -88,12 +89,20 @@ demo: $(EXT_STAMP)
 bench: $(EXT_STAMP)
 	$(PY) benchmarks/bench_core.py
 
-# The paper's cross-validation and table for one data set, or for each with DATASET=all;
-# results go to results/DATASET (e.g. `make experiment DATASET=cystic EXPERIMENT_ARGS=--quick`).
+# The paper's cross-validation and table for one data set, or for each with DATASET=all
+# (e.g. `make experiment DATASET=cystic EXPERIMENT_ARGS=--quick`).
 experiment: $(EXT_STAMP)
-	set -e; for dataset in $(if $(filter all,$(DATASET)),$(EXPERIMENT_DATASETS),$(DATASET)); do \
-		$(PY) -m bedl_torch experiment $$dataset $(EXPERIMENT_ARGS); \
-	done
+	$(PY) -m bedl_torch experiment $(DATASET) \
+		--out $(RESULTS)$(if $(filter all,$(DATASET)),,/$(DATASET)) $(EXPERIMENT_ARGS)
+
+# The paper table from one command: all six data sets (continuing what RESULTS holds), their
+# compact results in benchmarks/results, and benchmarks/paper_table.md rendered from them
+# with the explanations of benchmarks/paper_notes.md.
+paper-table: $(EXT_STAMP)
+	$(PY) -m bedl_torch experiment all --out $(RESULTS) $(EXPERIMENT_ARGS)
+	$(PY) -m bedl_torch experiment export $(RESULTS) --out benchmarks/results
+	$(PY) -m bedl_torch experiment render --results benchmarks/results \
+		--out benchmarks/paper_table.md --notes benchmarks/paper_notes.md
 
 clean:
 	rm -rf build $(VENV) *.egg-info bedl_torch/*.so

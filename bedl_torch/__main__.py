@@ -1,19 +1,28 @@
-"""Command line: ``python -m bedl_torch experiment DATASET [options]`` and
-``python -m bedl_torch pairwise INPUT --out D.npy`` (a distance matrix written tile by tile,
+"""Command line: ``python -m bedl_torch experiment DATASET|all [options]``, ``python -m
+bedl_torch experiment export RUNS --out FOLDER``, ``python -m bedl_torch experiment render``
+and ``python -m bedl_torch pairwise INPUT --out D.npy`` (a distance matrix written tile by tile,
 also as ``torchrun --nproc_per_node=P -m bedl_torch pairwise ...``; see
 :mod:`bedl_torch.distributed`).
 
-``experiment`` runs the paper's cross-validation protocol on one data set (see
-:mod:`bedl_torch.evaluation.protocol`), prints a Markdown table shaped like the paper's (rows:
-classifiers and the metric-learning runtime; columns: initial, GESL, BEDL pseudo / exact; test
-error in % as mean +- std over the folds) and writes ``OUT/results.json`` (one record per data
-set, classifier, metric and fold, rewritten after every fold) and ``OUT/embedding.png`` (PCA of
-the learned BEDL embedding of the last fold). Ctrl-C stops after writing the partial results.
+``experiment`` runs the paper's cross-validation protocol on one data set, or on all six one
+after another with ``all`` (see :mod:`bedl_torch.evaluation.protocol`), prints a Markdown table
+shaped like the paper's (rows: classifiers and the metric-learning runtime; columns: initial,
+GESL, BEDL pseudo / exact; test error in % as mean +- std over the folds) and writes
+``OUT/results.json`` (one record per data set, classifier, metric and fold, rewritten after
+every fold, with the commit, machine and wall-clock time of each session) and
+``OUT/embedding.png`` (PCA of the learned BEDL embedding of the last fold). A rerun continues
+the folds already in ``OUT/results.json``; Ctrl-C stops after writing the complete folds.
+``export`` turns runs' results.json files into compact per-data-set JSON files, ``render``
+writes the paper table (Markdown) from those or from runs' folders.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+
+#: ``experiment`` words that are commands rather than data sets
+EXPERIMENT_COMMANDS = ("export", "render")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -22,10 +31,17 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bedl_torch",
                                 description="bedl_torch command line")
     sub = p.add_subparsers(dest="command", required=True)
-    e = sub.add_parser("experiment", help="run the paper's cross-validation on one data set",
-                       description="Cross-validation of initial / GESL / BEDL distances with "
-                                   "KNN, MGLVQ, SVM and goodness classifiers (the paper's Table).")
-    e.add_argument("dataset", choices=sorted(PAPER_FOLDS), type=str.lower)
+    e = sub.add_parser(
+        "experiment", help="run the paper's cross-validation on one data set or all",
+        description="Cross-validation of initial / GESL / BEDL distances with KNN, MGLVQ, SVM "
+                    "and goodness classifiers (the paper's table). A rerun into the same "
+                    "--out continues the complete folds found there. Also: `experiment export "
+                    "RUNS --out FOLDER` (compact results) and `experiment render` (the "
+                    "Markdown table); see their --help.")
+    e.add_argument("dataset", choices=sorted(PAPER_FOLDS) + ["all"], type=str.lower,
+                   help="a data set, or all (the six one after another into OUT/DATASET)")
+    e.add_argument("--datasets", nargs="+", choices=list(PAPER_FOLDS), type=str.lower,
+                   default=None, help="with all: only these data sets (default: all six)")
     e.add_argument("--folds", type=int, default=None,
                    help="outer folds (default: the paper's: "
                         + ", ".join(f"{k} {v}" for k, v in PAPER_FOLDS.items()) + ")")
@@ -33,7 +49,10 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--quick", action="store_true",
                    help="small hyper-parameter grid and short BEDL runs (smoke test)")
     e.add_argument("--max-folds", type=int, default=None,
-                   help="stop after this many outer folds")
+                   help="stop after this many outer folds (a later run can continue)")
+    e.add_argument("--max-items", type=int, default=None,
+                   help="a stratified subsample of about this many items of each data set "
+                        "(smoke tests; at least --folds per class)")
     e.add_argument("--metrics", nargs="+", choices=METRICS, default=list(METRICS))
     e.add_argument("--classifiers", nargs="+", choices=CLASSIFIERS, default=list(CLASSIFIERS))
     e.add_argument("--train-sample", type=int, default=None,
@@ -46,7 +65,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="GESL lambda = 2 K m FACTOR candidates (likewise)")
     e.add_argument("--bandwidths", type=float, nargs="+", default=None,
                    help="SVM bandwidth candidates (default: the grid's, paper 0.1 .. 10)")
-    e.add_argument("--out", default=None, help="output folder (default results/DATASET)")
+    e.add_argument("--out", default=None,
+                   help="output folder (default results/DATASET; with all: results, each "
+                        "data set in OUT/DATASET)")
+    e.add_argument("--restart", action="store_true",
+                   help="replace results found in --out instead of continuing them (needed "
+                        "when their configuration differs)")
     e.add_argument("--seed", type=int, default=0, help="seed of the fold split (default 0)")
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
     e.add_argument("--jobs", type=int, default=1,
@@ -60,18 +84,46 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def experiment(args) -> int:
-    from .evaluation.protocol import (ExperimentConfig, ExperimentResult, full_grid,
-                                      quick_grid, run_experiment, write_results)
+def _export_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m bedl_torch experiment export",
+        description="Write OUT/DATASET.json, the compact results (configuration, environment, "
+                    "per-fold records) of every RUNS/DATASET/results.json (a meta.txt beside "
+                    "it stands in for the session record where the results have none).")
+    p.add_argument("runs", help="folder of the runs (as `experiment all --out RUNS` writes)")
+    p.add_argument("--out", default="benchmarks/results",
+                   help="folder of the compact files (default benchmarks/results)")
+    return p
 
-    out = args.out or f"results/{args.dataset}"
-    config = ExperimentConfig(dataset=args.dataset, folds=args.folds,
+
+def _render_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m bedl_torch experiment render",
+        description="Write the paper table (Markdown) from compact results (RESULTS/DATASET."
+                    "json) or runs' folders (RESULTS/DATASET/results.json): bedl_torch's "
+                    "errors beside the paper's, the cells beyond the paper's std, and the "
+                    "explanations of the notes file.")
+    p.add_argument("--results", default="benchmarks/results",
+                   help="folder of the results (default benchmarks/results)")
+    p.add_argument("--out", default="benchmarks/paper_table.md",
+                   help="Markdown file written (default benchmarks/paper_table.md; - prints)")
+    p.add_argument("--notes", default=None,
+                   help="hand-written explanations, one `## Dataset` section each (default "
+                        "benchmarks/paper_notes.md when it exists)")
+    return p
+
+
+def _config(args, dataset):
+    from .evaluation.protocol import ExperimentConfig, full_grid, quick_grid
+
+    config = ExperimentConfig(dataset=dataset, folds=args.folds,
                               inner_folds=args.inner_folds, quick=args.quick, seed=args.seed,
                               max_folds=args.max_folds, metrics=tuple(args.metrics),
                               classifiers=tuple(args.classifiers),
                               train_sample=args.train_sample,
                               progress=not args.no_progress,
-                              sentiment_leaves=not args.trees, n_jobs=args.jobs)
+                              sentiment_leaves=not args.trees, n_jobs=args.jobs,
+                              max_items=args.max_items)
     if args.beta_factors or args.gesl_factors or args.bandwidths:
         grid = quick_grid() if args.quick else full_grid()
         if args.beta_factors:
@@ -81,29 +133,118 @@ def experiment(args) -> int:
         if args.bandwidths:
             grid.bandwidth = list(args.bandwidths)
         config.grid = grid
-    result = ExperimentResult(config={})
-    code = 0
+    return config
+
+
+def experiment(args, argv) -> int:
+    from .evaluation.protocol import PAPER_FOLDS
+    from .evaluation.protocol.runs import ConfigMismatchError, ResultsFileError, run_dataset
+
+    command = "python -m bedl_torch " + " ".join(argv)
+    if args.dataset == "all":
+        datasets = [d for d in PAPER_FOLDS if d in (args.datasets or PAPER_FOLDS)]
+        out_of = {d: os.path.join(args.out or "results", d) for d in datasets}
+    else:
+        if args.datasets:
+            print("error: --datasets goes with `experiment all`", file=sys.stderr)
+            return 2
+        datasets = [args.dataset]
+        out_of = {args.dataset: args.out or f"results/{args.dataset}"}
+    configs = {d: _config(args, d) for d in datasets}
     try:
-        run_experiment(config, result, on_fold=lambda r: write_results(r, out))
-    except KeyboardInterrupt:
-        print(f"\ninterrupted: writing the {result.folds_done} complete folds", file=sys.stderr)
-        code = 130
-    paths = write_results(result, out)
-    print()
-    print(result.table())
-    print()
-    for note in result.notes:
-        print(f"- {note}")
-    print()
-    for what, path in paths.items():
-        print(f"{what}: {path}")
-    return code
+        for d in datasets:  # bad options fail before any data set runs
+            configs[d].resolved()
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for i, d in enumerate(datasets):
+        if len(datasets) > 1:
+            print(f"== [{i + 1}/{len(datasets)}] {d} -> {out_of[d]}", file=sys.stderr,
+                  flush=True)
+        try:
+            result, interrupted = run_dataset(configs[d], out_of[d], restart=args.restart,
+                                              command=command)
+        except (ConfigMismatchError, ResultsFileError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print()
+        print(result.table())
+        print()
+        for note in result.notes:
+            print(f"- {note}")
+        print()
+        print(f"results: {os.path.join(out_of[d], 'results.json')} ({result.folds_done} of "
+              f"{result.config['folds']} folds)")
+        if interrupted:
+            print(f"\ninterrupted: wrote the {result.folds_done} complete folds of {d}; the "
+                  "same command continues", file=sys.stderr)
+            return 130
+    if args.dataset == "all":
+        from .evaluation.protocol.export import load_runs
+        from .evaluation.protocol.render import render_paper_table
+
+        root = args.out or "results"
+        page = render_paper_table(load_runs(root), command=f"python -m bedl_torch experiment "
+                                  f"render --results {root} --out {root}/paper_table.md")
+        with open(os.path.join(root, "paper_table.md"), "w") as f:
+            f.write(page)
+        print(f"paper table: {os.path.join(root, 'paper_table.md')}")
+    return 0
+
+
+def export(argv) -> int:
+    from .evaluation.protocol.export import export_runs
+
+    args = _export_parser().parse_args(argv)
+    try:
+        written = export_runs(args.runs, args.out)
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for ds, path in written.items():
+        print(f"{ds}: {path}")
+    return 0
+
+
+def render(argv) -> int:
+    from .evaluation.protocol.export import load_runs
+    from .evaluation.protocol.render import render_paper_table
+
+    args = _render_parser().parse_args(argv)
+    notes_path = args.notes
+    if notes_path is None and os.path.isfile("benchmarks/paper_notes.md"):
+        notes_path = "benchmarks/paper_notes.md"
+    try:
+        runs = load_runs(args.results)
+        notes = open(notes_path).read() if notes_path else None
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not runs:
+        print(f"warning: no results in {args.results} (DATASET.json or DATASET/results.json)",
+              file=sys.stderr)
+    command = f"python -m bedl_torch experiment render --results {args.results} --out {args.out}"
+    if args.notes:
+        command += f" --notes {args.notes}"
+    page = render_paper_table(runs, notes, command=command,
+                              notes_name=f"`{notes_path}`" if notes_path else "a notes file "
+                              "(--notes)")
+    if args.out == "-":
+        sys.stdout.write(page)
+    else:
+        with open(args.out, "w") as f:
+            f.write(page)
+        print(f"paper table: {args.out} ({', '.join(runs) or 'no results'})")
+    return 0
 
 
 def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) >= 2 and argv[0] == "experiment" and argv[1] in EXPERIMENT_COMMANDS:
+        return export(argv[2:]) if argv[1] == "export" else render(argv[2:])
     args = _parser().parse_args(argv)
     if args.command == "experiment":
-        return experiment(args)
+        return experiment(args, argv)
     if args.command == "pairwise":
         from .distributed import run_cli
 

@@ -5,14 +5,10 @@ bit where it computes from one symbol table), brute-force neighbour lists sorted
 (distance, index), and the plan's cells summed pair by pair. Process groups are real gloo groups
 of two processes on 127.0.0.1.
 """
-import datetime
 import json
 import math
-import multiprocessing
 import os
 import pathlib
-import pickle
-import socket
 import subprocess
 import sys
 import textwrap
@@ -26,9 +22,9 @@ import bedl_torch as bt
 from bedl_torch import distributed as bd
 from bedl_torch.costs import SymbolCost
 from oracles import random_tree
+from process_groups import TIMEOUT, run_ranks
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-TIMEOUT = 180  # seconds for a group of processes: only a hang comes near it
 
 
 # ---------------------------------------------------------------------------
@@ -99,52 +95,8 @@ def _tile_block(D, tile):
 # ---------------------------------------------------------------------------
 
 
-def _free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _rank_main(rank, world, port, backend, scenario, args, result_dir):
-    torch.set_num_threads(1)
-    if backend == "nccl":
-        torch.cuda.set_device(rank)
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=world, timeout=datetime.timedelta(seconds=TIMEOUT))
-    try:
-        result = globals()[scenario](rank, *args)
-        with open(os.path.join(result_dir, f"rank{rank}.pkl"), "wb") as f:
-            pickle.dump(result, f)
-    finally:
-        dist.destroy_process_group()
-
-
 def _run_ranks(scenario, args, tmp_path, world=2, backend="gloo"):
-    """Run ``scenario(rank, *args)`` in ``world`` spawned processes of one group; returns each
-    rank's result."""
-    ctx = multiprocessing.get_context("spawn")
-    port = _free_port()
-    result_dir = tmp_path / f"results_{scenario}"
-    result_dir.mkdir()
-    procs = [ctx.Process(target=_rank_main,
-                         args=(r, world, port, backend, scenario, args, str(result_dir)))
-             for r in range(world)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(TIMEOUT)
-    hung = [r for r, p in enumerate(procs) if p.is_alive()]
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-            p.join()
-    assert not hung, f"ranks {hung} did not finish"
-    assert [p.exitcode for p in procs] == [0] * world
-    results = []
-    for r in range(world):
-        with open(result_dir / f"rank{r}.pkl", "rb") as f:
-            results.append(pickle.load(f))
-    return results
+    return run_ranks("test_distributed", scenario, args, tmp_path, world, backend)
 
 
 def _scenario_matrices(rank, trees, others, seqs, strings, out_dir):

@@ -10,6 +10,7 @@ never scikit-learn, with which it is compatible through :class:`~.estimator.Esti
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -23,7 +24,8 @@ from ..labels import check_collection, missing_labels, sorted_alphabet
 from ..ops import FlatTable, PairBatch, pairwise_distances, table_pair_distances
 from ..validation import check_cost_module, check_device
 from .estimator import Estimator
-from .mglvq import init_prototypes, median_glvq_em
+from .mglvq import (check_prototype_candidates, init_prototypes, kmedoids_pp_candidates,
+                    median_glvq_em)
 from .objectives import (
     DenseFrequencyTerms,
     ExactObjective,
@@ -39,6 +41,7 @@ from .objectives import (
     symbol_frequencies,
 )
 from .persistence import bedl_state, dtype_name, load_bedl_state
+from .ranks import Ranks, RankSumObjective, resolve_ranks
 
 __all__ = ["BEDL", "initial_embedding"]
 
@@ -88,6 +91,12 @@ class _FitData:
     unknown: str  # the ops' argument: "error" or "gap"
     align_cost: Optional[SymbolCost]  # pseudo mode's alignment costs (None: the current ones)
     loss: LossTerms
+    # across ranks: this rank's block of points ((lo, hi), its FlatTable), made on first use
+    block_tables: Optional[tuple] = None
+    # prototype candidates (sorted training indices; None: every point) and their columns
+    # under the initial costs, computed while choosing them (the first round's distances)
+    candidates: Optional[np.ndarray] = None
+    first_D: Optional[np.ndarray] = None
 
 
 @dataclass
@@ -154,8 +163,8 @@ class BEDL(Estimator):
     verbose : bool
         Print one line per round.
     random_state : None or int
-        Unused: initialisation (simplex, class medoids), median GLVQ and L-BFGS are
-        deterministic. Kept for the scikit-learn interface.
+        Seed of the prototype candidate choice (``prototype_candidates``; ``None``: 0).
+        Initialisation (simplex, class medoids), median GLVQ and L-BFGS are deterministic.
     alignments : "step" (default) or "initial"
         Pseudo mode only: the costs under which the co-optimal alignments ``P0`` of the
         data-prototype pairs are computed for a metric step. ``"step"``: the costs at the start
@@ -163,6 +172,20 @@ class BEDL(Estimator):
         implementation). ``"initial"``: the initial costs in every round, the literal reading
         of the paper's ``P_{c0}(x_i, w_k)``, which reproduces the paper's Figure 1 more often.
         The first metric step is the same under both; ``docs/notes-learning.md`` compares them.
+    process_group : "auto" (default), None or a torch.distributed process group
+        Where ``torch.distributed`` is initialised with more than one process (``"auto"``: the
+        default group), every rank calls ``fit`` (and ``predict``, the distance methods) with
+        the same data and the work is split among the ranks: training distances, co-optimal
+        matrices, loss and gradient (see :mod:`.ranks`). Every rank ends with the same model;
+        pseudo mode gives the single-process bits, exact and soft mode the single-process
+        model up to rounding in the summed gradient. ``None``: this process alone.
+    prototype_candidates : None or int
+        ``None``: median GLVQ may choose any training point as a prototype, so every round
+        computes the ``m x m`` training distances. An int ``M >= n_prototypes``: at most ``M``
+        candidates per class, chosen once under the initial costs by k-medoids++ seeding
+        (:func:`~bedl_torch.learning.mglvq.kmedoids_pp_candidates`, seeded by
+        ``random_state``); every round then needs the ``m x C`` distances to the ``C``
+        candidates, which makes training sets of tens of thousands of objects affordable.
 
     Fitted attributes
     -----------------
@@ -174,7 +197,8 @@ class BEDL(Estimator):
     prototypes chosen on them, at each round's start), best_round_ (the round whose state the
     fit returns: the lowest entry of ``actual_loss_history_``; in pseudo mode a metric step
     lowers the surrogate, not necessarily the actual loss), n_rounds_ (metric steps run),
-    n_evals_ (L-BFGS evaluations per step), stop_reason_, fit_time_ (seconds).
+    n_evals_ (L-BFGS evaluations per step), stop_reason_, fit_time_ (seconds), candidates_
+    (the training points median GLVQ could choose from).
 
     Alternation (the paper's Section 3.2): per round, the exact learned distances between all
     training points, median GLVQ warm-started from the previous prototypes, then a metric
@@ -189,7 +213,8 @@ class BEDL(Estimator):
     ValueError, TypeError
         From ``fit``: a bad parameter (naming it), ``X`` not a list of trees or of sequences,
         ``y`` of the wrong length, fewer than two classes, training labels missing from a
-        given cost's alphabet (with ``unknown="error"``). From ``predict`` and the distance
+        given cost's alphabet (with ``unknown="error"``), training data that differ between
+        the ranks of a process group. From ``predict`` and the distance
         methods: labels not seen in training (with ``unknown="error"``); RuntimeError when
         not fitted.
     """
@@ -219,6 +244,8 @@ class BEDL(Estimator):
         random_state=None,
         alignments: str = "step",
         temperature: Optional[float] = None,
+        process_group="auto",
+        prototype_candidates: Optional[int] = None,
     ):
         self.n_prototypes = n_prototypes
         self.dim = dim
@@ -236,6 +263,8 @@ class BEDL(Estimator):
         self.random_state = random_state
         self.alignments = alignments
         self.temperature = temperature
+        self.process_group = process_group
+        self.prototype_candidates = prototype_candidates
 
     # -- validation -----------------------------------------------------------
 
@@ -248,6 +277,11 @@ class BEDL(Estimator):
                 raise ValueError(f"mode='soft' needs a finite temperature > 0, got {t!r}")
         elif self.temperature is not None:
             raise ValueError(f"temperature is used only with mode='soft', got mode={self.mode!r}")
+        if not (self.process_group is None or self.process_group == "auto"
+                or not isinstance(self.process_group, str)):
+            raise ValueError(f"process_group must be 'auto', None or a process group, got "
+                             f"{self.process_group!r}")
+        check_prototype_candidates(self.prototype_candidates, self.n_prototypes)
         if self.alignments not in ("initial", "step"):
             raise ValueError(f"alignments must be 'initial' or 'step', got {self.alignments!r}")
         if self.regularizer not in _REGULARIZERS:
@@ -328,7 +362,16 @@ class BEDL(Estimator):
         t_start = time.perf_counter()
         self._validate_params()
         X, y_idx, classes = self._validate_data(X, y)
+        self._ranks = resolve_ranks(self.process_group)
+        self._ranks.check_same((X, y_idx.tolist(), classes.tolist()), "the training data")
         cost, params, data = self._initialize(X, y_idx, classes)
+        if self.prototype_candidates is not None:
+            data.candidates, data.first_D = kmedoids_pp_candidates(
+                y_idx, int(self.prototype_candidates),
+                lambda js: self._distance_block(cost, data, torch.as_tensor(js)),
+                self.random_state)
+        self.candidates_ = (np.arange(len(X), dtype=np.int64) if data.candidates is None
+                            else data.candidates)
         prototypes, best = self._alternate(cost, params, data)
         prototypes = self._keep_best_round(params, best, prototypes)
         self._finish(data, prototypes)
@@ -378,7 +421,8 @@ class BEDL(Estimator):
             new = self._prototype_step(data, D, protos)
             # Pseudo mode optimises a surrogate: remember the round whose actual objective is
             # lowest (exact distances, the prototypes chosen on them, the regularisers).
-            objective = data.loss.on_matrix(D, new, data.y_idx, cost)
+            columns = None if data.candidates is None else np.searchsorted(data.candidates, new)
+            objective = data.loss.on_matrix(D, new, data.y_idx, cost, columns)
             self.actual_loss_history_.append(objective)
             if best is None or objective < best.objective:
                 best = _Round(objective, [p.detach().clone() for p in params], new, rnd)
@@ -448,8 +492,13 @@ class BEDL(Estimator):
         self.prototype_labels_ = data.classes[data.y_idx[prototypes]]
 
     def _train_distances(self, cost, data: _FitData) -> np.ndarray:
-        """The ``(m, m)`` actual distances between the training objects (only ``i <= j`` for a
-        symmetric cost, mirrored), from the tables flattened once per fit."""
+        """The actual distances of the training objects to the prototype candidates: ``(m, m)``
+        (only ``i <= j`` for a symmetric cost, mirrored) or ``(m, C)`` with candidates."""
+        if data.candidates is not None:
+            D, data.first_D = data.first_D, None
+            if D is None:
+                D = self._distance_block(cost, data, torch.as_tensor(data.candidates))
+            return D
         m = len(data.X)
         symmetric = bool(getattr(cost, "symmetric", False))
         if symmetric:
@@ -457,26 +506,53 @@ class BEDL(Estimator):
         else:
             ii = torch.arange(m).repeat_interleave(m)
             jj = torch.arange(m).repeat(m)
+        ii, jj, v = self._pair_distances(cost, data, ii, jj)
+        D = np.zeros((m, m), dtype=v.dtype)
+        D[ii, jj] = v
+        if symmetric:
+            D[jj, ii] = v
+        return D
+
+    def _distance_block(self, cost, data: _FitData, cols: torch.Tensor) -> np.ndarray:
+        """``(m, len(cols))`` distances of every training object to the objects ``cols``."""
+        m, k = len(data.X), len(cols)
+        ii = torch.arange(m).repeat_interleave(k)
+        jj = cols.to(torch.long).repeat(m)
+        position = np.full(m, -1, dtype=np.int64)
+        position[cols.numpy()] = np.arange(k)
+        ii, jj, v = self._pair_distances(cost, data, ii, jj)
+        D = np.zeros((m, k), dtype=v.dtype)
+        D[ii, position[jj]] = v
+        return D
+
+    def _pair_distances(self, cost, data: _FitData, ii: torch.Tensor, jj: torch.Tensor):
+        """``(ii, jj, values)`` as numpy arrays, in some order, of the training pairs given,
+        without gradient; across ranks each computes a block (balanced by DP cells)."""
+        ranks = self._fit_ranks()
+        if ranks.size > 1:  # contiguous blocks of pairs, balanced by DP cells
+            lengths = data.x_table.lengths
+            b = ranks.blocks((lengths[ii] * lengths[jj]).tolist())
+            ii, jj = ii[b[ranks.rank]: b[ranks.rank + 1]], jj[b[ranks.rank]: b[ranks.rank + 1]]
         with torch.no_grad():
             ii, jj, vals = table_pair_distances(data.x_table, data.y_table, ii, jj, cost,
                                                 unknown=data.unknown)
+        if ranks.size > 1:
+            counts = [b[r + 1] - b[r] for r in range(ranks.size)]
+            ii, jj = ranks.gather_rows(ii, counts), ranks.gather_rows(jj, counts)
+            vals = ranks.gather_rows(vals, counts)
         # assembled in numpy: a few small torch operations here can each wait for the
         # intra-op thread pool on a busy machine
-        v = vals.cpu().numpy()
-        D = np.zeros((m, m), dtype=v.dtype)
-        D[ii.numpy(), jj.numpy()] = v
-        if symmetric:
-            D[jj.numpy(), ii.numpy()] = v
-        return D
+        return ii.numpy(), jj.numpy(), vals.cpu().numpy()
 
     def _prototype_step(self, data: _FitData, D: np.ndarray, previous) -> np.ndarray:
         """Median GLVQ on the distances ``D``, from the previous prototypes (first round: the
         class medoids and greedy additions)."""
         if previous is None:
-            start = init_prototypes(D, data.y_idx, int(self.n_prototypes))
+            start = init_prototypes(D, data.y_idx, int(self.n_prototypes), data.candidates)
         else:
             start = previous
-        return median_glvq_em(D, data.y_idx, start, max_iter=100 * max(1, len(start)))[0]
+        return median_glvq_em(D, data.y_idx, start, max_iter=100 * max(1, len(start)),
+                              candidates=data.candidates)[0]
 
     # -- the metric step ------------------------------------------------------
 
@@ -524,13 +600,14 @@ class BEDL(Estimator):
         y_dev = torch.as_tensor(data.y_idx, device=device)
         pairs = PrototypePairs(
             y_dev[:, None] == torch.as_tensor(data.y_idx[prototypes], device=device)[None, :])
-        if self.mode == "exact":
-            return ExactObjective(cost, params, full, protos_t, pairs, data.loss, data.unknown)
-        if self.mode == "soft":
-            return ExactObjective(cost, params, full, protos_t, pairs, data.loss, data.unknown,
-                                  distance_kw={"mode": "soft", "temperature": float(self.temperature)})
+        if self.mode in ("exact", "soft"):
+            kw = {} if self.mode == "exact" else {
+                "distance_kw": {"mode": "soft", "temperature": float(self.temperature)}}
+            if self._fit_ranks().size > 1:
+                return self._rank_block_objective(cost, params, data, protos_t, pairs, kw)
+            return ExactObjective(cost, params, full, protos_t, pairs, data.loss, data.unknown, **kw)
         align = cost if data.align_cost is None else data.align_cost
-        P0 = full.coopt(align, unknown=data.unknown)[1].to(device)
+        P0 = self._coopt_by_rank(full, align, data, P).to(device)
         F = self._symbol_frequencies(cost, full, P0, data.X_idx)
         if F is not None and self._numpy_path_ok(cost, params):
             return self._numpy_evaluator(cost, F.view(m, P, -1), pairs, data.loss)
@@ -539,6 +616,54 @@ class BEDL(Estimator):
         else:
             terms = self._pair_cost_terms(cost, full, P0, data.X_idx)
         return self._closed_form_evaluator(cost, params, terms, pairs, data.loss)
+
+    # -- across the ranks of a process group (see .ranks) ----------------------
+
+    def _fit_ranks(self) -> Ranks:
+        ranks = getattr(self, "_ranks", None)
+        return ranks if ranks is not None else Ranks()
+
+    def _row_blocks(self, data: _FitData):
+        """Each rank's contiguous block of training points, balanced by their node counts."""
+        return self._fit_ranks().blocks(data.x_table.lengths.tolist())
+
+    def _coopt_by_rank(self, full: PairBatch, align, data: _FitData, P: int) -> torch.Tensor:
+        """``full.coopt(align)[1]``, each rank computing its block of points' pairs; the
+        blocks are gathered, so every rank holds the single-process bits."""
+        ranks = self._fit_ranks()
+        if ranks.size == 1:
+            return full.coopt(align, unknown=data.unknown)[1]
+        b = self._row_blocks(data)
+        lo, hi = b[ranks.rank] * P, b[ranks.rank + 1] * P
+        block = torch.zeros((hi - lo, full.rows, full.cols), dtype=align.dtype)
+        if hi > lo:
+            sub = PairBatch.from_tables(full.x_table, full.y_table, full.pair_x[lo:hi],
+                                        full.pair_y[lo:hi])
+            p = sub.coopt(align, unknown=data.unknown)[1].cpu()
+            block = block.to(p.dtype)
+            block[:, : p.shape[1], : p.shape[2]] = p
+        counts = [(b[r + 1] - b[r]) * P for r in range(ranks.size)]
+        return ranks.gather_rows(block, counts)
+
+    def _rank_block_objective(self, cost, params, data: _FitData, protos_t, pairs, kw):
+        """Exact (or soft) mode across ranks: this rank's block of points, the regularisers on
+        rank 0, loss and gradient summed over the ranks in rank order."""
+        ranks = self._fit_ranks()
+        b = self._row_blocks(data)
+        lo, hi = b[ranks.rank], b[ranks.rank + 1]
+        inner = None
+        if hi > lo:
+            if data.block_tables is None or data.block_tables[0] != (lo, hi):
+                data.block_tables = ((lo, hi), FlatTable(data.X[lo:hi], "X"))
+            x_block = data.block_tables[1]
+            P = len(protos_t)
+            block = PairBatch.from_tables(x_block, data.y_table,
+                                          torch.arange(hi - lo).repeat_interleave(P),
+                                          protos_t.repeat(hi - lo))
+            loss = data.loss if ranks.rank == 0 else dataclasses.replace(data.loss, beta=0.0)
+            inner = ExactObjective(cost, params, block, protos_t, PrototypePairs(pairs.same[lo:hi]),
+                                   loss, data.unknown, **kw)
+        return RankSumObjective(inner, params, ranks, cost.dtype, cost.device)
 
     # The evaluator factories are methods so that a subclass can replace one of them.
 
@@ -570,8 +695,12 @@ class BEDL(Estimator):
         self._check_fitted()
         X = check_collection(X)
         unknown = self._check_known(X)
+        ranks = resolve_ranks(self.process_group)
+        b = ranks.blocks([len(x) for x in X])
         with torch.no_grad():
-            D = pairwise_distances(X, self.prototypes_, self.cost_, unknown=unknown)
+            D = pairwise_distances(X[b[ranks.rank]: b[ranks.rank + 1]], self.prototypes_,
+                                   self.cost_, unknown=unknown)
+        D = ranks.gather_rows(D, [b[r + 1] - b[r] for r in range(ranks.size)])
         return D.cpu().numpy()
 
     def predict(self, X) -> np.ndarray:
@@ -591,9 +720,16 @@ class BEDL(Estimator):
         if Y is not None:
             Y = check_collection(Y, "Y")
             unknown = self._check_known(Y, "Y") if unknown == "error" else unknown
+        ranks = resolve_ranks(self.process_group)
         with torch.no_grad():
-            D = pairwise_distances(X, Y, self.cost_, unknown=unknown)
-        return D.cpu().numpy()
+            if ranks.size > 1:
+                from ..distributed import pairwise_distances as ranks_pairwise
+
+                D = ranks_pairwise(X, Y, self.cost_, unknown=unknown, group=ranks.group,
+                                   progress=False)
+            else:
+                D = pairwise_distances(X, Y, self.cost_, unknown=unknown)
+        return torch.as_tensor(D).cpu().numpy()
 
     # -- persistence ----------------------------------------------------------
 

@@ -107,11 +107,12 @@ class LossTerms:
         return loss
 
     def on_matrix(self, D: np.ndarray, prototypes: np.ndarray, y_idx: np.ndarray,
-                  cost: SymbolCost) -> float:
+                  cost: SymbolCost, columns: Optional[np.ndarray] = None) -> float:
         """The loss from a matrix ``D`` ``(m, m)`` of actual distances between the training
         points (labels ``y_idx``) and the prototype indices, without gradient (numpy for the
-        GLVQ part: a few tiny operations per round)."""
-        Dp = np.asarray(D[:, prototypes], dtype=np.float64)
+        GLVQ part: a few tiny operations per round). ``columns``: the column of ``D`` of each
+        prototype where ``D`` holds only some candidates' columns (default: the indices)."""
+        Dp = np.asarray(D[:, prototypes if columns is None else columns], dtype=np.float64)
         same = y_idx[:, None] == y_idx[prototypes][None, :]
         d_plus = np.where(same, Dp, np.inf).min(axis=1)
         d_minus = np.where(same, np.inf, Dp).min(axis=1)

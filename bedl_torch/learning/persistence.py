@@ -65,6 +65,8 @@ def bedl_state(model) -> dict:
     if callable(params["phi"]):
         params["phi"] = None  # a callable cannot be stored as data
     params["cost"] = None
+    if not isinstance(params.get("process_group"), (str, type(None))):
+        params["process_group"] = None  # a process group belongs to the running processes
     params["dtype"] = dtype_name(model.dtype)
     params["device"] = None if model.device is None else str(model.device)
     params = {k: _plain(v) for k, v in params.items()}

@@ -33,8 +33,11 @@ distances).
 
 Modules: :mod:`.config` (data sets, metrics, classifiers, grids, :class:`ExperimentConfig`),
 :mod:`.data` (the data sets and Sentiment's cosine costs), :mod:`.folds` (the fold loop and the
-nested searches), :mod:`.report` (results, the table, results.json, the plot) and :mod:`.pool`
-(worker processes for the nested BEDL fits). Imports scikit-learn and scipy.
+nested searches), :mod:`.report` (results, the table, results.json, the plot), :mod:`.pool`
+(worker processes for the nested BEDL fits), :mod:`.runs` (resumable runs on disk and what they
+record about the machine), :mod:`.export` (compact per-data-set results), :mod:`.paper` (the
+paper's numbers) and :mod:`.render` (the paper table in Markdown). Imports scikit-learn and
+scipy.
 """
 from .config import (
     CLASSIFIERS,
@@ -42,16 +45,24 @@ from .config import (
     METRICS,
     PAPER_FOLDS,
     QUICK_BEDL_OPTIONS,
+    RUN_ONLY_FIELDS,
     TRAIN_SAMPLE,
     ExperimentConfig,
     Grid,
     full_grid,
+    config_differences,
     quick_grid,
 )
 from .folds import run_experiment
 from .report import ExperimentResult, embedding_pca, format_table, save_embedding_plot, write_results
+from .runs import ConfigMismatchError, load_previous, run_dataset
+from .export import compact_results, export_runs, load_runs
+from .paper import PAPER_ERRORS, PAPER_RUNTIME_S
+from .render import flagged_cells, render_paper_table
 
 __all__ = ["PAPER_FOLDS", "TRAIN_SAMPLE", "Grid", "full_grid", "quick_grid", "ExperimentConfig",
            "ExperimentResult", "run_experiment", "format_table", "METRICS", "CLASSIFIERS",
            "METRIC_TITLES", "QUICK_BEDL_OPTIONS", "write_results", "embedding_pca",
-           "save_embedding_plot"]
+           "save_embedding_plot", "RUN_ONLY_FIELDS", "config_differences", "ConfigMismatchError",
+           "load_previous", "run_dataset", "compact_results", "export_runs", "load_runs",
+           "PAPER_ERRORS", "PAPER_RUNTIME_S", "flagged_cells", "render_paper_table"]

@@ -9,7 +9,8 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 __all__ = ["PAPER_FOLDS", "TRAIN_SAMPLE", "METRICS", "METRIC_TITLES", "CLASSIFIERS",
-           "QUICK_BEDL_OPTIONS", "Grid", "full_grid", "quick_grid", "ExperimentConfig"]
+           "QUICK_BEDL_OPTIONS", "RUN_ONLY_FIELDS", "Grid", "full_grid", "quick_grid",
+           "ExperimentConfig", "config_differences"]
 
 #: outer folds per data set, as in the paper
 PAPER_FOLDS = {"strings": 20, "minipalindrome": 6, "sorting": 8, "cystic": 10, "leukemia": 10,
@@ -20,6 +21,9 @@ METRICS = ("initial", "gesl", "bedl_pseudo", "bedl_exact")
 METRIC_TITLES = {"initial": "initial", "gesl": "GESL", "bedl_pseudo": "BEDL (pseudo)",
                  "bedl_exact": "BEDL (exact)"}
 CLASSIFIERS = ("KNN", "MGLVQ", "SVM", "goodness")
+#: configuration fields that say how far or how a run goes, not what it computes: results
+#: that differ only in these can be continued (resumed) by each other
+RUN_ONLY_FIELDS = ("max_folds", "progress", "n_jobs")
 #: BEDL settings of --quick: fewer alternation rounds and L-BFGS evaluations
 QUICK_BEDL_OPTIONS = {"max_rounds": 3, "max_eval": 50}
 
@@ -75,13 +79,16 @@ class ExperimentConfig:
     # worker processes for BEDL's nested beta search (its inner fits are independent); the
     # final, timed fit always runs in the main process
     n_jobs: int = 1
+    # a stratified subsample of about this many items of the data set (smoke tests); None: all
+    max_items: Optional[int] = None
 
     def resolved(self) -> "ExperimentConfig":
         """A copy with every default filled in. Sentiment drops GESL (as in the paper); MGLVQ is
         added to the classifiers when a metric learner needs its ``K``.
 
         Raises:
-            ValueError: an unknown data set, metric or classifier, or ``n_jobs < 1``.
+            ValueError: an unknown data set, metric or classifier, ``n_jobs < 1``, fewer than 2
+                folds or inner folds, or ``max_items < 2``.
         """
         cfg = dataclasses.replace(self)
         cfg.dataset = self.dataset.lower()
@@ -103,6 +110,13 @@ class ExperimentConfig:
             raise ValueError(f"unknown classifiers {bad}; choose from {CLASSIFIERS}")
         if int(cfg.n_jobs) < 1:
             raise ValueError(f"n_jobs must be >= 1, got {cfg.n_jobs}")
+        if int(cfg.folds) < 2 or int(cfg.inner_folds) < 2:
+            raise ValueError(f"folds and inner_folds must be >= 2, got {cfg.folds} and "
+                             f"{cfg.inner_folds}")
+        if cfg.max_folds is not None and int(cfg.max_folds) < 1:
+            raise ValueError(f"max_folds must be >= 1 or None, got {cfg.max_folds}")
+        if cfg.max_items is not None and int(cfg.max_items) < 2:
+            raise ValueError(f"max_items must be >= 2 or None, got {cfg.max_items}")
         if cfg.dataset == "sentiment" and "gesl" in cfg.metrics:
             cfg.metrics = tuple(m for m in cfg.metrics if m != "gesl")
         if "MGLVQ" not in cfg.classifiers and any(m != "initial" for m in cfg.metrics):
@@ -115,3 +129,40 @@ class ExperimentConfig:
     def to_dict(self) -> dict:
         """The fields as a plain dict (for results.json)."""
         return dataclasses.asdict(self)
+
+
+def _plain(value):
+    """A configuration value as JSON reads it back (tuples as lists, numpy scalars as numbers)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):
+        return value.item()
+    return value
+
+
+def config_differences(stored: dict, wanted: dict) -> List[str]:
+    """The fields (grid entries as ``grid.NAME``) in which two resolved configurations (as
+    dicts, e.g. one read from results.json) compute different results, each as
+    ``"name: stored -> wanted"``; :data:`RUN_ONLY_FIELDS` are not compared. A field missing on
+    one side reads as its :class:`ExperimentConfig` default (results written before the field
+    existed computed what the default computes), else as absent."""
+    missing = "(absent)"
+    defaults = {f.name: _plain(f.default) for f in dataclasses.fields(ExperimentConfig)
+                if f.default is not dataclasses.MISSING}
+    stored = {**defaults, **_plain(stored)}
+    wanted = {**defaults, **_plain(wanted)}
+    out = []
+    for name in sorted(set(stored) | set(wanted)):
+        if name in RUN_ONLY_FIELDS:
+            continue
+        a, b = stored.get(name, missing), wanted.get(name, missing)
+        if name == "grid" and isinstance(a, dict) and isinstance(b, dict):
+            for key in sorted(set(a) | set(b)):
+                ga, gb = a.get(key, missing), b.get(key, missing)
+                if ga != gb:
+                    out.append(f"grid.{key}: {ga} -> {gb}")
+        elif a != b:
+            out.append(f"{name}: {a} -> {b}")
+    return out

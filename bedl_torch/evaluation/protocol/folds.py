@@ -17,12 +17,13 @@ from ...learning import BEDL, MedianGLVQ
 from ...ops import pairwise_distances
 from ..classifiers import GoodnessClassifier, KNNClassifier, SVMClassifier
 from ..gesl import GESL, PairFrequencies
-from .config import TRAIN_SAMPLE, ExperimentConfig, Grid
+from .config import TRAIN_SAMPLE, ExperimentConfig, Grid, config_differences
 from .data import SentimentCosts, leaf_sequence, load_dataset
 from .pool import run_tasks
 from .report import ExperimentResult, Progress, embedding_of
 
-__all__ = ["ExperimentData", "run_experiment", "run_fold", "classify", "fit_bedl"]
+__all__ = ["ExperimentData", "run_experiment", "run_fold", "classify", "fit_bedl",
+           "stratified_subsample"]
 
 #: the hyper-parameter each classifier searches
 PARAM_NAME = {"KNN": "n_neighbors", "MGLVQ": "n_prototypes", "SVM": "bandwidth",
@@ -48,30 +49,62 @@ def run_experiment(config: ExperimentConfig, result: Optional[ExperimentResult] 
     ``result`` to keep the partial results when a KeyboardInterrupt stops the run; the interrupt
     is re-raised). ``on_fold(result)`` is called after each completed outer fold.
 
+    A ``result`` that already holds complete folds (``folds_done > 0``, e.g. read back from
+    results.json with :meth:`ExperimentResult.from_json`) is continued: its first
+    ``folds_done`` folds are kept as they are and not recomputed (records of a fold that was
+    interrupted half-way are dropped), the remaining folds run on the same split.
+
     Raises:
-        ValueError: an invalid configuration (see :meth:`ExperimentConfig.resolved`).
+        ValueError: an invalid configuration (see :meth:`ExperimentConfig.resolved`), or a
+            ``result`` to continue whose configuration computes something else (the message
+            names the differing fields).
     """
     cfg = config.resolved()
     if result is None:
         result = ExperimentResult(config={})
+    done = int(result.folds_done)
+    if done > 0:
+        diff = config_differences(result.config, cfg.to_dict())
+        if diff:
+            raise ValueError("cannot continue these results: their configuration differs in "
+                             + "; ".join(diff))
     result.config = cfg.to_dict()
+    result.records = [r for r in result.records if r["fold"] < done]
+    result.fold_info = [i for i in result.fold_info if i["fold"] < done]
+    kept_notes = [n for n in result.notes
+                  if _fold_of_note(n) is not None and _fold_of_note(n) < done]
+    result.interrupted = False
+    target = min(cfg.folds, cfg.max_folds or cfg.folds)
     X, y = load_dataset(cfg.dataset)
+    if cfg.max_items is not None and len(X) > cfg.max_items:
+        keep = stratified_subsample(y, cfg.max_items, cfg.folds, cfg.seed)
+        X, y = [X[i] for i in keep], y[keep]
     sentiment = cfg.dataset == "sentiment"
     if sentiment and cfg.sentiment_leaves:
         X = [leaf_sequence(t) for t in X]
-    result.notes.extend(_describe(cfg, X, y))
-    progress = Progress(min(cfg.folds, cfg.max_folds or cfg.folds), cfg.dataset, cfg.progress)
+    result.notes = _describe(cfg, X, y) + kept_notes
+    if done >= target:
+        return result
+    progress = Progress(target, cfg.dataset, cfg.progress, done=done)
     data = _prepare(cfg, X, y, progress)
 
     skf = StratifiedKFold(n_splits=cfg.folds, shuffle=True, random_state=cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     try:
         for fold, (tr, te) in enumerate(skf.split(np.zeros(len(X)), y)):
-            if cfg.max_folds is not None and fold >= cfg.max_folds:
+            if fold >= target:
                 break
+            # the sample is drawn for every fold, also a kept one, so that a continued run
+            # trains on the same samples as one run without a break
             if cfg.train_sample and len(tr) > cfg.train_sample:
                 tr = np.sort(rng.choice(tr, cfg.train_sample, replace=False))
+            if fold < done:
+                continue
+            t0 = time.perf_counter()
             run_fold(cfg, result, fold, tr, te, data)
+            for info in result.fold_info:
+                if info.get("fold") == fold:
+                    info["wall_s"] = time.perf_counter() - t0
             result.folds_done = fold + 1
             progress.step()
             if on_fold is not None:
@@ -85,6 +118,29 @@ def run_experiment(config: ExperimentConfig, result: Optional[ExperimentResult] 
     return result
 
 
+def _fold_of_note(note: str) -> Optional[int]:
+    """The fold a note is about ("fold K: ..."), else None."""
+    head = note.split(":", 1)[0]
+    if head.startswith("fold ") and head[5:].isdigit():
+        return int(head[5:])
+    return None
+
+
+def stratified_subsample(y: np.ndarray, n_items: int, n_folds: int, seed: int) -> np.ndarray:
+    """Sorted indices of about ``n_items`` items drawn per class in proportion to the class
+    sizes, at least ``n_folds`` of each class (or all of a smaller class) so that the
+    stratified split still has every class in every fold."""
+    y = np.asarray(y)
+    rng = np.random.default_rng(seed)
+    keep = []
+    for c in np.unique(y):
+        members = np.flatnonzero(y == c)
+        share = int(round(n_items * len(members) / len(y)))
+        k = min(len(members), max(share, n_folds))
+        keep.append(rng.choice(members, k, replace=False))
+    return np.sort(np.concatenate(keep))
+
+
 def _describe(cfg: ExperimentConfig, X, y) -> list:
     """The notes that say how this run computes its numbers."""
     ds = cfg.dataset
@@ -93,6 +149,9 @@ def _describe(cfg: ExperimentConfig, X, y) -> list:
              f"stratified CV (seed {cfg.seed}), nested {cfg.inner_folds}-fold search, "
              f"{'quick' if cfg.quick else 'full'} grid"
              + (f", BEDL options {cfg.bedl_options}" if cfg.bedl_options else "")]
+    if cfg.max_items is not None:
+        notes.append(f"{ds}: a stratified subsample of {len(X)} items (max_items "
+                     f"{cfg.max_items}), not the whole data set")
     if sentiment and cfg.sentiment_leaves:
         notes.append("sentiment: distances computed on each tree's word (leaf) sequence; "
                      "under these costs they equal the tree edit distances (unlabeled inner "
@@ -194,12 +253,23 @@ class _Fold:
         self.result.records.append(rec)
 
     def classify_all(self, metric, D_tr, D_te, runtime, extra=None) -> dict:
-        """Every classifier on one metric's distances; returns the chosen hyper-parameters."""
+        """Every classifier on one metric's distances; returns the chosen hyper-parameters. A
+        classifier that fails is recorded as failed and the others go on (on the initial
+        distances MGLVQ's failure stops the fold: the metric learners need its K)."""
         chosen = {}
         for clf in self.cfg.classifiers:
             self.data.progress.stage(f"{metric}: {clf}")
-            err, value, _ = classify(clf, self.cfg.grid, D_tr, self.y_tr, D_te, self.y_te,
-                                     self.cfg.inner_folds, self.seed)
+            try:
+                err, value, _ = classify(clf, self.cfg.grid, D_tr, self.y_tr, D_te, self.y_te,
+                                         self.cfg.inner_folds, self.seed)
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:
+                if metric == "initial" and clf == "MGLVQ" and len(self.cfg.metrics) > 1:
+                    raise
+                record_failure(self.result, self.cfg, metric, self.fold, exc,
+                               classifiers=(clf,))
+                continue
             chosen[clf] = value
             self.record(clf, metric, err, value, runtime, extra)
         return chosen
@@ -277,13 +347,19 @@ class _Fold:
 
 
 def record_failure(result: ExperimentResult, cfg: ExperimentConfig, metric: str, fold: int,
-                   exc: Exception) -> None:
-    """Warn on stderr (with the traceback), note the failure and record every classifier's
-    error for this metric and fold as missing."""
-    msg = f"fold {fold}: {metric} failed: {type(exc).__name__}: {exc}"
+                   exc: Exception, classifiers=None) -> None:
+    """Warn on stderr (with the traceback), note the failure and record the error of each of
+    ``classifiers`` (default: those without a record yet) for this metric and fold as
+    missing."""
+    what = metric if classifiers is None else f"{metric} {'/'.join(classifiers)}"
+    msg = f"fold {fold}: {what} failed: {type(exc).__name__}: {exc}"
     print("warning: " + msg + "\n" + traceback.format_exc(), file=sys.stderr)
     result.notes.append(msg)
-    for clf in cfg.classifiers:
+    if classifiers is None:
+        done = {r["classifier"] for r in result.records
+                if r["metric"] == metric and r["fold"] == fold}
+        classifiers = [c for c in cfg.classifiers if c not in done]
+    for clf in classifiers:
         result.records.append({"dataset": cfg.dataset, "classifier": clf, "metric": metric,
                                "fold": fold, "error": None, "runtime_s": None,
                                "failed": f"{type(exc).__name__}: {exc}"})

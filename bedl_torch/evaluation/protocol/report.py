@@ -21,8 +21,8 @@ __all__ = ["ExperimentResult", "format_table", "write_results", "embedding_of",
 @dataclass
 class ExperimentResult:
     """Everything a run produced: one record per data set, classifier, metric and fold (test
-    error, runtime, chosen hyper-parameter), notes, per-fold information and the last learned
-    embedding (for the plot)."""
+    error, runtime, chosen hyper-parameter), notes, per-fold information, the last learned
+    embedding (for the plot) and the environment (machine, commit, sessions of the run)."""
 
     config: dict
     records: List[dict] = field(default_factory=list)
@@ -31,6 +31,23 @@ class ExperimentResult:
     interrupted: bool = False
     embedding: Optional[dict] = None  # {"labels": [...], "vectors": ndarray, "title": str}
     fold_info: List[dict] = field(default_factory=list)
+    environment: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "ExperimentResult":
+        """The result that :meth:`to_json` (results.json) describes, without the embedding.
+
+        Raises:
+            ValueError: ``data`` lacks one of config, records, folds_done.
+        """
+        missing = [k for k in ("config", "records", "folds_done") if k not in data]
+        if missing:
+            raise ValueError(f"not an experiment's results.json: no {', '.join(missing)}")
+        return cls(config=dict(data["config"]), records=list(data["records"]),
+                   notes=list(data.get("notes", [])), folds_done=int(data["folds_done"]),
+                   interrupted=bool(data.get("interrupted", False)),
+                   fold_info=list(data.get("fold_info", [])),
+                   environment=dict(data.get("environment") or {}))
 
     def summary(self) -> Dict[str, Dict[str, dict]]:
         """``{classifier or "runtime": {metric: {"mean", "std", "n"}}}``; errors in %."""
@@ -62,7 +79,7 @@ class ExperimentResult:
                 "summary": self.summary(), "table": self.table(), "fold_info": self.fold_info,
                 "records": self.records,
                 "environment": {"python": sys.version.split()[0],
-                                "platform": platform.platform()}}
+                                "platform": platform.platform(), **self.environment}}
 
 
 def _stats(vals):
@@ -101,17 +118,18 @@ def format_table(result: ExperimentResult) -> str:
 class Progress:
     """tqdm when installed (and wanted), else one line per step on stderr."""
 
-    def __init__(self, total, desc, enabled=True):
+    def __init__(self, total, desc, enabled=True, done=0):
         self.enabled = enabled
         self.bar = None
-        self.n = 0
+        self.n = done
         self.total = total
         self.desc = desc
         if enabled:
             try:  # optional dependency: without it, plain lines on stderr
                 from tqdm.auto import tqdm
 
-                self.bar = tqdm(total=total, desc=desc, file=sys.stderr, leave=True)
+                self.bar = tqdm(total=total, desc=desc, file=sys.stderr, leave=True,
+                                initial=done)
             except ImportError:
                 self.bar = None
 
