@@ -153,6 +153,31 @@ def test_block_equals_forward_with_gradients(kind, dtype):
         torch.testing.assert_close(g, g_ref, **_tol(dtype))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_euclidean_block_where_the_product_formula_cancels(dtype):
+    """Equal and nearly equal vectors: the block's distances are the direct ones (a product
+    formula alone would return rounding noise of the norms), with forward's gradient."""
+    gen = torch.Generator().manual_seed(3)
+    emb = 10.0 * torch.randn(2600, 6, dtype=torch.float64, generator=gen)
+    emb[9] = emb[5]  # equal vectors of different symbols
+    emb[7] = emb[5]
+    emb[7, 0] += 1e-6 if dtype == torch.float64 else 1e-2  # nearly equal: ||a - b|| << ||a||
+    cost = bedl_torch.EuclideanCost([f"s{i}" for i in range(2600)], emb.to(dtype))
+    assert table_of(cost) is None
+    rows = torch.tensor([5, 7, 9, 2600, 11])
+    cols = torch.tensor([9, 5, 7, 2600, 12])
+    block = block_of(cost, rows, cols)
+    ref = cost(rows[None], cols[None])[0]
+    assert block[0, 0] == 0 and block[2, 1] == 0 and block[3, 3] == 0
+    rtol = 1e-12 if dtype == torch.float64 else 1e-5
+    torch.testing.assert_close(block, ref, rtol=rtol, atol=0)
+    weights = torch.linspace(0.1, 1.0, block.numel(), dtype=dtype).view_as(block)
+    (g,) = _grad(cost, (block * weights).sum())
+    (g_ref,) = _grad(cost, (ref * weights).sum())
+    assert torch.isfinite(g).all()
+    torch.testing.assert_close(g, g_ref, rtol=rtol, atol=rtol)
+
+
 def test_block_of_keeps_a_subclass_forward():
     cost, words = _cosine(12, torch.float64)
 
