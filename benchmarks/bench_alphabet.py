@@ -6,7 +6,8 @@ The protocol's setting for one Sentiment fold: a 300-sentence training sample an
 the training matrix (symmetric, ``i <= j``) and the test-to-training matrix, distances only,
 one thread. A DP cell is one of a pair's ``(m + 1) (n + 1)``. Also: the same with gradients
 (``Omega`` requires grad; distances, then backward through a weighted sum) on a 100 x 300
-sample, and BEDL's exact-mode batch (300 sentences x 10 prototypes, ``PairBatch.distances``
+sample, the test matrix under an ``EuclideanCost`` over the same words (a random 50-d
+embedding), and BEDL's exact-mode batch (300 sentences x 10 prototypes, ``PairBatch.distances``
 and backward). Each measurement runs in a fresh process per tree, the trees alternating, and
 reports CPU seconds (the machine is shared; wall time moves with the other jobs).
 
@@ -79,6 +80,13 @@ def child_fold(repeats: int) -> dict:
         "test 961 x train 300": (lambda: bt.pairwise_distances(Xte, Xtr, cost=cost),
                                  _cells(Xte, Xtr)),
     }
+    # EuclideanCost over the same words (no whole table above 2,048 symbols): a fixed random
+    # 50-d embedding, the gap at the origin
+    emb = torch.randn(len(cost.alphabet), 50, dtype=torch.float64,
+                      generator=torch.Generator().manual_seed(0)) / 50 ** 0.5
+    euclid = bt.EuclideanCost(cost.alphabet, emb)
+    jobs["test 961 x train 300, EuclideanCost (50-d)"] = (
+        lambda: bt.pairwise_distances(Xte, Xtr, cost=euclid), _cells(Xte, Xtr))
     for name, (fn, cells) in jobs.items():
         with torch.no_grad():
             fn()  # warm
