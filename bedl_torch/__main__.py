@@ -57,7 +57,12 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--classifiers", nargs="+", choices=CLASSIFIERS, default=list(CLASSIFIERS))
     e.add_argument("--train-sample", type=int, default=None,
                    help="train on a random sample of this many points per training fold "
-                        "(default: 300 for sentiment, as in the paper; else all)")
+                        "(default: 300 for sentiment, as in the paper; else all; 0: the whole "
+                        "training fold)")
+    e.add_argument("--prototype-candidates", type=int, default=None, metavar="M",
+                   help="BEDL's median GLVQ chooses among at most M candidates per class "
+                        "(m x C distances per round instead of m x m; for large training "
+                        "folds, e.g. sentiment with --train-sample 0)")
     e.add_argument("--beta-factors", type=float, nargs="+", default=None,
                    help="BEDL beta = 2 K m FACTOR candidates (default: the grid's; one value "
                         "skips the nested search)")
@@ -124,6 +129,11 @@ def _config(args, dataset):
                               progress=not args.no_progress,
                               sentiment_leaves=not args.trees, n_jobs=args.jobs,
                               max_items=args.max_items)
+    if args.prototype_candidates is not None:
+        from .evaluation.protocol import QUICK_BEDL_OPTIONS
+
+        config.bedl_options = dict(QUICK_BEDL_OPTIONS if args.quick else {},
+                                   prototype_candidates=int(args.prototype_candidates))
     if args.beta_factors or args.gesl_factors or args.bandwidths:
         grid = quick_grid() if args.quick else full_grid()
         if args.beta_factors:

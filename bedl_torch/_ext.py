@@ -29,6 +29,9 @@ ted_cpu = _ops.ted
 sed_cpu = _ops.sed
 ted_symbols_cpu = _ops.ted_symbols
 sed_symbols_cpu = _ops.sed_symbols
+# the (S, S) gradient of sum_b pair_weights[b] * distance_b in the symbol table
+ted_symbols_grad_cpu = _ops.ted_symbols_grad
+sed_symbols_grad_cpu = _ops.sed_symbols_grad
 # (soft distances (B,), expected alignments (B, M1, N1) or an empty tensor) at a temperature
 ted_soft_cpu = _ops.ted_soft
 sed_soft_cpu = _ops.sed_soft
@@ -71,6 +74,17 @@ def _ted_symbols_fake(table, x_labels, x_sizes, x_ptr, y_labels, y_sizes, y_ptr,
 @torch.library.register_fake("bedl_torch::sed_symbols")
 def _sed_symbols_fake(table, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, need_coopt, rel_tol):
     return _symbol_outputs(table, pair_x.shape[0], need_coopt)
+
+
+@torch.library.register_fake("bedl_torch::ted_symbols_grad")
+def _ted_symbols_grad_fake(table, x_labels, x_sizes, x_ptr, y_labels, y_sizes, y_ptr, pair_x, pair_y,
+                           pair_weights, rel_tol):
+    return table.new_empty(table.shape)
+
+
+@torch.library.register_fake("bedl_torch::sed_symbols_grad")
+def _sed_symbols_grad_fake(table, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, pair_weights, rel_tol):
+    return table.new_empty(table.shape)
 
 
 @torch.library.register_fake("bedl_torch::ted_soft")

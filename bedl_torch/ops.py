@@ -592,27 +592,48 @@ class _EditDistanceFn(torch.autograd.Function):
 
 
 class _SymbolEditDistanceFn(torch.autograd.Function):
-    """Distances from a symbol cost table; backward sums P into the table's entries."""
+    """Distances from a symbol cost table. Forward computes the distances alone (the fast
+    kernels); backward runs the gradient kernel, which recomputes each pair's co-optimal
+    matrix P and sums ``grad_d * P`` into the table's entries without keeping P. Where P is
+    requested too (``want_coopt``), backward scatters that P instead."""
 
     @staticmethod
     def forward(ctx, table, batch: PairBatch, view: _SymbolView, rel_tol: float, want_coopt: bool):
-        need = bool(ctx.needs_input_grad[0]) or want_coopt
-        d, p = batch._run_symbols(view, need, rel_tol)
+        d, p = batch._run_symbols(view, want_coopt, rel_tol)
         if ctx.needs_input_grad[0]:
-            ctx.batch, ctx.view = batch, view
+            ctx.batch, ctx.view, ctx.rel_tol, ctx.want_coopt = batch, view, rel_tol, want_coopt
             ctx.table_shape = table.shape
-            ctx.save_for_backward(p)
+            # the table as of forward (autograd refuses backward if it changed in place since)
+            ctx.save_for_backward(p if want_coopt else table)
         d = d.to(table.device)
         p = p.to(table.device)
-        if need:
+        if want_coopt:
             ctx.mark_non_differentiable(p)
         return d, p
 
     @staticmethod
     def backward(ctx, grad_d, grad_p):
-        (p,) = ctx.saved_tensors  # on the CPU: the scatter runs there, one small table goes back
+        (saved,) = ctx.saved_tensors
         batch, view = ctx.batch, ctx.view
-        size = ctx.table_shape[0]
+        if ctx.want_coopt:
+            grad = _SymbolEditDistanceFn._scatter_coopt(saved.cpu(), grad_d, batch, view, ctx.table_shape[0])
+        else:
+            table = saved.detach().cpu()
+            weights = grad_d.detach().to("cpu", table.dtype).reshape(-1)
+            xl = view.flat_labels(batch.x_table)
+            yl = view.flat_labels(batch.y_table)
+            if batch.kind == "tree":
+                grad = _ext.ted_symbols_grad_cpu(table, xl, batch.x_table.sizes, batch.x_table.ptr, yl,
+                                                 batch.y_table.sizes, batch.y_table.ptr, batch.pair_x,
+                                                 batch.pair_y, weights, ctx.rel_tol)
+            else:
+                grad = _ext.sed_symbols_grad_cpu(table, xl, batch.x_table.ptr, yl, batch.y_table.ptr,
+                                                 batch.pair_x, batch.pair_y, weights, ctx.rel_tol)
+        return grad.to(grad_d.device), None, None, None, None
+
+    @staticmethod
+    def _scatter_coopt(p, grad_d, batch, view, size):
+        """sum_k grad_d[k] * P_k scattered into a (size, size) table by the pairs' labels."""
         rows, cols = p.shape[1], p.shape[2]
         x_idx = view.padded_labels(batch.x_table, batch.pair_x, rows)
         y_idx = view.padded_labels(batch.y_table, batch.pair_y, cols)
@@ -620,7 +641,7 @@ class _SymbolEditDistanceFn(torch.autograd.Function):
         flat = (x_idx[:, :, None] * size + y_idx[:, None, :]).reshape(-1)
         weights = (grad_d.detach().to("cpu", p.dtype).reshape(-1, 1, 1) * p).reshape(-1)
         grad = torch.zeros(size * size, dtype=p.dtype).index_add_(0, flat, weights)
-        return grad.view(size, size).to(grad_d.device), None, None, None, None
+        return grad.view(size, size)
 
 
 # ---------------------------------------------------------------------------

@@ -16,6 +16,11 @@ TORCH_LIBRARY(bedl_torch, m) {
   m.def("sed(Tensor costs, Tensor x_len, Tensor y_len, bool need_coopt, float rel_tol) -> (Tensor, Tensor)");
   m.def("sed_symbols(Tensor symbol_costs, Tensor x_labels, Tensor x_ptr, Tensor y_labels, Tensor y_ptr, "
         "Tensor pair_x, Tensor pair_y, bool need_coopt, float rel_tol) -> (Tensor, Tensor)");
+  m.def("ted_symbols_grad(Tensor symbol_costs, Tensor x_labels, Tensor x_sizes, Tensor x_ptr, "
+        "Tensor y_labels, Tensor y_sizes, Tensor y_ptr, Tensor pair_x, Tensor pair_y, "
+        "Tensor pair_weights, float rel_tol) -> Tensor");
+  m.def("sed_symbols_grad(Tensor symbol_costs, Tensor x_labels, Tensor x_ptr, Tensor y_labels, "
+        "Tensor y_ptr, Tensor pair_x, Tensor pair_y, Tensor pair_weights, float rel_tol) -> Tensor");
   m.def("ted_soft(Tensor costs, Tensor x_sizes, Tensor x_ptr, Tensor y_sizes, Tensor y_ptr, "
         "Tensor pair_x, Tensor pair_y, float temperature, bool need_grad) -> (Tensor, Tensor)");
   m.def("sed_soft(Tensor costs, Tensor x_len, Tensor y_len, float temperature, bool need_grad) -> (Tensor, Tensor)");
@@ -26,6 +31,8 @@ TORCH_LIBRARY_IMPL(bedl_torch, CPU, m) {
   m.impl("ted_symbols", &bedl::ted_symbols_cpu);
   m.impl("sed", &bedl::sed_cpu);
   m.impl("sed_symbols", &bedl::sed_symbols_cpu);
+  m.impl("ted_symbols_grad", &bedl::ted_symbols_grad_cpu);
+  m.impl("sed_symbols_grad", &bedl::sed_symbols_grad_cpu);
   m.impl("ted_soft", &bedl::ted_soft_cpu);
   m.impl("sed_soft", &bedl::sed_soft_cpu);
 }

@@ -63,6 +63,36 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_cost
                                                    bool need_coopt,
                                                    double rel_tol);
 
+// The gradient of sum_b pair_weights[b] * distance_b with respect to the (S, S)
+// symbol table, for the pairs of ted_symbols_cpu (sed_symbols_cpu): the
+// weighted co-optimal matrices summed by (x label, y label), deletions in the
+// gap column, insertions in the gap row, without materialising P per pair.
+// Same co-optimal sets (tie tolerance, overflow rule) as the distance
+// kernels with need_coopt; pairs of weight 0 are skipped. Sums in float64 in
+// a fixed order (blocks of consecutive pairs, then block by block): the same
+// bits for any thread count. Returns (S, S) in the table's dtype.
+at::Tensor ted_symbols_grad_cpu(const at::Tensor& symbol_costs,
+                                const at::Tensor& x_labels,
+                                const at::Tensor& x_sizes,
+                                const at::Tensor& x_ptr,
+                                const at::Tensor& y_labels,
+                                const at::Tensor& y_sizes,
+                                const at::Tensor& y_ptr,
+                                const at::Tensor& pair_x,
+                                const at::Tensor& pair_y,
+                                const at::Tensor& pair_weights,
+                                double rel_tol);
+
+at::Tensor sed_symbols_grad_cpu(const at::Tensor& symbol_costs,
+                                const at::Tensor& x_labels,
+                                const at::Tensor& x_ptr,
+                                const at::Tensor& y_labels,
+                                const at::Tensor& y_ptr,
+                                const at::Tensor& pair_x,
+                                const at::Tensor& pair_y,
+                                const at::Tensor& pair_weights,
+                                double rel_tol);
+
 // Soft (temperature) edit distances: -T log sum_M exp(-cost(M) / T) over all
 // valid mappings (trees, the arguments of ted_cpu) or alignments (sequences,
 // those of sed_cpu), temperature finite and > 0. Returns the soft distances

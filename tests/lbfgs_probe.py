@@ -1,35 +1,44 @@
-"""A stand-in for torch.optim.LBFGS that probes a metric step's closure."""
+"""A stand-in for BEDL's metric-step solver that probes the objective it is given."""
+import sys
+
+import numpy as np
 import torch
+
+from bedl_torch.learning import BEDL
 
 
 class ProbeLBFGS:
-    """Evaluates the closure at the start point and at two perturbed points, records loss and
-    gradient (``records``, one list per step) and the points (``points``), and leaves the
-    parameters as they were."""
+    """Evaluates the objective at the start point and at two perturbed points, records loss
+    and gradient (``records``, one list per step) and the points (``points``), both in the
+    shape of the (single) learned parameter, and reports the start as the result.
+
+    Install with :meth:`install` (replaces the solver class that ``BEDL`` uses)."""
 
     records = []
     points = []
 
-    def __init__(self, params, **kwargs):
-        self.params = list(params)
+    def __init__(self, **kwargs):
+        pass
 
-    def step(self, closure):
-        (p,) = self.params
-        start = p.detach().clone()
+    def minimize(self, fun, x0):
+        (p,) = fun.__self__.params  # the metric step's objective: the parameter's shape
+        start = torch.from_numpy(x0).view(p.shape)
         gen = torch.Generator().manual_seed(0)
         out = []
         for scale in (0.0, 0.05, 0.3):
-            with torch.no_grad():
-                step = torch.randn(start.shape, generator=gen, dtype=start.dtype)
-                p.copy_(start + scale * step.to(start.device))
-            ProbeLBFGS.points.append(p.detach().clone())
-            loss = closure()
-            out.append((float(loss.detach()), p.grad.detach().clone()))
-        with torch.no_grad():
-            p.copy_(start)
+            step = torch.randn(start.shape, generator=gen, dtype=start.dtype)
+            point = start + scale * step
+            ProbeLBFGS.points.append(point.to(p.device))
+            loss, grad = fun(point.reshape(-1).numpy())
+            out.append((loss, torch.from_numpy(grad).view(p.shape).to(p.device)))
         ProbeLBFGS.records.append(out)
-        return torch.tensor(out[0][0])
+        return x0, out[0][0], out[0][0], len(out)
 
     @classmethod
     def reset(cls):
         cls.records, cls.points = [], []
+
+    @classmethod
+    def install(cls, monkeypatch):
+        monkeypatch.setattr(sys.modules[BEDL.__module__], "LBFGS", cls)
+        cls.reset()

@@ -324,8 +324,7 @@ def test_metric_step_evaluators_agree(monkeypatch, n_prototypes):
 
     for name in ("_numpy_evaluator", "_closed_form_evaluator", "_pair_cost_terms"):
         spy(name)
-    monkeypatch.setattr(torch.optim, "LBFGS", ProbeLBFGS)
-    ProbeLBFGS.reset()
+    ProbeLBFGS.install(monkeypatch)
     for path in ("numpy", "table", "sparse"):
         with monkeypatch.context() as mp:
             if path != "numpy":
@@ -356,7 +355,7 @@ def test_logdet_term_pushes_a_vanishing_direction_back(monkeypatch):
     A = torch.zeros(5, 5, dtype=torch.float64)
     A[:4, :4] = torch.randn(4, 4, dtype=torch.float64, generator=gen)
     A[4, 4] = s
-    monkeypatch.setattr(torch.optim, "LBFGS", ProbeLBFGS)
+    ProbeLBFGS.install(monkeypatch)
     start = {}
     for reg, row_e in (("both", 2 * beta * (s - 1 / s)), ("frobenius", 2 * beta * s),
                        ("logdet", -2 * beta / s)):
@@ -692,8 +691,7 @@ def test_cuda_device_matches_cpu(strings, monkeypatch):
     X, y = _balanced(Xtr, ytr, 20)
     gen = torch.Generator().manual_seed(4)
     start = torch.randn(4, 3, dtype=torch.float64, generator=gen)
-    monkeypatch.setattr(torch.optim, "LBFGS", ProbeLBFGS)
-    ProbeLBFGS.reset()
+    ProbeLBFGS.install(monkeypatch)
     models = {}
     for device in ("cpu", "cuda"):
         cost = EuclideanCost(list("abcd"), embedding=start)

@@ -167,6 +167,47 @@ def test_goodness_objective_optimal_against_random_alphas():
         assert obj(a) >= best - 1e-7
 
 
+def test_goodness_falls_back_to_clarabel_where_highs_fails(monkeypatch):
+    """Where every HiGHS method ends without a solution (as on learned kernels with many
+    nearly equal columns), Clarabel solves the same LP: its objective equals HiGHS' optimum
+    and the hand-solved case gives the hand-solved alphas."""
+    pytest.importorskip("clarabel")
+    import scipy.optimize
+
+    rng = np.random.default_rng(4)
+    X = np.concatenate([rng.normal(0, 1, (10, 2)), rng.normal(1.5, 1, (10, 2))])
+    y = np.repeat([0, 1], 10)
+    D = dist(X)
+    lam = 0.05
+    K = GoodnessClassifier.similarity(D)
+    s = np.where(y == 1, 1.0, -1.0)
+
+    def obj(a):
+        return np.maximum(0, 1 - s * (K @ a)).sum() + lam * np.abs(a).sum()
+
+    by_highs = obj(GoodnessClassifier(lam=lam).fit(D, y).alpha_[0])
+    real = scipy.optimize.linprog
+
+    class Failed:
+        status, message = 4, "HiGHS Status 15: model_status is Unknown"
+
+    monkeypatch.setattr(scipy.optimize, "linprog", lambda *a, **k: Failed())
+    from bedl_torch.evaluation import classifiers
+
+    calls = []
+    fallback = classifiers._lp_by_clarabel
+    monkeypatch.setattr(classifiers, "_lp_by_clarabel",
+                        lambda *a: calls.append(a[-1]) or fallback(*a))
+    by_clarabel = obj(GoodnessClassifier(lam=lam).fit(D, y).alpha_[0])
+    assert abs(by_clarabel - by_highs) <= 1e-6 * max(1.0, by_highs)
+    # the hand-solved LP of test_goodness_lp_by_hand
+    D2 = np.array([[0.0, math.log(2)], [math.log(2), 0.0]])
+    g = GoodnessClassifier(lam=0.5).fit(D2, ["neg", "pos"])
+    np.testing.assert_allclose(g.alpha_[0], [-1.0, 1.0], atol=1e-6)
+    assert len(calls) == 2 and "Status 15" in calls[0]
+    assert real is not scipy.optimize.linprog
+
+
 def test_goodness_one_vs_rest_three_classes():
     x = [0.0, 0.2, 5.0, 5.2, 10.0, 10.2]
     y = [0, 0, 1, 1, 2, 2]

@@ -334,11 +334,14 @@ def test_command_for_round_trips_options():
     from bedl_torch.__main__ import _config, _parser
 
     argv = ["experiment", "sentiment", "--folds", "7", "--inner-folds", "3", "--seed", "2",
-            "--beta-factors", "0.001", "--trees", "--jobs", "2", "--max-items", "100"]
+            "--beta-factors", "0.001", "--trees", "--jobs", "2", "--max-items", "100",
+            "--train-sample", "0", "--prototype-candidates", "20"]
     cfg = _config(_parser().parse_args(argv), "sentiment").resolved().to_dict()
+    assert cfg["train_sample"] == 0 and cfg["bedl_options"] == {"prototype_candidates": 20}
     cmd = command_for(cfg)
     assert cmd == ("python -m bedl_torch experiment sentiment --folds 7 --inner-folds 3 "
-                   "--seed 2 --beta-factors 0.001 --trees --max-items 100 --jobs 2")
+                   "--seed 2 --train-sample 0 --beta-factors 0.001 --prototype-candidates 20 "
+                   "--trees --max-items 100 --jobs 2")
     again = _config(_parser().parse_args(cmd.split()[3:]), "sentiment").resolved().to_dict()
     assert config_differences(cfg, again) == []
     assert command_for(protocol.ExperimentConfig("leukemia").resolved().to_dict()) == \
@@ -400,3 +403,27 @@ def test_a_failing_classifier_is_recorded_alone(monkeypatch, capsys):
     assert len(records) == len(_fixture_results()["records"]) + 1
     assert [r["error"] for r in records if r["metric"] == "bedl_pseudo" and r["fold"] == 2
             and r["classifier"] == "KNN"] == [0.0]
+
+
+def test_prototype_candidates_reach_every_bedl_fit(tmp_path, monkeypatch):
+    from bedl_torch.learning import BEDL
+
+    seen = []
+    original = BEDL.fit
+
+    def spy(self, X, y):
+        seen.append((self.prototype_candidates, len(X)))
+        return original(self, X, y)
+
+    monkeypatch.setattr(BEDL, "fit", spy)
+    code = main(["experiment", "strings", *TINY, "--max-items", "24", "--max-folds", "1",
+                 "--metrics", "bedl_pseudo", "--classifiers", "MGLVQ", "--train-sample", "0",
+                 "--prototype-candidates", "2", "--out", str(tmp_path / "s")])
+    assert code == 0
+    # every fit of the fold has the option (the warm-up fit on 4 points runs before the
+    # folds, without it), the final one on the whole training fold
+    fold_fits = [(c, n) for c, n in seen if n > 4]
+    assert fold_fits and all(c == 2 for c, _ in fold_fits)
+    data = _read(tmp_path / "s" / "results.json")
+    assert max(n for _, n in fold_fits) == data["fold_info"][0]["n_train"]
+    assert data["config"]["bedl_options"]["prototype_candidates"] == 2

@@ -187,8 +187,7 @@ def test_sparse_pseudo_metric_step_matches_autograd(monkeypatch, n_prototypes):
         return orig(self, *args)
 
     monkeypatch.setattr(BEDL, "_pair_cost_terms", spy)
-    monkeypatch.setattr(torch.optim, "LBFGS", ProbeLBFGS)
-    ProbeLBFGS.reset()
+    ProbeLBFGS.install(monkeypatch)
     start = cost.Omega.detach().clone()
     model = BEDL(n_prototypes=n_prototypes, max_rounds=1, cost=cost, beta=0.05).fit(X, y)
     assert calls == [1]

@@ -82,3 +82,17 @@ def test_torch_compile_of_user_code_matches_eager(backend):
     assert torch.allclose(compiled, eager, rtol=1e-12, atol=0)
     assert torch.allclose(w_comp.grad, w_eager.grad, rtol=1e-12, atol=0)
     assert torch.allclose(cost.embedding.grad, grad_emb_eager, rtol=1e-12, atol=0)
+
+
+def _symbol_grad_args(kind):
+    args = list(_symbol_args(kind, False)[:-2])  # without need_coopt, rel_tol
+    weights = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)
+    return (*args, weights, 1e-9)
+
+
+@pytest.mark.parametrize("op, kind", [("ted_symbols_grad", "tree"), ("sed_symbols_grad", "seq")])
+def test_opcheck_symbol_grad(op, kind):
+    torch.library.opcheck(getattr(torch.ops.bedl_torch, op).default, _symbol_grad_args(kind),
+                          test_utils=["test_schema", "test_autograd_registration", "test_faketensor",
+                                      "test_aot_dispatch_dynamic"])
+    assert getattr(_ext, f"{op}_cpu") is getattr(torch.ops.bedl_torch, op)

@@ -182,6 +182,34 @@ class SVMClassifier(_PrecomputedClassifier):
         return self.classes_[self._svc.predict(K)]
 
 
+def _lp_by_clarabel(c: np.ndarray, A, b: np.ndarray, failure: str) -> np.ndarray:
+    """``min c x`` subject to ``A x <= b``, ``x >= 0`` with Clarabel, accepted only with a
+    duality gap below 1e-6 (relative); RuntimeError ``failure`` (and why) otherwise."""
+    try:
+        import clarabel
+    except ImportError:
+        raise RuntimeError(f"{failure}; the fallback solver Clarabel is not installed "
+                           "(pip install clarabel)") from None
+    from scipy import sparse
+
+    n = A.shape[1]
+    G = sparse.vstack([A, -sparse.identity(n)], format="csc")
+    h = np.concatenate([b, np.zeros(n)])
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    sol = clarabel.DefaultSolver(sparse.csc_matrix((n, n)), c, G, h,
+                                 [clarabel.NonnegativeConeT(G.shape[0])], settings).solve()
+    x = np.maximum(np.asarray(sol.x, dtype=np.float64), 0.0)
+    primal = float(c @ x)
+    dual = float(-(h @ np.asarray(sol.z, dtype=np.float64)))
+    infeasible = float(np.max(A @ x - b)) if len(b) else 0.0
+    if not (np.isfinite(primal) and np.isfinite(dual)) or primal - dual > 1e-6 * max(
+            1.0, abs(primal)) or infeasible > 1e-6:
+        raise RuntimeError(f"{failure}; Clarabel: status {sol.status}, objective {primal:.6g}, "
+                           f"dual bound {dual:.6g}, largest violation {infeasible:.3g}")
+    return x
+
+
 class GoodnessClassifier(_PrecomputedClassifier):
     """Balcan-Blum-Srebro / Bellet et al. goodness classifier on ``k = 2 exp(-d) - 1``.
 
@@ -214,14 +242,16 @@ class GoodnessClassifier(_PrecomputedClassifier):
                            -sparse.identity(m, format="csr")], format="csr")
         # The problem is always feasible and bounded (alpha = 0, xi = 1 is feasible, the
         # objective >= 0); HiGHS' automatic choice (dual simplex) can still end with status
-        # "unknown" on it, where the interior point method solves it.
+        # "unknown" on it, where the interior point method solves it; on kernels with many
+        # nearly equal columns (learned distances of near-duplicates) both can, and then
+        # Clarabel's interior point method with a duality-gap certificate does.
         for method in ("highs", "highs-ipm"):
             res = linprog(c, A_ub=A, b_ub=-np.ones(m), bounds=(0, None), method=method)
             if res.status == 0:
+                x = res.x
                 break
-        if res.status != 0:
-            raise RuntimeError(f"goodness LP failed: {res.message}")
-        x = res.x
+        else:
+            x = _lp_by_clarabel(c, A, -np.ones(m), f"goodness LP failed: {res.message}")
         return x[:m] - x[m:2 * m]
 
     def fit(self, D_train_train, y):

@@ -24,6 +24,7 @@ from ..labels import check_collection, missing_labels, sorted_alphabet
 from ..ops import FlatTable, PairBatch, pairwise_distances, table_pair_distances
 from ..validation import check_cost_module, check_device
 from .estimator import Estimator
+from .lbfgs import LBFGS
 from .mglvq import (check_prototype_candidates, init_prototypes, kmedoids_pp_candidates,
                     median_glvq_em)
 from .objectives import (
@@ -32,6 +33,7 @@ from .objectives import (
     LinearPseudoObjective,
     LossTerms,
     MetricObjective,
+    NumpyEuclideanExactObjective,
     NumpyEuclideanObjective,
     PrototypePairs,
     SparsePairTerms,
@@ -64,8 +66,8 @@ def initial_embedding(num_symbols: int, dim: Optional[int] = None, dtype=torch.f
         ValueError: ``dim < 1``.
     """
     A = simplex_embedding(num_symbols, dtype=torch.float64)
-    # (.contiguous(): the Cholesky factor is column-major, and torch.optim.LBFGS needs
-    # contiguous parameters)
+    # (.contiguous(): the Cholesky factor is column-major, and the metric step reads and
+    # writes the parameters as flat row-major vectors)
     if dim is None or dim == num_symbols:
         return A.to(dtype).contiguous()
     dim = int(dim)
@@ -392,7 +394,7 @@ class BEDL(Estimator):
         # (an empty alphabet has an empty embedding: nothing to learn)
         params = [p for p in cost.parameters() if p.requires_grad and p.numel()]
         with torch.no_grad():
-            for p in params:  # torch.optim.LBFGS views gradients flat
+            for p in params:  # the metric step's solver works on them as flat vectors
                 if not p.is_contiguous():
                     p.data = p.data.contiguous()
         base = PairBatch(X, X)  # the training objects' tables, flattened once
@@ -562,33 +564,28 @@ class BEDL(Estimator):
         number of gradient evaluations. A step never ends worse than it started (or at
         NaN/inf): then the parameters are restored."""
         objective = self._make_objective(cost, params, data, prototypes)
-        optimizer = torch.optim.LBFGS(
-            params,
-            lr=1.0,
+        solver = LBFGS(
             max_iter=int(self.max_eval),
             max_eval=int(self.max_eval),
-            line_search_fn="strong_wolfe",
             tolerance_grad=1e-7,
             tolerance_change=1e-9,
             history_size=self._LBFGS_HISTORY,
         )
-        backup = [p.detach().clone() for p in params]
-        # without autograd in the objective, inference mode trims the dispatch overhead of the
-        # optimiser's own small tensor operations
-        with torch.inference_mode(not objective.uses_autograd):
-            loss0 = float(optimizer.step(objective.value_and_grad).detach())
-        final = float(objective.value())
-        if not math.isfinite(final) or final > loss0:
-            with torch.no_grad():
-                for p, b in zip(params, backup):
-                    p.copy_(b)
-            final = loss0
+        x0 = objective.get_flat()
+        # without autograd in the objective, inference mode trims the dispatch overhead of
+        # whatever small torch operations the evaluations still run
+        with torch.enable_grad() if objective.uses_autograd else torch.inference_mode():
+            x, loss0, final, _ = solver.minimize(objective.flat_value_and_grad, x0)
+            if not math.isfinite(final) or final > loss0:
+                x, final = x0, loss0
+            objective.set_flat(x)
         for p in params:
             p.grad = None
         return loss0, final, objective.n_evals
 
     def _make_objective(self, cost, params, data: _FitData, prototypes) -> MetricObjective:
-        """The evaluator for this step (see :mod:`.objectives`): exact mode autograd; pseudo
+        """The evaluator for this step (see :mod:`.objectives`): exact and soft mode the
+        distances with autograd (numpy around them for the default Euclidean cost); pseudo
         mode the frozen co-optimal matrices ``P0`` of the data-prototype pairs (under
         ``data.align_cost`` or the current costs), then numpy for the default Euclidean cost,
         the dense symbol-frequency form for small alphabets, else the sparse symbol pairs."""
@@ -605,6 +602,11 @@ class BEDL(Estimator):
                 "distance_kw": {"mode": "soft", "temperature": float(self.temperature)}}
             if self._fit_ranks().size > 1:
                 return self._rank_block_objective(cost, params, data, protos_t, pairs, kw)
+            # (the numpy evaluator builds the dense symbol cost table)
+            if ((cost.gap_index + 1) ** 2 <= self._TABLE_LIMIT
+                    and self._numpy_path_ok(cost, params)):
+                return NumpyEuclideanExactObjective(cost, full, protos_t, pairs, data.loss,
+                                                    data.unknown, **kw)
             return ExactObjective(cost, params, full, protos_t, pairs, data.loss, data.unknown, **kw)
         align = cost if data.align_cost is None else data.align_cost
         P0 = self._coopt_by_rank(full, align, data, P).to(device)

@@ -235,14 +235,19 @@ def logdet_regularizer_and_grad_numpy(A: np.ndarray, beta: float, backward: bool
     (the gradient ``None`` unless ``backward``), with the same clamp at ``finfo.tiny``."""
     if beta == 0 or min(A.shape) == 0:
         return 0.0, (np.zeros_like(A) if backward else None)
-    tiny = np.finfo(A.dtype).tiny
+    tiny = _TINY.get(A.dtype) or _TINY.setdefault(A.dtype, np.finfo(A.dtype).tiny)
     U, sv, Vh = np.linalg.svd(A, full_matrices=False)
     s2 = sv * sv
-    value = -(beta * float(np.log(np.maximum(s2, tiny)).sum()))
+    live = s2.min() > tiny  # the usual case: no singular value at the clamp
+    value = -(beta * float(np.log(s2 if live else np.maximum(s2, tiny)).sum()))
     if not backward:
         return value, None
-    inv = np.divide(1.0, sv, out=np.zeros_like(sv), where=s2 > tiny)
+    inv = 1.0 / sv if live else np.divide(1.0, sv, out=np.zeros_like(sv), where=s2 > tiny)
     return value, -((2.0 * beta) * ((U * inv) @ Vh))
+
+
+#: ``np.finfo(dtype).tiny`` per dtype (``np.finfo`` is slow to call per evaluation)
+_TINY = {}
 
 
 def frobenius_regularizer_and_grad_numpy(A: np.ndarray, beta: float, backward: bool = True

@@ -6,8 +6,9 @@ module's regularised matrix (:class:`LossTerms`). The data-to-prototype pairs ar
 step (:class:`PrototypePairs`); in pseudo mode so are their co-optimal matrices ``P0``, which
 makes every distance linear in the symbol costs.
 
-Four evaluators compute the objective and its gradient, each where it is cheapest; all have the
-interface of :class:`MetricObjective` (``value()``, ``value_and_grad()``):
+Five evaluators compute the objective and its gradient, each where it is cheapest; all have the
+interface of :class:`MetricObjective` (``value()``, ``value_and_grad()``, and
+``flat_value_and_grad(x)`` for BEDL's numpy solver):
 
 * :class:`NumpyEuclideanObjective`: pseudo mode, the default :class:`EuclideanCost` on the CPU
   and a small alphabet: everything in numpy closed form (the problems are tiny and torch's
@@ -17,7 +18,11 @@ interface of :class:`MetricObjective` (``value()``, ``value_and_grad()``):
   autograd runs only through the cost module.
 * :class:`LinearPseudoObjective` with :class:`SparsePairTerms`: pseudo mode, a large alphabet:
   the same over the symbol pairs that carry mass in ``P0``.
-* :class:`ExactObjective`: exact mode, autograd through the edit distances.
+* :class:`NumpyEuclideanExactObjective`: exact (or soft) mode, the default
+  :class:`EuclideanCost` on the CPU: numpy, with autograd only from the edit distances to
+  their symbol cost table.
+* :class:`ExactObjective`: exact (or soft) mode, any cost module: autograd through the edit
+  distances and the module.
 
 The GLVQ loss and the regularisers come from :mod:`.losses` (torch or numpy closed forms).
 """
@@ -51,6 +56,7 @@ __all__ = [
     "PrototypePairs",
     "MetricObjective",
     "NumpyEuclideanObjective",
+    "NumpyEuclideanExactObjective",
     "LinearPseudoObjective",
     "DenseFrequencyTerms",
     "SparsePairTerms",
@@ -158,10 +164,12 @@ class MetricObjective:
     """Interface of the evaluators: the loss of a metric step as a function of ``params``.
 
     :meth:`value_and_grad` evaluates the loss and stores its gradient in the ``.grad`` of
-    ``params`` (replacing what was there), as a ``torch.optim.LBFGS`` closure must;
-    :meth:`value` evaluates it without gradient. ``n_evals`` counts the gradient evaluations.
-    ``uses_autograd`` is False where no evaluation records an autograd graph (the caller may
-    then run the optimiser in inference mode).
+    ``params`` (replacing what was there), as a ``torch.optim`` closure must;
+    :meth:`value` evaluates it without gradient; :meth:`flat_value_and_grad` is the same at a
+    flat numpy vector of parameters, the interface of BEDL's solver (:class:`~.lbfgs.LBFGS`).
+    ``n_evals`` counts the gradient evaluations. ``uses_autograd`` is False where no
+    evaluation records an autograd graph (the caller may then run the solver in inference
+    mode).
     """
 
     uses_autograd = True
@@ -187,6 +195,39 @@ class MetricObjective:
         """The loss (0-dim tensor) without gradient."""
         with torch.no_grad():
             return self.evaluate(False)
+
+    # -- the flat interface of the solver (:class:`~.lbfgs.LBFGS`) ------------
+
+    def flat_dtype(self) -> np.dtype:
+        """The numpy dtype of the flat parameter vector (that of the concatenated parameters)."""
+        dtype = self.params[0].dtype if self.params else torch.get_default_dtype()
+        for p in self.params[1:]:
+            dtype = torch.promote_types(dtype, p.dtype)
+        return torch.empty(0, dtype=dtype).numpy().dtype
+
+    def get_flat(self) -> np.ndarray:
+        """The parameters concatenated into a new 1-D numpy array (CPU)."""
+        dtype = self.flat_dtype()
+        return np.concatenate([p.detach().reshape(-1).cpu().numpy().astype(dtype, copy=False)
+                               for p in self.params]) if self.params else np.zeros(0, dtype)
+
+    def set_flat(self, x: np.ndarray) -> None:
+        """Write the flat vector ``x`` into the parameters (in place)."""
+        offset = 0
+        with torch.no_grad():
+            for p in self.params:
+                n = p.numel()
+                p.copy_(torch.from_numpy(x[offset:offset + n]).view_as(p))
+                offset += n
+
+    def flat_value_and_grad(self, x: np.ndarray) -> Tuple[float, np.ndarray]:
+        """The loss and its gradient (a new 1-D array, zeros for parameters without one) at
+        the parameters ``x``, which are left in place."""
+        self.set_flat(x)
+        loss = float(self.value_and_grad().detach())
+        grads = [p.grad.detach().reshape(-1).cpu().numpy() if p.grad is not None
+                 else np.zeros(p.numel(), x.dtype) for p in self.params]
+        return loss, np.concatenate(grads).astype(x.dtype, copy=False)
 
 
 # ---------------------------------------------------------------------------
@@ -420,67 +461,59 @@ def numpy_path_applies(cost: SymbolCost, params: Sequence[torch.Tensor]) -> bool
     )
 
 
-class NumpyEuclideanObjective(MetricObjective):
-    """:class:`LinearPseudoObjective` with dense frequencies for the default
-    :class:`EuclideanCost` on the CPU, entirely in numpy (see :func:`numpy_path_applies`).
+class _NumpyEuclidean(MetricObjective):
+    """What the numpy evaluators for the default :class:`EuclideanCost` on the CPU share (see
+    :func:`numpy_path_applies`): the cost table ``||v_a - v_b||`` from the embedding, the chain
+    rule from a gradient on that table to the embedding (with the zero subgradient where two
+    vectors coincide), the regularisers in numpy closed form, and the flat interface of the
+    solver without torch. Subclasses give the GLVQ loss and its gradient on the table
+    (:meth:`_glvq_and_table_grad`)."""
 
-    Same values and gradients: the cost table ``||v_a - v_b||`` with the zero subgradient where
-    two vectors coincide, the GLVQ loss with its guard and the regularisers (numpy closed forms
-    of :mod:`.losses`). The embedding's gradient is set directly. Autograd is used only for the
-    derivative of a callable ``phi``.
-
-    Args:
-        cost: the :class:`EuclideanCost`; its embedding is read in place (L-BFGS updates it).
-        F: ``(m, P, (U+1)^2)`` symbol frequencies (:func:`symbol_frequencies`).
-        pairs: the data-to-prototype pairs.
-        loss: the loss terms.
-    """
-
-    def __init__(self, cost: EuclideanCost, F: torch.Tensor, pairs: PrototypePairs,
-                 loss: LossTerms):
+    def __init__(self, cost: EuclideanCost, loss: LossTerms):
         super().__init__([cost.embedding])
-        self.uses_autograd = not isinstance(loss.phi, str)
-        m, P, S = F.shape
-        self.m, self.P = m, P
         self.n_sym = cost.gap_index + 1
         self.emb = cost.embedding
-        self.A = self.emb.detach().numpy()  # a view: L-BFGS updates the parameter in place
-        dtype = self.A.dtype
-        self.F = F.cpu().numpy().astype(dtype, copy=False)
-        self.F_flat = self.F.reshape(m * P, S)
-        self.same = pairs.same.cpu().numpy()
-        self.rows = np.concatenate([np.arange(m), np.arange(m)])
-        self.F_fixed = None
-        if pairs.fixed is not None:
-            cols = np.concatenate([pairs.fixed[0].cpu().numpy(), pairs.fixed[1].cpu().numpy()])
-            self.F_fixed = self.F[self.rows, cols]
+        self.A = self.emb.detach().numpy()  # a view: the solver's points are written into it
         self.loss = loss
         reg = loss.active_regularizer
         self.logdet = reg in ("logdet", "both") and min(self.A.shape) > 0
         self.frobenius = reg in ("frobenius", "both")
         # the embedding with the gap (origin) as its last row
-        self.V = np.zeros((self.n_sym, self.A.shape[1]), dtype=dtype)
+        self.V = np.zeros((self.n_sym, self.A.shape[1]), dtype=self.A.dtype)
+
+    def _glvq_and_table_grad(self, C: np.ndarray, backward: bool
+                             ) -> Tuple[float, Optional[np.ndarray]]:
+        """The GLVQ loss under the cost table ``C`` and, with ``backward``, its gradient with
+        respect to the entries of ``C`` (``(U+1, U+1)``, a new array)."""
+        raise NotImplementedError
 
     def evaluate(self, backward: bool) -> torch.Tensor:
-        m, A, V, F = self.m, self.A, self.V, self.F
+        loss, grad = self._loss_and_grad(backward)
+        if backward:
+            self.emb.grad = torch.from_numpy(grad)
+        return torch.tensor(loss, dtype=self.emb.dtype)
+
+    def flat_value_and_grad(self, x: np.ndarray) -> Tuple[float, np.ndarray]:
+        """:meth:`MetricObjective.flat_value_and_grad` in numpy: ``x`` is written into the
+        embedding's memory, the gradient comes back as a numpy array."""
+        self.A[...] = x.reshape(self.A.shape)
+        loss, grad = self._loss_and_grad(True)
+        self.n_evals += 1
+        return loss, grad.reshape(-1)
+
+    def _loss_and_grad(self, backward: bool) -> Tuple[float, Optional[np.ndarray]]:
+        """The loss (a float, rounded to the embedding's dtype as a tensor of it would be)
+        and, with ``backward``, its gradient (a new C-contiguous array of the embedding's
+        shape and dtype)."""
+        A, V = self.A, self.V
         beta = float(self.loss.beta)
         V[:-1] = A
         diff = V[:, None, :] - V[None, :, :]
         C = np.sqrt(np.einsum("abk,abk->ab", diff, diff))
-        t = C.reshape(-1)
-        if self.F_fixed is not None:
-            Fs = self.F_fixed
-        else:  # the gradient-free selection of the closest prototypes
-            d_all = (self.F_flat @ t).reshape(m, self.P)
-            kp = np.where(self.same, d_all, np.inf).argmin(1)
-            km = np.where(self.same, np.inf, d_all).argmin(1)
-            Fs = F[self.rows, np.concatenate([kp, km])]
-        d = Fs @ t
-        loss, g_plus, g_minus = glvq_loss_and_grad_numpy(d[:m], d[m:], self.loss.phi, backward)
+        loss, G = self._glvq_and_table_grad(C, backward)
         grad = None
         if backward:
-            G = (np.concatenate((g_plus, g_minus)) @ Fs).reshape(self.n_sym, self.n_sym)
-            G += G.T
+            G += G.T  # the table is symmetric: C[a, b] and C[b, a] are one function of V
             W = np.divide(G, C, out=np.zeros_like(G), where=C > 0)  # dE/dC / C
             grad = (W.sum(1)[:, None] * V - W @ V)[:-1]
         if self.logdet:
@@ -494,13 +527,142 @@ class NumpyEuclideanObjective(MetricObjective):
             if backward:
                 grad += g
         if backward:
-            self.emb.grad = torch.from_numpy(np.ascontiguousarray(grad, dtype=A.dtype))
-        return torch.tensor(loss, dtype=self.emb.dtype)
+            grad = np.ascontiguousarray(grad, dtype=A.dtype)
+        return float(A.dtype.type(loss)), grad
+
+
+class NumpyEuclideanObjective(_NumpyEuclidean):
+    """:class:`LinearPseudoObjective` with dense frequencies for the default
+    :class:`EuclideanCost` on the CPU, entirely in numpy (see :func:`numpy_path_applies`).
+
+    Same values and gradients: the pseudo distances ``F @ C``, the GLVQ loss with its guard
+    and the regularisers (numpy closed forms of :mod:`.losses`). The embedding's gradient is
+    set directly. Autograd is used only for the derivative of a callable ``phi``.
+
+    Args:
+        cost: the :class:`EuclideanCost`; its embedding is read in place (L-BFGS updates it).
+        F: ``(m, P, (U+1)^2)`` symbol frequencies (:func:`symbol_frequencies`).
+        pairs: the data-to-prototype pairs.
+        loss: the loss terms.
+    """
+
+    def __init__(self, cost: EuclideanCost, F: torch.Tensor, pairs: PrototypePairs,
+                 loss: LossTerms):
+        super().__init__(cost, loss)
+        self.uses_autograd = not isinstance(loss.phi, str)
+        m, P, S = F.shape
+        self.m, self.P = m, P
+        self.F = F.cpu().numpy().astype(self.A.dtype, copy=False)
+        self.F_flat = self.F.reshape(m * P, S)
+        self.same = pairs.same.cpu().numpy()
+        self.rows = np.concatenate([np.arange(m), np.arange(m)])
+        self.F_fixed = None
+        if pairs.fixed is not None:
+            cols = np.concatenate([pairs.fixed[0].cpu().numpy(), pairs.fixed[1].cpu().numpy()])
+            self.F_fixed = self.F[self.rows, cols]
+
+    def _glvq_and_table_grad(self, C, backward):
+        m = self.m
+        t = C.reshape(-1)
+        if self.F_fixed is not None:
+            Fs = self.F_fixed
+        else:  # the gradient-free selection of the closest prototypes
+            d_all = (self.F_flat @ t).reshape(m, self.P)
+            kp = np.where(self.same, d_all, np.inf).argmin(1)
+            km = np.where(self.same, np.inf, d_all).argmin(1)
+            Fs = self.F[self.rows, np.concatenate([kp, km])]
+        d = Fs @ t
+        loss, g_plus, g_minus = glvq_loss_and_grad_numpy(d[:m], d[m:], self.loss.phi, backward)
+        if not backward:
+            return loss, None
+        return loss, (np.concatenate((g_plus, g_minus)) @ Fs).reshape(self.n_sym, self.n_sym)
 
 
 # ---------------------------------------------------------------------------
 # exact mode
 # ---------------------------------------------------------------------------
+
+
+class _TableCost(SymbolCost):
+    """A cost module whose symbol table is a given ``(U+1, U+1)`` tensor (held as a buffer),
+    so that the ops differentiate distances with respect to the table's entries."""
+
+    def __init__(self, alphabet, table: torch.Tensor):
+        super().__init__(alphabet)
+        self.register_buffer("table", table)
+
+    def symbol_table(self) -> torch.Tensor:
+        return self.table
+
+    def forward(self, x_idx: torch.Tensor, y_idx: torch.Tensor) -> torch.Tensor:
+        dev = self.table.device
+        return self.table[x_idx.to(dev)[:, :, None], y_idx.to(dev)[:, None, :]]
+
+
+class NumpyEuclideanExactObjective(_NumpyEuclidean):
+    """:class:`ExactObjective` for the default :class:`EuclideanCost` on the CPU (see
+    :func:`numpy_path_applies`): the cost table, the GLVQ loss, the regularisers and the chain
+    rule to the embedding in numpy; autograd runs only through the edit distances, from their
+    cost table (a leaf) to the gradient on it. Same values and gradients as
+    :class:`ExactObjective` up to rounding.
+
+    Args: as :class:`ExactObjective`, without ``params`` (the embedding is the parameter).
+    """
+
+    def __init__(self, cost: EuclideanCost, full: PairBatch, prototypes: torch.Tensor,
+                 pairs: PrototypePairs, loss: LossTerms, unknown: str,
+                 distance_kw: Optional[dict] = None):
+        super().__init__(cost, loss)
+        self.distance_kw = dict(distance_kw or {})
+        self.m, self.P = pairs.shape
+        self.full, self.prototypes, self.pairs, self.unknown = full, prototypes, pairs, unknown
+        self.same = pairs.same.cpu().numpy()
+        self.table = torch.zeros(self.n_sym, self.n_sym, dtype=self.emb.dtype,
+                                 requires_grad=True)
+        self.table_cost = _TableCost(cost.alphabet, self.table)
+        # the same memory without autograd: distances alone (the kernels then skip the
+        # co-optimal matrices a gradient needs)
+        self.value_cost = _TableCost(cost.alphabet, self.table.detach())
+        self.arange_m = torch.arange(self.m)
+        self._batch_key = self._batch = None
+
+    def _distances(self, batch: PairBatch, grad: bool = False) -> torch.Tensor:
+        cost = self.table_cost if grad else self.value_cost
+        return batch.distances(cost, unknown=self.unknown, **self.distance_kw)
+
+    def _selected_batch(self) -> PairBatch:
+        """The batch of every point's closest correct and closest wrong prototype (first the
+        correct ones), chosen without gradient unless the selection is fixed."""
+        if self.pairs.fixed is not None:
+            kp, km = self.pairs.fixed
+        else:
+            d_all = self._distances(self.full).numpy().reshape(self.m, self.P)
+            kp = torch.from_numpy(np.where(self.same, d_all, np.inf).argmin(1))
+            km = torch.from_numpy(np.where(self.same, np.inf, d_all).argmin(1))
+        ks = torch.cat([kp, km])
+        key = ks.numpy().tobytes()
+        if key != self._batch_key:
+            self._batch = PairBatch.from_tables(
+                self.full.x_table, self.full.y_table, torch.cat([self.arange_m, self.arange_m]),
+                self.prototypes[ks])
+            self._batch_key = key
+        return self._batch
+
+    def _glvq_and_table_grad(self, C, backward):
+        m = self.m
+        with torch.no_grad():
+            self.table.copy_(torch.from_numpy(C))
+        batch = self._selected_batch()
+        if not backward:
+            d = self._distances(batch).numpy()
+            return glvq_loss_and_grad_numpy(d[:m], d[m:], self.loss.phi, False)[0], None
+        with torch.enable_grad():
+            d = self._distances(batch, grad=True)
+            dn = d.detach().numpy()
+            loss, g_plus, g_minus = glvq_loss_and_grad_numpy(dn[:m], dn[m:], self.loss.phi)
+            (G,) = torch.autograd.grad(d, self.table,
+                                       torch.from_numpy(np.concatenate((g_plus, g_minus))))
+        return loss, G.numpy().astype(C.dtype, copy=True)
 
 
 class ExactObjective(MetricObjective):

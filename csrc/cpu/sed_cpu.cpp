@@ -10,6 +10,7 @@
 // back along the co-optimal edges; P[event] = inside * outside / total.
 #include "../edit_distance.h"
 #include "dp_common.h"
+#include "symbol_grad.h"
 
 #include <vector>
 
@@ -306,9 +307,11 @@ bool sed_counted(const scalar_t* c, int64_t m, int64_t n, int64_t stride, const 
 
 // Fills p (row stride p_stride) with the co-optimal matrix and returns the
 // distance: counts as doubles unless they overflow (massive ties in long sequences).
-template <typename scalar_t, typename out_t>
-double sed_coopt(const scalar_t* c, int64_t m, int64_t n, int64_t stride, const dp::Tie& tie,
-                 out_t* p, int64_t p_stride, SedWorkspace& ws) {
+// The distance, and P in ws.p_acc (row stride n + 1): counts as doubles unless
+// they overflow (massive ties in long sequences).
+template <typename scalar_t>
+double sed_solve_coopt(const scalar_t* c, int64_t m, int64_t n, int64_t stride, const dp::Tie& tie,
+                       SedWorkspace& ws) {
   double distance;
   if (!sed_counted(c, m, n, stride, tie, ws.fast, ws, &distance)) {
     // Cannot fail for costs within the overflow rule (some alternative of each cell is its minimum).
@@ -316,6 +319,13 @@ double sed_coopt(const scalar_t* c, int64_t m, int64_t n, int64_t stride, const 
     TORCH_CHECK(counted, "internal error: no co-optimal alignment was counted for sequences of ", m,
                 " and ", n, " symbols");
   }
+  return distance;
+}
+
+template <typename scalar_t, typename out_t>
+double sed_coopt(const scalar_t* c, int64_t m, int64_t n, int64_t stride, const dp::Tie& tie,
+                 out_t* p, int64_t p_stride, SedWorkspace& ws) {
+  const double distance = sed_solve_coopt(c, m, n, stride, tie, ws);
   const int64_t w = n + 1;
   const double* acc = ws.p_acc.data();
   for (int64_t i = 0; i <= m; ++i) {
@@ -390,6 +400,42 @@ std::tuple<at::Tensor, at::Tensor> sed_cpu(const at::Tensor& costs_in, const at:
   return {dist, coopt};
 }
 
+namespace {
+
+// The checked inputs of the symbol-table sequence kernels and the padded size
+// (rows, cols) of the batch; the overflow rule is checked on the pair of
+// most symbols (the table's largest cost bounds every pair's).
+struct SymbolSequences {
+  dp::SymbolInputs in;
+  int64_t rows = 1, cols = 1, longest = -1, longest_m = 0, longest_n = 0;
+
+  SymbolSequences(const at::Tensor& symbol_costs, const at::Tensor& x_labels, const at::Tensor& x_ptr,
+                  const at::Tensor& y_labels, const at::Tensor& y_ptr, const at::Tensor& pair_x,
+                  const at::Tensor& pair_y, double rel_tol)
+      : in(dp::check_symbol_inputs(symbol_costs, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, rel_tol)) {
+    const int64_t* xptr_p = in.x_ptr.data_ptr<int64_t>();
+    const int64_t* yptr_p = in.y_ptr.data_ptr<int64_t>();
+    const int64_t* px_p = in.pair_x.data_ptr<int64_t>();
+    const int64_t* py_p = in.pair_y.data_ptr<int64_t>();
+    const int64_t nx = dp::check_ptr(in.x_ptr, "x_ptr", in.x_labels.size(0), "labels");
+    const int64_t ny = dp::check_ptr(in.y_ptr, "y_ptr", in.y_labels.size(0), "labels");
+    dp::check_pair_indices(px_p, py_p, in.batch, nx, ny, "sequence");
+    for (int64_t b = 0; b < in.batch; ++b) {
+      const int64_t m = xptr_p[px_p[b] + 1] - xptr_p[px_p[b]], n = yptr_p[py_p[b] + 1] - yptr_p[py_p[b]];
+      rows = std::max(rows, m + 1);
+      cols = std::max(cols, n + 1);
+      if (longest < 0 || m + n > longest_m + longest_n) std::tie(longest, longest_m, longest_n) = std::tie(b, m, n);
+    }
+  }
+
+  template <typename scalar_t>
+  void check_overflow() const {
+    if (longest >= 0) dp::check_pair_costs<scalar_t>(in.max_abs, longest_m, longest_n, longest, "symbol costs");
+  }
+};
+
+}  // namespace
+
 std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_costs_in,
                                                    const at::Tensor& x_labels,
                                                    const at::Tensor& x_ptr,
@@ -398,30 +444,19 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_cost
                                                    const at::Tensor& pair_x,
                                                    const at::Tensor& pair_y, bool need_coopt,
                                                    double rel_tol) {
-  const dp::SymbolInputs in =
-      dp::check_symbol_inputs(symbol_costs_in, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, rel_tol);
-  const int64_t S = in.symbols, batch = in.batch;
+  const SymbolSequences ss(symbol_costs_in, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, rel_tol);
+  const dp::SymbolInputs& in = ss.in;
+  const int64_t S = in.symbols, batch = in.batch, rows = ss.rows, cols = ss.cols;
   const at::Tensor &table = in.table, &xl = in.x_labels, &yl = in.y_labels;
-  const at::Tensor &xptr = in.x_ptr, &yptr = in.y_ptr, &px = in.pair_x, &py = in.pair_y;
-  const int64_t* xptr_p = xptr.data_ptr<int64_t>();
-  const int64_t* yptr_p = yptr.data_ptr<int64_t>();
-  const int64_t* px_p = px.data_ptr<int64_t>();
-  const int64_t* py_p = py.data_ptr<int64_t>();
-  const int64_t nx = dp::check_ptr(xptr, "x_ptr", xl.size(0), "labels");
-  const int64_t ny = dp::check_ptr(yptr, "y_ptr", yl.size(0), "labels");
-  dp::check_pair_indices(px_p, py_p, batch, nx, ny, "sequence");
-  int64_t rows = 1, cols = 1, longest = -1, longest_m = 0, longest_n = 0;
-  for (int64_t b = 0; b < batch; ++b) {
-    const int64_t m = xptr_p[px_p[b] + 1] - xptr_p[px_p[b]], n = yptr_p[py_p[b] + 1] - yptr_p[py_p[b]];
-    rows = std::max(rows, m + 1);
-    cols = std::max(cols, n + 1);
-    if (longest < 0 || m + n > longest_m + longest_n) std::tie(longest, longest_m, longest_n) = std::tie(b, m, n);
-  }
+  const int64_t* xptr_p = in.x_ptr.data_ptr<int64_t>();
+  const int64_t* yptr_p = in.y_ptr.data_ptr<int64_t>();
+  const int64_t* px_p = in.pair_x.data_ptr<int64_t>();
+  const int64_t* py_p = in.pair_y.data_ptr<int64_t>();
   at::Tensor dist = at::empty({batch}, table.options());
   at::Tensor coopt = need_coopt ? at::zeros({batch, rows, cols}, table.options())
                                 : at::empty({0}, table.options());
   AT_DISPATCH_FLOATING_TYPES(table.scalar_type(), "sed_symbols_cpu", [&] {
-    if (longest >= 0) dp::check_pair_costs<scalar_t>(in.max_abs, longest_m, longest_n, longest, "symbol costs");
+    ss.check_overflow<scalar_t>();
     const scalar_t* t = table.data_ptr<scalar_t>();
     const int64_t* xl_p = xl.data_ptr<int64_t>();
     const int64_t* yl_p = yl.data_ptr<int64_t>();
@@ -439,6 +474,49 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_cost
     });
   });
   return {dist, coopt};
+}
+
+at::Tensor sed_symbols_grad_cpu(const at::Tensor& symbol_costs_in, const at::Tensor& x_labels,
+                                const at::Tensor& x_ptr, const at::Tensor& y_labels, const at::Tensor& y_ptr,
+                                const at::Tensor& pair_x, const at::Tensor& pair_y,
+                                const at::Tensor& pair_weights, double rel_tol) {
+  const SymbolSequences ss(symbol_costs_in, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, rel_tol);
+  const dp::SymbolInputs& in = ss.in;
+  const int64_t S = in.symbols, batch = in.batch, gap = S - 1;
+  const at::Tensor weights = dp::check_pair_weights(pair_weights, in.table, batch);
+  const int64_t* xptr_p = in.x_ptr.data_ptr<int64_t>();
+  const int64_t* yptr_p = in.y_ptr.data_ptr<int64_t>();
+  const int64_t* px_p = in.pair_x.data_ptr<int64_t>();
+  const int64_t* py_p = in.pair_y.data_ptr<int64_t>();
+  const int64_t* xl_p = in.x_labels.data_ptr<int64_t>();
+  const int64_t* yl_p = in.y_labels.data_ptr<int64_t>();
+  at::Tensor grad;
+  AT_DISPATCH_FLOATING_TYPES(in.table.scalar_type(), "sed_symbols_grad_cpu", [&] {
+    ss.check_overflow<scalar_t>();
+    const scalar_t* t = in.table.data_ptr<scalar_t>();
+    auto pair_sums = [&](int64_t b, double weight, dp::GradWorkspace<SedWorkspace>& gws) {
+      SedWorkspace& ws = gws.pair;
+      const int64_t x0 = xptr_p[px_p[b]], y0 = yptr_p[py_p[b]];
+      const int64_t m = xptr_p[px_p[b] + 1] - x0, n = yptr_p[py_p[b] + 1] - y0, w = n + 1;
+      const int64_t *x = xl_p + x0, *y = yl_p + y0;
+      // The tie scale and costs exactly as sed_symbols with need_coopt: the same P.
+      const double scale = fill_symbols<true>(t, S, x, m, y, n, ws);
+      sed_solve_coopt(ws.cost.data(), m, n, w, dp::Tie{rel_tol, scale}, ws);
+      const double* acc = ws.p_acc.data();  // row i < m: x[i], row m: insertions; column n: deletions
+      for (int64_t i = 0; i <= m; ++i) {
+        const int64_t row = (i < m ? x[i] : gap) * S;
+        const double* a = acc + i * w;
+        for (int64_t j = 0; j < n; ++j) {
+          if (a[j] != 0.0) gws.sums.add(row + y[j], weight * a[j]);
+        }
+        if (i < m && a[n] != 0.0) gws.sums.add(row + gap, weight * a[n]);
+      }
+    };
+    grad = dp::weighted_label_sums<scalar_t, SedWorkspace>(S, batch, ss.rows * ss.cols,
+                                                          weights.data_ptr<scalar_t>(), in.table.options(),
+                                                          pair_sums);
+  });
+  return grad;
 }
 
 }  // namespace bedl

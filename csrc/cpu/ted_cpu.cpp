@@ -7,6 +7,7 @@
 #include "ted_costs.h"
 #include "ted_lanes_avx2.h"
 #include "ted_passes.h"
+#include "symbol_grad.h"
 #include "tree_index.h"
 
 #include <tuple>
@@ -73,38 +74,63 @@ std::tuple<at::Tensor, at::Tensor> ted_cpu(const at::Tensor& costs_in, const at:
   return {dist, coopt};
 }
 
+namespace {
+
+// The checked inputs of the symbol-table tree kernels, their trees indexed,
+// and the padded size (rows, cols) of the batch; the overflow rule is checked
+// on the pair of most nodes (the table's largest cost bounds every pair's).
+struct SymbolTrees {
+  dp::SymbolInputs in;
+  IndexedTrees trees;
+  int64_t rows = 1, cols = 1, longest = -1, longest_m = 0, longest_n = 0;
+
+  SymbolTrees(const at::Tensor& symbol_costs, const at::Tensor& x_labels, const at::Tensor& x_sizes,
+              const at::Tensor& x_ptr, const at::Tensor& y_labels, const at::Tensor& y_sizes,
+              const at::Tensor& y_ptr, const at::Tensor& pair_x, const at::Tensor& pair_y, double rel_tol)
+      : in(dp::check_symbol_inputs(symbol_costs, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, rel_tol)) {
+    dp::check_index(x_sizes, "x_sizes", in.x_labels.size(0));
+    dp::check_index(y_sizes, "y_sizes", in.y_labels.size(0));
+    trees = index_both(x_sizes, x_ptr, y_sizes, y_ptr);
+    const int64_t* px_p = in.pair_x.data_ptr<int64_t>();
+    const int64_t* py_p = in.pair_y.data_ptr<int64_t>();
+    check_pairs(trees.xs, trees.ys(), px_p, py_p, in.batch);
+    for (int64_t b = 0; b < in.batch; ++b) {
+      const int64_t m = trees.xs[px_p[b]].left.n, n = trees.ys()[py_p[b]].left.n;
+      rows = std::max(rows, m + 1);
+      cols = std::max(cols, n + 1);
+      if (longest < 0 || m + n > longest_m + longest_n) std::tie(longest, longest_m, longest_n) = std::tie(b, m, n);
+    }
+  }
+
+  template <typename scalar_t>
+  void check_overflow() const {
+    if (longest >= 0) dp::check_pair_costs<scalar_t>(in.max_abs, longest_m, longest_n, longest, "symbol costs");
+  }
+};
+
+}  // namespace
+
 std::tuple<at::Tensor, at::Tensor> ted_symbols_cpu(
     const at::Tensor& symbol_costs_in, const at::Tensor& x_labels, const at::Tensor& x_sizes,
     const at::Tensor& x_ptr, const at::Tensor& y_labels, const at::Tensor& y_sizes,
     const at::Tensor& y_ptr, const at::Tensor& pair_x, const at::Tensor& pair_y, bool need_coopt,
     double rel_tol) {
-  const dp::SymbolInputs in =
-      dp::check_symbol_inputs(symbol_costs_in, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, rel_tol);
-  dp::check_index(x_sizes, "x_sizes", in.x_labels.size(0));
-  dp::check_index(y_sizes, "y_sizes", in.y_labels.size(0));
-  const int64_t S = in.symbols, batch = in.batch;
+  const SymbolTrees st(symbol_costs_in, x_labels, x_sizes, x_ptr, y_labels, y_sizes, y_ptr, pair_x, pair_y,
+                       rel_tol);
+  const dp::SymbolInputs& in = st.in;
+  const int64_t S = in.symbols, batch = in.batch, rows = st.rows, cols = st.cols;
   const at::Tensor &table = in.table, &xl = in.x_labels, &yl = in.y_labels;
-  const at::Tensor &xptr = in.x_ptr, &yptr = in.y_ptr, &px = in.pair_x, &py = in.pair_y;
-  const IndexedTrees trees = index_both(x_sizes, x_ptr, y_sizes, y_ptr);
-  const std::vector<OrientedTree>& xs = trees.xs;
-  const std::vector<OrientedTree>& ys = trees.ys();
-  const int64_t* px_p = px.data_ptr<int64_t>();
-  const int64_t* py_p = py.data_ptr<int64_t>();
-  const int64_t* xptr_p = xptr.data_ptr<int64_t>();
-  const int64_t* yptr_p = yptr.data_ptr<int64_t>();
-  check_pairs(xs, ys, px_p, py_p, batch);
-  int64_t rows = 1, cols = 1, longest = -1, longest_m = 0, longest_n = 0;
-  for (int64_t b = 0; b < batch; ++b) {
-    const int64_t m = xs[px_p[b]].left.n, n = ys[py_p[b]].left.n;
-    rows = std::max(rows, m + 1);
-    cols = std::max(cols, n + 1);
-    if (longest < 0 || m + n > longest_m + longest_n) std::tie(longest, longest_m, longest_n) = std::tie(b, m, n);
-  }
+  const std::vector<OrientedTree>& xs = st.trees.xs;
+  const std::vector<OrientedTree>& ys = st.trees.ys();
+  const int64_t* px_p = in.pair_x.data_ptr<int64_t>();
+  const int64_t* py_p = in.pair_y.data_ptr<int64_t>();
+  const int64_t* xptr_p = in.x_ptr.data_ptr<int64_t>();
+  const int64_t* yptr_p = in.y_ptr.data_ptr<int64_t>();
   at::Tensor dist = at::empty({batch}, table.options());
   at::Tensor coopt = need_coopt ? at::zeros({batch, rows, cols}, table.options())
                                 : at::empty({0}, table.options());
   AT_DISPATCH_FLOATING_TYPES(table.scalar_type(), "ted_symbols_cpu", [&] {
-    if (longest >= 0) dp::check_pair_costs<scalar_t>(in.max_abs, longest_m, longest_n, longest, "symbol costs");
+    st.check_overflow<scalar_t>();
     const scalar_t* t = table.data_ptr<scalar_t>();
     const int64_t* xl_p = xl.data_ptr<int64_t>();
     const int64_t* yl_p = yl.data_ptr<int64_t>();
@@ -131,6 +157,59 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cpu(
     dp::for_each_pair<TedWorkspace>(batch, rows * cols, one_pair);
   });
   return {dist, coopt};
+}
+
+at::Tensor ted_symbols_grad_cpu(const at::Tensor& symbol_costs_in, const at::Tensor& x_labels,
+                                const at::Tensor& x_sizes, const at::Tensor& x_ptr, const at::Tensor& y_labels,
+                                const at::Tensor& y_sizes, const at::Tensor& y_ptr, const at::Tensor& pair_x,
+                                const at::Tensor& pair_y, const at::Tensor& pair_weights, double rel_tol) {
+  const SymbolTrees st(symbol_costs_in, x_labels, x_sizes, x_ptr, y_labels, y_sizes, y_ptr, pair_x, pair_y,
+                       rel_tol);
+  const dp::SymbolInputs& in = st.in;
+  const int64_t S = in.symbols, batch = in.batch, gap = S - 1;
+  const at::Tensor weights = dp::check_pair_weights(pair_weights, in.table, batch);
+  const std::vector<OrientedTree>& xs = st.trees.xs;
+  const std::vector<OrientedTree>& ys = st.trees.ys();
+  const int64_t* px_p = in.pair_x.data_ptr<int64_t>();
+  const int64_t* py_p = in.pair_y.data_ptr<int64_t>();
+  const int64_t* xptr_p = in.x_ptr.data_ptr<int64_t>();
+  const int64_t* yptr_p = in.y_ptr.data_ptr<int64_t>();
+  const int64_t* xl_p = in.x_labels.data_ptr<int64_t>();
+  const int64_t* yl_p = in.y_labels.data_ptr<int64_t>();
+  at::Tensor grad;
+  AT_DISPATCH_FLOATING_TYPES(in.table.scalar_type(), "ted_symbols_grad_cpu", [&] {
+    st.check_overflow<scalar_t>();
+    const scalar_t* t = in.table.data_ptr<scalar_t>();
+    auto pair_sums = [&](int64_t b, double weight, dp::GradWorkspace<TedWorkspace>& gws) {
+      TedWorkspace& ws = gws.pair;
+      const OrientedPair pair = orient(xs[px_p[b]], ys[py_p[b]]);
+      const TreeIndex &x = pair.x, &y = pair.y;
+      const int64_t* x_labels = xl_p + xptr_p[px_p[b]];
+      const int64_t* y_labels = yl_p + yptr_p[py_p[b]];
+      // The tie scale and costs exactly as ted_symbols with need_coopt: the same P.
+      const double scale = fill_symbols<true>(t, S, x, x_labels, y, y_labels, ws);
+      point_at_cost(x.n, y.n, ws);
+      ted_solve(x, y, true, dp::Tie{rel_tol, scale}, ws);
+      const int64_t m = x.n, n = y.n, w = n + 1;
+      const double* acc = ws.p_acc.data();
+      const int64_t* y_symbol = ws.y_symbol.data();  // y's labels in postorder (fill_symbols)
+      for (int64_t j = 1; j <= n; ++j) {
+        if (acc[j] != 0.0) gws.sums.add(gap * S + y_symbol[j], weight * acc[j]);
+      }
+      for (int64_t i = 1; i <= m; ++i) {
+        const int64_t row = x_labels[x.pre_of_post[i]] * S;
+        const double* a = acc + i * w;
+        if (a[0] != 0.0) gws.sums.add(row + gap, weight * a[0]);
+        for (int64_t j = 1; j <= n; ++j) {
+          if (a[j] != 0.0) gws.sums.add(row + y_symbol[j], weight * a[j]);
+        }
+      }
+    };
+    grad = dp::weighted_label_sums<scalar_t, TedWorkspace>(S, batch, st.rows * st.cols,
+                                                          weights.data_ptr<scalar_t>(), in.table.options(),
+                                                          pair_sums);
+  });
+  return grad;
 }
 
 }  // namespace bedl

@@ -130,33 +130,44 @@ struct TedPair {
   // so its counts never read a table outside the set). A boolean outside pass
   // finds them top-down: each such table recomputed with co-optimal flags from
   // the distance pass's tdm (the counting pass's own expressions, so the same
-  // tie decisions), then swept like `sweep` with "reached" for counts. The set
-  // is exactly the one the outside pass later sweeps (has_outside).
+  // tie decisions), then swept like `sweep` with "reached" for counts; a
+  // reached match marks the table that defines its tdm (the keyroots of the
+  // paths through its two nodes). The outside pass later sweeps the same set
+  // (counts can only be zero where reach is not, never the other way round).
   // Their flags are kept (up to kFlagStoreLimit bytes), so that the counting
   // and outside passes need neither distances nor tie tests again.
   static constexpr size_t kFlagStoreLimit = size_t{1} << 26;
 
-  void mark_needed(std::vector<uint8_t>& needed) {
+  // mark_needed: the needed tables, as above. The same sweep also tells whether the co-optimal mapping is unique: if
+  // every reached cell (but a table's corner) has exactly one alternative
+  // that its reach can take, the reached edges form one derivation, which is
+  // then the only co-optimal mapping (each is a derivation, all within the
+  // reach). P is then 1 on its events and 0 elsewhere -- what the counting
+  // passes give (1 * 1 / 1) -- and is left in ws.p_acc; returns true then.
+  bool mark_needed(std::vector<uint8_t>& needed) {
     const size_t kx_count = x.keyroots.size(), ky_count = y.keyroots.size();
     const int64_t cells = (x.n + 1) * w;
     needed.assign(kx_count * ky_count, 0);
-    ws.reach_any.assign(cells, dp::Reach::zero());
-    ws.reach_ins.assign(cells, dp::Reach::zero());
+    ws.reach_any.resize(cells);  // (each sweep clears its own region of these two)
+    ws.reach_ins.resize(cells);
     ws.reach_tdm.assign(cells, dp::Reach::zero());
     ws.flag_offset.assign(kx_count * ky_count, -1);
     ws.flag_store.clear();
     ws.flags_kept = true;
+    ws.p_acc.assign(cells, 0.0);
+    ReachOutside out{ws.reach_any.data(), ws.reach_ins.data(), ws.reach_tdm.data(), ws.p_acc.data(), w, false,
+                     needed.data(), x.path_index.data(), y.path_index.data(), ky_count};
+    needed[kx_count * ky_count - 1] = 1;  // the final table
     for (size_t a = kx_count; a-- > 0;) {
       for (size_t b = ky_count; b-- > 0;) {
-        if (!reached(a, b)) continue;
+        if (!needed[a * ky_count + b]) continue;
         const int64_t kx = x.keyroots[a], ky = y.keyroots[b];
-        needed[a * ky_count + b] = 1;
         table<false, true>(kx, ky);
-        ReachOutside out{ws.reach_any.data(), ws.reach_ins.data(), ws.reach_tdm.data()};
         outside_sweep(kx, ky, out);
         if (ws.flags_kept) keep_flags(kx, ky, a * ky_count + b);
       }
     }
+    return !out.branched;
   }
 
   void keep_flags(int64_t kx, int64_t ky, size_t pair_index) {
@@ -262,24 +273,6 @@ struct TedPair {
         left_other = in_o;
       }
     }
-  }
-
-  // True for the final table and for a table one of whose tdm cells (its two
-  // keyroots' path pairs) satisfies `used(cell)`.
-  template <typename Used>
-  bool any_tdm_used(size_t a, size_t b, const Used& used) const {
-    if (x.keyroots[a] == x.n && y.keyroots[b] == y.n) return true;
-    int64_t len_x, len_y;
-    const int64_t* px = path_of(x, a, &len_x);
-    const int64_t* py = path_of(y, b, &len_y);
-    for (int64_t s = 0; s < len_x; ++s)
-      for (int64_t t = 0; t < len_y; ++t)
-        if (used(px[s] * w + py[t])) return true;
-    return false;
-  }
-
-  bool reached(size_t a, size_t b) const {
-    return any_tdm_used(a, b, [this](int64_t cell) { return !ws.reach_tdm[cell].is_zero(); });
   }
 
   // The forest table of keyroots x.keyroots[a], y.keyroots[b].
@@ -475,13 +468,6 @@ struct TedPair {
     }
   }
 
-  // True if some replacement defined in the table of keyroots x.keyroots[a],
-  // y.keyroots[b] lies on a co-optimal mapping; only then does the outside
-  // pass need the table.
-  bool has_outside(size_t a, size_t b) const {
-    return any_tdm_used(a, b, [this](int64_t cell) { return !cnt.out_tdm[cell].is_zero(); });
-  }
-
   // The outside sweep of the table (kx, ky), which must have just been
   // recomputed with flags (and, for counts, inside counts): pushes outside
   // weights down its co-optimal edges, from the final cell (or the tdm cells
@@ -510,6 +496,7 @@ struct TedPair {
         const W out_d = out_any[cell];  // a deletion may follow anything
         const W out_o = out_any[cell] + out_ins[cell];
         if (!out_o.is_zero()) {
+          out.visited(flags, out_d);
           if (flags & kDel) {
             out_any[cell - w] = out_any[cell - w] + out_d;
             out.deleted(i, cell - w, out_d);
@@ -519,6 +506,7 @@ struct TedPair {
             out.inserted(j, cell - 1, out_o);
           }
           if (flags & kMatch) {
+            out.used_tdm(i, j);
             const int64_t source = defines_tdm ? r0 * w + c0 : (li - 1) * w + (lj - 1);
             out_any[source] = out_any[source] + out_o * out.tdm_inside(cell);
             out_tdm[cell] = out_tdm[cell] + out_o * out.inside(source);
@@ -551,17 +539,37 @@ struct TedPair {
       acc[j] += dp::ratio(pair.cnt.in_other[source] * o, all);
     }
     void replaced(int64_t cell, const Count& o) const { acc[cell] += dp::ratio(pair.cnt.tdm_count[cell] * o, all); }
+    static void visited(uint8_t, const Count&) {}
+    static void used_tdm(int64_t, int64_t) {}
   };
 
-  // Reachability: every co-optimal alternative has a positive count.
+  // Reachability: every co-optimal alternative has a positive count. Marks
+  // the table defining each reached tdm in `needed`, the reached events in
+  // acc (P where the mapping is unique), and sets
+  // `branched` where a reached cell other than a corner (flags 0) has no or
+  // several alternatives its reach can take (a deletion needs reach that may
+  // follow one: out_d).
   struct ReachOutside {
     using Weight = dp::Reach;
     dp::Reach *any, *ins, *tdm;
+    double* acc;
+    int64_t w;
+    bool branched;
+    uint8_t* needed;  // keyroot pairs, row-major
+    const int64_t *x_path, *y_path;  // a node's keyroot index (TreeIndex::path_index)
+    size_t ky_count;
     static dp::Reach inside(int64_t) { return dp::Reach::one(); }
     static dp::Reach tdm_inside(int64_t) { return dp::Reach::one(); }
-    static void deleted(int64_t, int64_t, dp::Reach) {}
-    static void inserted(int64_t, int64_t, dp::Reach) {}
-    static void replaced(int64_t, dp::Reach) {}
+    void deleted(int64_t i, int64_t, dp::Reach o) {
+      if (!o.is_zero()) acc[i * w] += 1.0;
+    }
+    void inserted(int64_t j, int64_t, dp::Reach) { acc[j] += 1.0; }
+    void replaced(int64_t cell, dp::Reach) { acc[cell] += 1.0; }
+    void visited(uint8_t flags, dp::Reach out_d) {
+      const int ways = ((flags & kDel) && !out_d.is_zero()) + ((flags & kIns) != 0) + ((flags & kMatch) != 0);
+      branched |= flags != 0 && ways != 1;
+    }
+    void used_tdm(int64_t i, int64_t j) { needed[x_path[i] * ky_count + y_path[j]] = 1; }
   };
 
   void sweep(int64_t kx, int64_t ky, const Count& all) {
@@ -591,7 +599,10 @@ bool ted_coopt(const TreeIndex& x, const TreeIndex& y, const dp::Tie& tie, TedWo
   // top-down with their co-optimal flags, then counts there alone, from the
   // kept flags.
   pair.template inside<false>();
-  pair.mark_needed(ws.needed);
+  if (pair.mark_needed(ws.needed)) {  // one co-optimal mapping: P is in ws.p_acc already
+    *distance = ws.fd[m * w + n];
+    return true;
+  }
   cnt.kept.clear();
   cnt.kept_offset.assign(ws.needed.size(), -1);
   pair.template inside<true>(ws.needed.data());
@@ -602,7 +613,7 @@ bool ted_coopt(const TreeIndex& x, const TreeIndex& y, const dp::Tie& tie, TedWo
   ws.p_acc.assign(cells, 0.0);
   for (size_t a = x.keyroots.size(); a-- > 0;) {
     for (size_t b = y.keyroots.size(); b-- > 0;) {
-      if (!pair.has_outside(a, b)) continue;
+      if (!ws.needed[a * y.keyroots.size() + b]) continue;
       const uint8_t* f = pair.kept_flags(a, b);
       if (f != nullptr) {
         if (!pair.restore_table(a, b, f)) pair.template count_table<true>(x.keyroots[a], y.keyroots[b], f);

@@ -19,6 +19,10 @@ void finish_index(TreeIndex& t) {
       if (t.leftmost[i] != i) t.wide_width += i - t.leftmost[i] + 2;
     }
   }
+  std::vector<int64_t> index_of(n + 1, 0);
+  for (size_t k = 0; k < t.keyroots.size(); ++k) index_of[t.keyroots[k]] = static_cast<int64_t>(k);
+  t.path_index.assign(n + 1, 0);
+  for (int64_t i = 1; i <= n; ++i) t.path_index[i] = index_of[t.keyroot_of[i]];
   // Every node lies on exactly one keyroot's leftmost path: the nodes that
   // share its leftmost leaf.
   std::vector<int64_t> slot(n + 1, 0);  // leftmost leaf -> path length, then write position

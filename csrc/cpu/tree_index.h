@@ -21,6 +21,7 @@ struct TreeIndex {
   // Leftmost path of keyroots[k]: path_nodes[path_begin[k] .. path_begin[k + 1]), ascending.
   std::vector<int64_t> path_begin, path_nodes;
   std::vector<int64_t> keyroot_of;   // 1-based: the keyroot whose leftmost path holds the node
+  std::vector<int64_t> path_index;   // 1-based: that keyroot's index in keyroots
   double work = 0.0;                 // sum of the keyroots' subtree sizes
   int64_t wide_width = 0;            // columns of all non-leaf keyroots' tables side by side (ted_lanes)
 };

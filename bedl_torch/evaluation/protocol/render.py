@@ -136,8 +136,11 @@ def command_for(config: dict) -> str:
             parts.append(options[key] + " " + " ".join(f"{v:g}" for v in values))
         else:
             remarks.append(f"grid {key} {values}")
-    if (config.get("bedl_options") or {}) != (default.bedl_options or {}):
-        remarks.append(f"BEDL options {config['bedl_options']}")
+    bedl_options = dict(config.get("bedl_options") or {})
+    if "prototype_candidates" in bedl_options:
+        parts.append(f"--prototype-candidates {bedl_options.pop('prototype_candidates')}")
+    if bedl_options != (default.bedl_options or {}):
+        remarks.append(f"BEDL options {bedl_options}")
     if ds == "sentiment" and config.get("sentiment_leaves") is False:
         parts.append("--trees")
     if config.get("max_items") is not None:
