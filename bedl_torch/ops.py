@@ -982,10 +982,9 @@ def table_pair_distances(x_table: FlatTable, y_table: FlatTable, ii: torch.Tenso
 def _chunked_distances(x_table, y_table, ii, jj, cost, view, ref, ref_view, mode, rel_tol,
                        unknown, chunk_size, temperature):
     """``(ii, jj, values)`` of pairs that share one symbol view (or none), in chunks."""
-    if chunk_size is None and mode == "exact" and view is not None and not (
-            torch.is_grad_enabled() and view.table.requires_grad):
-        # Distances alone keep nothing per pair: one kernel call over all pairs (its fixed
-        # cost is paid once).
+    if chunk_size is None and mode == "exact" and view is not None:
+        # Distances from a symbol table keep nothing per pair (their backward recomputes P):
+        # one kernel call over all pairs (its fixed cost is paid once).
         chunk_size = max(1, len(ii))
     ii, jj, bounds = pair_chunks(x_table, y_table, ii, jj, chunk_size)
     values = []
@@ -1079,9 +1078,9 @@ def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional
             cost module's current state) or ``"soft"`` (:func:`soft_edit_distance` at
             ``temperature``, from each chunk's padded costs).
         chunk_size: pairs per kernel call; bounds memory. Default: about 4M cost cells
-            per chunk where co-optimal matrices are kept (gradients enabled, pseudo mode,
-            no symbol table), else all pairs in one call. With gradients enabled each
-            chunk keeps its P (and each tile its table) for backward. A cost module without
+            per chunk where co-optimal matrices or padded costs are kept (pseudo mode, no
+            symbol table), else all pairs in one call. With gradients enabled each chunk
+            keeps its P or its symbol table for backward. A cost module without
             a whole table whose symbols in use are too many for one local table computes
             the matrix in tiles (blocks of X times blocks of Y, one table of at most
             ``2000 x 2000`` costs each), chunked within.
