@@ -27,6 +27,7 @@ private helpers into a public surface. Layer: ops (imports the kernels, the cost
 """
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 import numbers
@@ -37,7 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from . import _ext
-from .costs import SymbolCost, UnitCost, subtable_of, table_of
+from .costs import SymbolCost, UnitCost, block_of, subtable_of, table_of
 from .labels import alphabet_of, kind_of, labels_of, long_tensor
 from .validation import check_cost_module, check_cost_tensor, check_sums_finite
 
@@ -58,11 +59,13 @@ __all__ = [
 
 # Cells of one chunk's padded cost tensor in pairwise_distances (about 32 MB in float64).
 _CHUNK_CELLS = 1 << 22
-# Largest local symbol table (k x k over the symbols in use) built for a cost module without
-# a whole table: 1024 symbols, 8 MB in float64. The kernels gather a pair's costs from
-# scattered rows and columns, so a larger table loses to the padded costs through cache
-# misses on every cell.
-_LOCAL_TABLE_CELLS = 1 << 20
+# Largest local symbol table (S x S entries over the symbols in use) built for a cost module
+# without a whole table: 4M entries, 30.5 MiB in float64. The kernels' time per cell hardly
+# depends on the table's size (they gather each pair's costs once); the bound is on memory,
+# and it keeps a table below glibc's 32 MiB ceiling for mmap, so the tables of successive
+# tiles reuse freed heap memory instead of faulting in fresh pages (about as slow as the
+# table's matrix product).
+_LOCAL_TABLE_CELLS = 2000 * 2000
 
 
 def default_rel_tol(dtype: torch.dtype) -> float:
@@ -172,14 +175,20 @@ class _SymbolView:
     """A symbol cost table and the label indices into it, for the symbol-table kernels.
 
     Either a cost module's whole ``(U+1, U+1)`` table (``lookup`` None: labels are alphabet
-    indices) or a local table over only the symbols in use, gap last (``lookup`` maps an
+    indices), or a local table over only the symbols in use, gap last (``lookup`` maps an
     alphabet index to its row), so that alphabets of 30,000+ words never build a U x U
-    matrix and a batch never materialises its padded ``(B, M+1, N+1)`` costs.
+    matrix and a batch never materialises its padded ``(B, M+1, N+1)`` costs. A local table
+    between two sets of objects (:meth:`between`) numbers its rows over the symbols of one
+    side (``lookup``) and its columns over those of the other (``col_lookup``, for the labels
+    of the table ``col_side``), so it holds only the costs that those pairs read.
     """
 
     def __init__(self, table: torch.Tensor, cost: SymbolCost, unknown: str,
-                 lookup: Optional[torch.Tensor] = None):
+                 lookup: Optional[torch.Tensor] = None, col_lookup: Optional[torch.Tensor] = None,
+                 col_side: Optional["FlatTable"] = None):
         self.table, self.cost, self.unknown, self.lookup = table, cost, unknown, lookup
+        self.col_lookup, self.col_side = col_lookup, col_side
+        self._flat = {}  # id(side) -> (side, its labels in this table's numbering)
 
     @classmethod
     def local(cls, cost: SymbolCost, unknown: str, labels: Sequence[torch.Tensor],
@@ -198,18 +207,80 @@ class _SymbolView:
         lookup[used] = torch.arange(k)
         return cls(table, cost, unknown, lookup)
 
+    @classmethod
+    def between(cls, cost: SymbolCost, unknown: str, x_labels: torch.Tensor,
+                y_labels: torch.Tensor, col_side: "FlatTable", limit: int,
+                max_block: Optional[int] = None) -> Optional["_SymbolView"]:
+        """The local view whose rows are the symbols of ``x_labels`` and whose columns are
+        those of ``y_labels`` (alphabet indices, any shape; the labels of ``col_side`` are read
+        as columns), or None when its ``S x S`` table would exceed ``limit`` cells or its
+        ``kx x ky`` block of costs ``max_block``.
+
+        ``S = max(kx, ky) + 1``: the kernels take a square table, the gap last in both
+        directions. Where the two sides' symbols are about as many, the table is one
+        :func:`~bedl_torch.costs.block_of` call whose shorter side is padded with the gap
+        (rows or columns that no pair reads), built in place; else the ``(kx+1, ky+1)`` block
+        is computed alone and copied into a table of zeros (its backward, too, stays on the
+        block). Each side's symbols are numbered by frequency, so the costs most pairs read
+        share few cache lines.
+        """
+        gap = cost.gap_index
+        rows, cols = _symbols_by_frequency(x_labels, gap), _symbols_by_frequency(y_labels, gap)
+        kx, ky = len(rows), len(cols)
+        size = max(kx, ky) + 1
+        if size * size > limit or (max_block is not None and kx * ky > max_block):
+            return None
+        name = f"{type(cost).__name__} costs"
+        if 2 * (kx + 1) * (ky + 1) >= size * size:
+            block = block_of(cost, F.pad(rows, (0, size - kx), value=gap),
+                             F.pad(cols, (0, size - ky), value=gap))
+            _check_costs(block, name)
+        else:
+            block = block_of(cost, F.pad(rows, (0, 1), value=gap), F.pad(cols, (0, 1), value=gap))
+            _check_costs(block, name)
+            # rows kx .. size - 2 or columns ky .. size - 2 stand for no symbol
+            table = block.new_zeros(size, size)
+            if kx < ky:
+                table[:kx], table[-1] = block[:kx], block[-1]
+            else:
+                table[:, :ky], table[:, -1] = block[:, :ky], block[:, -1]
+            block = table
+        lookups = []
+        for symbols in (rows, cols):
+            lookup = torch.full((gap + 1,), size - 1, dtype=torch.long)
+            lookup[symbols] = torch.arange(len(symbols))
+            lookups.append(lookup)
+        return cls(block, cost, unknown, lookups[0], lookups[1], col_side)
+
+    def _lookup(self, side: "FlatTable") -> Optional[torch.Tensor]:
+        return self.col_lookup if side is self.col_side and self.col_side is not None else self.lookup
+
     def flat_labels(self, side: "FlatTable") -> torch.Tensor:
-        flat = side.flat_labels(self.cost, self.unknown)
-        return flat if self.lookup is None else self.lookup[flat]
+        lookup = self._lookup(side)
+        if lookup is None:
+            return side.flat_labels(self.cost, self.unknown)
+        cached = self._flat.get(id(side))
+        if cached is None or cached[0] is not side:
+            cached = self._flat[id(side)] = (side, lookup[side.flat_labels(self.cost, self.unknown)])
+        return cached[1]
 
     def padded_labels(self, side: "FlatTable", pairs: torch.Tensor, width: int) -> torch.Tensor:
         enc = side.encoded(self.cost, self.unknown)[pairs, :width]
-        return enc if self.lookup is None else self.lookup[enc]
+        lookup = self._lookup(side)
+        return enc if lookup is None else lookup[enc]
+
+
+def _symbols_by_frequency(labels: torch.Tensor, gap: int) -> torch.Tensor:
+    """The distinct symbols of ``labels`` but the gap, the most frequent first (ties by index)."""
+    counts = torch.bincount(labels.reshape(-1), minlength=gap + 1)[:gap]
+    symbols = torch.nonzero(counts).reshape(-1)
+    return symbols[torch.argsort(counts[symbols], descending=True, stable=True)]
 
 
 def matrix_view(x_table: "FlatTable", y_table: "FlatTable", cost, unknown: str) -> Optional[_SymbolView]:
     """One symbol view for every pair of two tables (a whole matrix): the whole table, or a
-    local one over all their symbols if it fits ``_LOCAL_TABLE_CELLS``, else None."""
+    local one over all their symbols if it fits ``_LOCAL_TABLE_CELLS``, else None (then
+    :func:`_symbol_tiles` splits the pairs)."""
     if not isinstance(cost, SymbolCost):
         return None
     table = _whole_table(cost, x_table, y_table, unknown)
@@ -392,7 +463,13 @@ class PairBatch:
                   y_enc[torch.unique(self.pair_y), : self.cols]]
         # worth it only where symbols repeat: the table well below the padded costs
         padded_cells = len(self) * self.rows * self.cols
-        return _SymbolView.local(cost, unknown, labels, min(padded_cells // 4, _LOCAL_TABLE_CELLS))
+        view = _SymbolView.local(cost, unknown, labels, min(padded_cells // 4, _LOCAL_TABLE_CELLS))
+        if view is None and self.y_table is not self.x_table:
+            # rows over the x side's symbols, columns over the y side's: no more costs than
+            # the padded path computes
+            view = _SymbolView.between(cost, unknown, labels[0], labels[1], self.y_table,
+                                       _LOCAL_TABLE_CELLS, max_block=padded_cells)
+        return view
 
     def distances(self, cost_or_costs, mode: str = "exact", reference=None, *,
                   rel_tol: Optional[float] = None, unknown: str = "error",
@@ -895,28 +972,54 @@ def table_pair_distances(x_table: FlatTable, y_table: FlatTable, ii: torch.Tenso
             :func:`pairwise_distances` (``chunk_size=None``: chosen by memory).
 
     Returns:
-        ``(ii, jj, values)`` in the order computed (pairs regrouped by size): the indices on
-        the CPU, ``values`` ``(Q,)`` on the cost's device and dtype, differentiable in its
-        parameters when gradients are enabled.
+        ``(ii, jj, values)`` in the order computed (pairs regrouped by tile and size): the
+        indices on the CPU, ``values`` ``(Q,)`` on the cost's device and dtype, differentiable
+        in its parameters when gradients are enabled.
 
     Raises:
         ValueError: labels missing from the alphabet (with ``unknown="error"``), NaN or inf
             costs.
     """
-    # One symbol table for all chunks (a module's whole table, or one over the symbols of X
-    # and Y); chunks build their own local tables only when that one would be too large.
+    # One symbol table for all pairs (a module's whole table, or one over the symbols of X
+    # and Y); where that one would be too large, tiles of pairs with a table each.
     view = matrix_view(x_table, y_table, cost, unknown) if mode != "soft" else None
-    if chunk_size is None and mode == "exact" and view is not None and not (
-            torch.is_grad_enabled() and view.table.requires_grad):
-        # Distances alone keep nothing per pair: one kernel call over all pairs (its fixed
-        # cost is paid once).
+    ref = reference_cost if reference_cost is not None else cost
+    tiles = None
+    if view is None and mode != "soft":
+        tiles = _symbol_tiles(x_table, y_table, ii, jj, cost, unknown)
+    if tiles is None:
+        ref_view = view if ref is cost else None
+        if mode == "pseudo" and ref_view is None:
+            with torch.no_grad():
+                ref_view = matrix_view(x_table, y_table, ref, unknown)
+        return _chunked_distances(x_table, y_table, ii, jj, cost, view, ref, ref_view, mode,
+                                  rel_tol, unknown, chunk_size, temperature)
+    # The kernels tell a table's rows from its columns by the side their labels come from.
+    col_side = copy.copy(y_table) if y_table is x_table else y_table
+    x_enc, y_enc = x_table.encoded(cost, unknown), y_table.encoded(cost, unknown)
+    parts = []
+    for ti, tj, x_objects, y_objects in tiles:
+        x_labels, y_labels = x_enc[x_objects], y_enc[y_objects]
+        view = _SymbolView.between(cost, unknown, x_labels, y_labels, col_side, _LOCAL_TABLE_CELLS)
+        ref_view = view if ref is cost else None
+        if mode == "pseudo" and ref_view is None:
+            with torch.no_grad():
+                ref_view = _SymbolView.between(ref, unknown, x_labels, y_labels, col_side,
+                                               _LOCAL_TABLE_CELLS)
+        parts.append(_chunked_distances(x_table, col_side, ti, tj, cost, view, ref, ref_view,
+                                        mode, rel_tol, unknown, chunk_size, temperature))
+        del view, ref_view  # one tile's tables at a time (unless autograd keeps them)
+    return tuple(torch.cat(t) for t in zip(*parts))
+
+
+def _chunked_distances(x_table, y_table, ii, jj, cost, view, ref, ref_view, mode, rel_tol,
+                       unknown, chunk_size, temperature):
+    """``(ii, jj, values)`` of pairs that share one symbol view (or none), in chunks."""
+    if chunk_size is None and mode == "exact" and view is not None:
+        # Distances from a symbol table keep nothing per pair (their backward recomputes P):
+        # one kernel call over all pairs (its fixed cost is paid once).
         chunk_size = max(1, len(ii))
     ii, jj, bounds = pair_chunks(x_table, y_table, ii, jj, chunk_size)
-    ref = reference_cost if reference_cost is not None else cost
-    ref_view = view if ref is cost else None
-    if mode == "pseudo" and ref_view is None:
-        with torch.no_grad():
-            ref_view = matrix_view(x_table, y_table, ref, unknown)
     values = []
     for s, e in zip(bounds[:-1], bounds[1:]):
         batch = PairBatch.from_tables(x_table, y_table, ii[s:e], jj[s:e])
@@ -928,6 +1031,69 @@ def table_pair_distances(x_table: FlatTable, y_table: FlatTable, ii: torch.Tenso
             p0 = batch._coopt(ref, rel_tol, unknown, view=ref_view)[1]
             values.append(batch._pseudo(cost, p0, unknown, view=view))
     return ii, jj, torch.cat(values)
+
+
+def _symbol_tiles(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: torch.Tensor,
+                  cost: SymbolCost, unknown: str):
+    """The pairs split into tiles ``(ii, jj, x_objects, y_objects)`` for a cost module whose
+    symbols in use are too many for one local table, or None (no local tables allowed).
+
+    The objects of each side are cut into runs of consecutive indices with at most
+    ``sqrt(_LOCAL_TABLE_CELLS) - 1`` distinct symbols each; a tile holds the pairs between one
+    run of each side, and its table the costs between their symbols. A table's cost is
+    amortised over the tile's cells: a tile has about one DP cell per pair of its words
+    (``tokens_x * tokens_y``), its table one entry per pair of distinct words, and words
+    repeat (300 SST sentences: about 5,800 words, 2,000 distinct).
+    """
+    max_symbols = math.isqrt(_LOCAL_TABLE_CELLS) - 1
+    if max_symbols < 1 or not len(ii):
+        return None
+    x_runs = _symbol_runs(x_table, _objects_in(ii, len(x_table)), cost, unknown, max_symbols)
+    y_runs = _symbol_runs(y_table, _objects_in(jj, len(y_table)), cost, unknown, max_symbols)
+    if len(x_runs) == 1 and len(y_runs) == 1:
+        return [(ii, jj, x_runs[0], y_runs[0])]
+    x_run, y_run = _run_index(x_runs, len(x_table)), _run_index(y_runs, len(y_table))
+    tile = x_run[ii] * len(y_runs) + y_run[jj]
+    order = torch.argsort(tile, stable=True)
+    ii, jj, tile = ii[order], jj[order], tile[order]
+    ids, counts = torch.unique_consecutive(tile, return_counts=True)
+    tiles, s = [], 0
+    for t, c in zip(ids.tolist(), counts.tolist()):
+        tiles.append((ii[s:s + c], jj[s:s + c], x_runs[t // len(y_runs)], y_runs[t % len(y_runs)]))
+        s += c
+    return tiles
+
+
+def _objects_in(indices: torch.Tensor, n: int) -> torch.Tensor:
+    """The distinct values of ``indices`` (in ``[0, n)``), sorted."""
+    return torch.nonzero(torch.bincount(indices, minlength=n)).reshape(-1)
+
+
+def _symbol_runs(side: FlatTable, objects: torch.Tensor, cost: SymbolCost, unknown: str,
+                 max_symbols: int) -> list:
+    """``objects`` (sorted indices) cut into runs of at most ``max_symbols`` distinct symbols
+    (not counting the gap; an object with more forms a run alone), as index tensors."""
+    flat, ptr, gap = side.flat_labels(cost, unknown).tolist(), side.ptr.tolist(), cost.gap_index
+    runs, run, seen = [], [], set()
+    for o in objects.tolist():
+        symbols = set(flat[ptr[o]:ptr[o + 1]])
+        symbols.discard(gap)
+        if run and len(seen) + len(symbols - seen) > max_symbols:
+            runs.append(run)
+            run, seen = [], set()
+        run.append(o)
+        seen |= symbols
+    if run:
+        runs.append(run)
+    return [torch.tensor(r, dtype=torch.long) for r in runs]
+
+
+def _run_index(runs: list, n: int) -> torch.Tensor:
+    """The run of every object (``-1`` where none)."""
+    index = torch.full((n,), -1, dtype=torch.long)
+    for k, run in enumerate(runs):
+        index[run] = k
+    return index
 
 
 def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional[SymbolCost] = None, *,
@@ -945,9 +1111,12 @@ def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional
             cost module's current state) or ``"soft"`` (:func:`soft_edit_distance` at
             ``temperature``, from each chunk's padded costs).
         chunk_size: pairs per kernel call; bounds memory. Default: about 4M cost cells
-            per chunk where co-optimal matrices are kept (gradients enabled, pseudo mode,
-            local symbol tables), else all pairs in one call. With gradients enabled each
-            chunk keeps its P for backward.
+            per chunk where co-optimal matrices or padded costs are kept (pseudo mode, no
+            symbol table), else all pairs in one call. With gradients enabled each chunk
+            keeps its P or its symbol table for backward. A cost module without
+            a whole table whose symbols in use are too many for one local table computes
+            the matrix in tiles (blocks of X times blocks of Y, one table of at most
+            ``2000 x 2000`` costs each), chunked within.
         unknown: ``"error"`` (ValueError naming labels missing from the alphabet) or
             ``"gap"`` (map them to the gap).
         symmetric: compute only ``i <= j`` and mirror; default when ``Y is None``

@@ -5,11 +5,11 @@ shortcuts), :mod:`.unit`, :mod:`.euclidean` (BEDL's learnable embedding), :mod:`
 vectors with a learned map) and :mod:`.matrix` (a fixed table, as GESL learns it).
 Layer: costs (imports torch, numpy and :mod:`bedl_torch.labels`; below the ops).
 """
-from .base import SymbolCost, pair_costs_of, subtable_of, table_of
+from .base import SymbolCost, block_of, pair_costs_of, subtable_of, table_of
 from .cosine import CosineCost
 from .euclidean import EuclideanCost, simplex_embedding
 from .matrix import MatrixCost
 from .unit import UnitCost
 
 __all__ = ["SymbolCost", "EuclideanCost", "UnitCost", "CosineCost", "MatrixCost",
-           "simplex_embedding", "table_of", "subtable_of", "pair_costs_of"]
+           "simplex_embedding", "table_of", "subtable_of", "block_of", "pair_costs_of"]

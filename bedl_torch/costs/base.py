@@ -3,9 +3,9 @@
 A cost module is an ``nn.Module`` that knows an alphabet (the symbols it has parameters for)
 and maps padded symbol-index tensors to edit costs; the ops turn those into distances. The gap
 (the deletion / insertion partner) has index ``len(alphabet)``. :func:`table_of`,
-:func:`subtable_of` and :func:`pair_costs_of` decide when a module's shortcut may stand in for
-its ``forward`` (only where the class that defines the shortcut also defines the ``forward`` in
-use), so a subclass that changes ``forward`` alone is never bypassed.
+:func:`subtable_of`, :func:`block_of` and :func:`pair_costs_of` decide when a module's shortcut
+may stand in for its ``forward`` (only where the class that defines the shortcut also defines
+the ``forward`` in use), so a subclass that changes ``forward`` alone is never bypassed.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from torch import nn
 
 from ..labels import long_tensor
 
-__all__ = ["SymbolCost", "table_of", "subtable_of", "pair_costs_of"]
+__all__ = ["SymbolCost", "table_of", "subtable_of", "block_of", "pair_costs_of"]
 
 
 def _owns_forward(cost: "SymbolCost", method: str) -> bool:
@@ -42,6 +42,26 @@ def subtable_of(cost: "SymbolCost", symbols: torch.Tensor) -> torch.Tensor:
             f"{type(cost).__name__} returned a symbol table of shape "
             f"{tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__} "
             f"for {k} symbols, expected ({k}, {k})"
+        )
+    return out
+
+
+def block_of(cost: "SymbolCost", rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    """Costs ``(len(rows), len(cols))`` of replacing the symbols ``rows`` by ``cols`` (index
+    vectors, gap index allowed), differentiable in the module's parameters: the module's own
+    :meth:`SymbolCost.symbol_block` where it is sure to agree with ``forward``, else one
+    ``forward`` call on the two index vectors."""
+    rows, cols = rows.to(cost.device), cols.to(cost.device)
+    if _owns_forward(cost, "symbol_block"):
+        out = cost.symbol_block(rows, cols)
+    else:
+        out = cost(rows[None], cols[None])[0]
+    shape = (len(rows), len(cols))
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != shape:
+        raise ValueError(
+            f"{type(cost).__name__} returned a symbol block of shape "
+            f"{tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}, "
+            f"expected {shape}"
         )
     return out
 
@@ -174,6 +194,17 @@ class SymbolCost(nn.Module):
         defines the ``forward`` in use, as for :meth:`symbol_table`).
         """
         return self(symbols[None], symbols[None])[0]
+
+    def symbol_block(self, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+        """Costs ``(len(rows), len(cols))`` of replacing each symbol of ``rows`` by each of
+        ``cols`` (int64 index vectors, gap index allowed), differentiable in the parameters.
+
+        The ops build one such block per tile of pairs between two sets of objects whose
+        symbols are too many for one local table (the rows over one side's symbols, the
+        columns over the other's). Default: one :meth:`forward` call; override where a direct
+        computation is leaner (same rule as :meth:`symbol_table`).
+        """
+        return self(rows[None], cols[None])[0]
 
     def symbol_pair_costs(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """Costs ``(Q,)`` of the symbol pairs ``(a[q], b[q])`` (int64 index vectors), as

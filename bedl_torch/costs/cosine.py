@@ -164,23 +164,34 @@ class CosineCost(SymbolCost):
 
     def mapped_vectors(self) -> torch.Tensor:
         """``vectors @ Omega.T`` normalised to unit length (zero rows stay zero): ``(U, k)``."""
-        W = self.vectors @ self.Omega.T
+        return self._normalised(self.vectors @ self.Omega.T)
+
+    def _normalised(self, W: torch.Tensor) -> torch.Tensor:
         norm = torch.sqrt(torch.clamp((W * W).sum(-1, keepdim=True), min=self.eps ** 2))
         return W / norm
 
-    def _factors(self):
-        """Row factors ``(L, R)`` of every symbol (words, None, gap) with
-        ``c(a, b) = <L[a], R[b]>`` before the clamp and the exact zeros of equal symbols: a
-        word's rows are ``(-u/2, e_word S)`` and ``(u, e_word)``, None's and the gap's carry
-        no vector, ``S`` being the 3 x 3 constant table with ``1/2`` for word - word, so one
-        matrix product gives ``1/2 - 1/2 cos`` between words and the constants elsewhere."""
-        U = self.mapped_vectors()
-        U = torch.cat([U, U.new_zeros(2, U.shape[1])], 0)  # rows for None and the gap
+    def _factors(self, symbols: Optional[torch.Tensor] = None):
+        """Row factors ``(L, R)`` of every symbol (words, None, gap), or of the symbol indices
+        ``symbols`` only, with ``c(a, b) = <L[a], R[b]>`` before the clamp and the exact zeros
+        of equal symbols: a word's rows are ``(-u/2, e_word S)`` and ``(u, e_word)``, None's
+        and the gap's carry no vector, ``S`` being the 3 x 3 constant table with ``1/2`` for
+        word - word, so one matrix product gives ``1/2 - 1/2 cos`` between words and the
+        constants elsewhere."""
+        if symbols is None:
+            U = self.mapped_vectors()
+            U = torch.cat([U, U.new_zeros(2, U.shape[1])], 0)  # rows for None and the gap
+            kind = torch.zeros(len(U), dtype=torch.long, device=U.device)
+            kind[self.n_words] = 1
+            kind[self.n_words + 1] = 2
+        else:  # map only the vectors of the words among the symbols
+            is_word = symbols < self.n_words
+            words = symbols[is_word]
+            Uw = self._normalised(self.vectors[words] @ self.Omega.T)
+            U = Uw.new_zeros(len(symbols), Uw.shape[1]).index_put(
+                (torch.nonzero(is_word).reshape(-1),), Uw)
+            kind = torch.where(is_word, 0, symbols - self.n_words + 1)
         S = self.special.to(dtype=U.dtype).clone()
         S[0, 0] = 0.5
-        kind = torch.zeros(len(U), dtype=torch.long, device=U.device)
-        kind[self.n_words] = 1
-        kind[self.n_words + 1] = 2
         onehot = torch.eye(3, dtype=U.dtype, device=U.device)[kind]
         return torch.cat([-0.5 * U, onehot @ S], 1), torch.cat([U, onehot], 1)
 
@@ -188,9 +199,18 @@ class CosineCost(SymbolCost):
         """Costs ``(k, k)`` among distinct symbol indices (as :meth:`forward`)."""
         symbols = symbols.to(self.Omega.device)
         L, R = self._factors()
-        cost = torch.clamp(L[symbols] @ R[symbols].T, min=0.0)
-        eye = torch.eye(len(symbols), dtype=torch.bool, device=symbols.device)
-        return cost.masked_fill(eye, 0.0)
+        cost = _clamp_at_zero(L[symbols] @ R[symbols].T)
+        return cost.fill_diagonal_(0.0) if not cost.requires_grad else cost.masked_fill(
+            torch.eye(len(symbols), dtype=torch.bool, device=symbols.device), 0.0)
+
+    def symbol_block(self, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+        """Costs ``(len(rows), len(cols))`` between two vectors of symbol indices (as
+        :meth:`forward`): one matrix product of the factors of only those symbols."""
+        rows, cols = rows.to(self.Omega.device), cols.to(self.Omega.device)
+        L, _ = self._factors(rows)
+        _, R = self._factors(cols)
+        cost = _clamp_at_zero(L @ R.T)
+        return cost.masked_fill_(rows[:, None] == cols[None, :], 0.0)
 
     def symbol_pair_costs(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """Costs ``(Q,)`` of the symbol pairs ``(a[q], b[q])`` (as :meth:`forward`)."""
@@ -210,3 +230,8 @@ class CosineCost(SymbolCost):
         # rounding can push cos(u, u) slightly above 1: clamp, and make equal symbols exact 0
         cost = torch.clamp(cost, min=0.0)
         return cost.masked_fill(x_idx.unsqueeze(-1) == y_idx.unsqueeze(-2), 0.0)
+
+
+def _clamp_at_zero(cost: torch.Tensor) -> torch.Tensor:
+    """``max(cost, 0)``; in place where no gradient is recorded (a large table is not copied)."""
+    return torch.clamp(cost, min=0.0) if cost.requires_grad else cost.clamp_(min=0.0)
