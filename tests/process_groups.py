@@ -30,6 +30,8 @@ def _rank_main(rank, world, port, backend, module, scenario, args, result_dir):
         result = getattr(importlib.import_module(module), scenario)(rank, *args)
         with open(os.path.join(result_dir, f"rank{rank}.pkl"), "wb") as f:
             pickle.dump(result, f)
+        # no rank tears its connections down while another may still be in a collective
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
