@@ -23,8 +23,15 @@ def _data():
     return list(X), np.asarray(y), trees, t_y
 
 
+class PlainEuclidean(bt.EuclideanCost):
+    """The Euclidean cost through the generic (autograd) objectives: not the numpy ones,
+    which take the EuclideanCost class itself only."""
+
+
 #: Settings of the fits compared: short runs that still take several L-BFGS steps
 FITS = {
+    "exact_generic": dict(mode="exact", n_prototypes=2, max_rounds=1, max_eval=20,
+                          cost=PlainEuclidean(list("abcd"))),
     "pseudo_strings": dict(mode="pseudo", n_prototypes=2, max_rounds=2, max_eval=30),
     "exact_strings": dict(mode="exact", n_prototypes=2, max_rounds=2, max_eval=30),
     "exact_trees": dict(mode="exact", n_prototypes=1, max_rounds=1, max_eval=20),

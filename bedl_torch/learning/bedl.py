@@ -43,7 +43,7 @@ from .objectives import (
     symbol_frequencies,
 )
 from .persistence import bedl_state, dtype_name, load_bedl_state
-from .ranks import Ranks, RankSumObjective, resolve_ranks
+from .ranks import Ranks, RankSumEuclideanObjective, RankSumObjective, resolve_ranks
 
 __all__ = ["BEDL", "initial_embedding"]
 
@@ -600,11 +600,13 @@ class BEDL(Estimator):
         if self.mode in ("exact", "soft"):
             kw = {} if self.mode == "exact" else {
                 "distance_kw": {"mode": "soft", "temperature": float(self.temperature)}}
-            if self._fit_ranks().size > 1:
-                return self._rank_block_objective(cost, params, data, protos_t, pairs, kw)
             # (the numpy evaluator builds the dense symbol cost table)
-            if ((cost.gap_index + 1) ** 2 <= self._TABLE_LIMIT
-                    and self._numpy_path_ok(cost, params)):
+            numpy_ok = ((cost.gap_index + 1) ** 2 <= self._TABLE_LIMIT
+                        and self._numpy_path_ok(cost, params))
+            if self._fit_ranks().size > 1:
+                return self._rank_block_objective(cost, params, data, protos_t, pairs, kw,
+                                                  numpy_ok)
+            if numpy_ok:
                 return NumpyEuclideanExactObjective(cost, full, protos_t, pairs, data.loss,
                                                     data.unknown, **kw)
             return ExactObjective(cost, params, full, protos_t, pairs, data.loss, data.unknown, **kw)
@@ -647,9 +649,12 @@ class BEDL(Estimator):
         counts = [(b[r + 1] - b[r]) * P for r in range(ranks.size)]
         return ranks.gather_rows(block, counts)
 
-    def _rank_block_objective(self, cost, params, data: _FitData, protos_t, pairs, kw):
-        """Exact (or soft) mode across ranks: this rank's block of points, the regularisers on
-        rank 0, loss and gradient summed over the ranks in rank order."""
+    def _rank_block_objective(self, cost, params, data: _FitData, protos_t, pairs, kw,
+                              numpy_ok: bool):
+        """Exact (or soft) mode across ranks: this rank's block of points. The default
+        Euclidean cost sums the GLVQ loss and its gradient on the cost table over the ranks
+        (regularisers and chain rule on every rank); other costs sum the loss and the
+        parameters' gradient (the regularisers on rank 0). Sums in rank order."""
         ranks = self._fit_ranks()
         b = self._row_blocks(data)
         lo, hi = b[ranks.rank], b[ranks.rank + 1]
@@ -662,9 +667,16 @@ class BEDL(Estimator):
             block = PairBatch.from_tables(x_block, data.y_table,
                                           torch.arange(hi - lo).repeat_interleave(P),
                                           protos_t.repeat(hi - lo))
-            loss = data.loss if ranks.rank == 0 else dataclasses.replace(data.loss, beta=0.0)
-            inner = ExactObjective(cost, params, block, protos_t, PrototypePairs(pairs.same[lo:hi]),
-                                   loss, data.unknown, **kw)
+            block_pairs = PrototypePairs(pairs.same[lo:hi])
+            if numpy_ok:
+                inner = NumpyEuclideanExactObjective(cost, block, protos_t, block_pairs,
+                                                     data.loss, data.unknown, **kw)
+            else:
+                loss = data.loss if ranks.rank == 0 else dataclasses.replace(data.loss, beta=0.0)
+                inner = ExactObjective(cost, params, block, protos_t, block_pairs, loss,
+                                       data.unknown, **kw)
+        if numpy_ok:
+            return RankSumEuclideanObjective(cost, data.loss, inner, ranks)
         return RankSumObjective(inner, params, ranks, cost.dtype, cost.device)
 
     # The evaluator factories are methods so that a subclass can replace one of them.

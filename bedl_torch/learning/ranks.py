@@ -24,9 +24,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from .objectives import MetricObjective
+from .objectives import MetricObjective, _NumpyEuclidean
 
-__all__ = ["Ranks", "RankSumObjective", "resolve_ranks"]
+__all__ = ["Ranks", "RankSumObjective", "RankSumEuclideanObjective", "resolve_ranks"]
 
 
 class Ranks:
@@ -145,3 +145,25 @@ class RankSumObjective(MetricObjective):
                 p.grad = total[offset: offset + n].view_as(p).to(p.dtype).clone()
                 offset += n
         return total[0]
+
+
+class RankSumEuclideanObjective(_NumpyEuclidean):
+    """The numpy evaluator of the default Euclidean cost across ranks: each rank's block
+    (``block``, a :class:`~.objectives.NumpyEuclideanExactObjective` over its points, or
+    ``None``) gives the GLVQ loss and its gradient on the ``(U+1, U+1)`` cost table; those are
+    summed over the ranks in rank order, and the chain rule to the embedding and the
+    regularisers run on every rank alike (one small vector per evaluation crosses the group)."""
+
+    def __init__(self, cost, loss, block, ranks: Ranks):
+        super().__init__(cost, loss)
+        self.block, self.ranks = block, ranks
+        self.uses_autograd = False if block is None else block.uses_autograd
+
+    def _glvq_and_table_grad(self, C: np.ndarray, backward: bool):
+        if self.block is not None:
+            loss, G = self.block._glvq_and_table_grad(C, backward)
+        else:
+            loss, G = 0.0, (np.zeros_like(C) if backward else None)
+        parts = [np.array([loss], dtype=C.dtype)] + ([G.reshape(-1)] if backward else [])
+        total = self.ranks.sum_in_rank_order(torch.from_numpy(np.concatenate(parts))).numpy()
+        return float(total[0]), (total[1:].reshape(C.shape).copy() if backward else None)
