@@ -142,7 +142,7 @@ def _script_rounds(monkeypatch, prototypes, embeddings=(), improves=True, real_s
     log = {"starts": [], "steps": 0}
     original_step = BEDL._metric_step
 
-    def median_glvq(D, y_idx, start, max_iter=None, candidates=None):
+    def median_glvq(D, y_idx, start, max_iter=None, candidates=None, split=None):
         log["starts"].append([int(i) for i in start])
         return np.array(prototypes[len(log["starts"]) - 1]), 1, 0.0
 

@@ -156,3 +156,41 @@ def test_bedl_with_candidates_computes_m_by_c_distances(monkeypatch):
     assert computed[:C] == [60] * C
     assert all(n == 60 * C for n in computed[C:])
     assert len(computed[C:]) == model.n_rounds_  # the first round reuses the seeding columns
+
+
+class _ThreadSplit:
+    """Stands in for the ranks of a group: threads exchange their vectors at a barrier."""
+
+    def __init__(self, rank, size, board, barrier):
+        self.rank, self.size, self.board, self.barrier = rank, size, board, barrier
+
+    def gather(self, vector):
+        self.board[self.rank] = np.array(vector, dtype=np.float64)
+        self.barrier.wait()
+        rows = np.stack([self.board[r] for r in range(self.size)])
+        self.barrier.wait()  # nobody overwrites the board before everyone has read it
+        return rows
+
+
+@pytest.mark.parametrize("size", [2, 3])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_em_with_a_shared_m_step_takes_the_single_process_moves(size, seed):
+    import threading
+
+    D, y = _points(36, 10 + seed)
+    start = init_prototypes(D, y, 2)
+    alone = median_glvq_em(D, y, start, 60)
+    board, barrier, results = {}, threading.Barrier(size), {}
+
+    def run(rank):
+        results[rank] = median_glvq_em(D, y, start, 60,
+                                       split=_ThreadSplit(rank, size, board, barrier))
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert alone[1] > 0  # the EM moved prototypes, so the shared moves were compared
+    for r in range(size):
+        assert np.array_equal(results[r][0], alone[0]) and results[r][1:] == alone[1:]

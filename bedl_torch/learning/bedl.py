@@ -553,8 +553,10 @@ class BEDL(Estimator):
             start = init_prototypes(D, data.y_idx, int(self.n_prototypes), data.candidates)
         else:
             start = previous
+        ranks = self._fit_ranks()
         return median_glvq_em(D, data.y_idx, start, max_iter=100 * max(1, len(start)),
-                              candidates=data.candidates)[0]
+                              candidates=data.candidates,
+                              split=ranks if ranks.size > 1 else None)[0]
 
     # -- the metric step ------------------------------------------------------
 

@@ -166,7 +166,7 @@ def init_prototypes(D, y_idx: np.ndarray, n_prototypes: int = 1,
 
 
 def median_glvq_em(D, y_idx: np.ndarray, prototypes: Sequence[int], max_iter: int = 100,
-                   candidates: Optional[Sequence[int]] = None):
+                   candidates: Optional[Sequence[int]] = None, split=None):
     """Generalised EM for median GLVQ from the given initial prototypes.
 
     ``D`` (m, m'): distances of the m training points (labels ``y_idx``, integers) to the
@@ -177,6 +177,11 @@ def median_glvq_em(D, y_idx: np.ndarray, prototypes: Sequence[int], max_iter: in
     its class) that increases ``L`` most; stops when no move increases ``L`` (relative
     tolerance 1e-12) or after ``max_iter`` moves.
 
+    ``split``: the processes of a group sharing the M-step (BEDL across ranks): an object with
+    ``rank``, ``size`` and ``gather(vector) -> (size, len(vector))`` array; each process scores
+    the moves of the prototypes ``k`` with ``k % size == rank`` and the best moves are gathered,
+    so every process takes the move (and gets the result) one process alone would.
+
     Returns ``(prototypes (np.int64 array, same order as given), n_iter, likelihood)`` where
     ``likelihood = sum_i log(g+_i + g-_i)`` at the returned prototypes.
     """
@@ -184,6 +189,7 @@ def median_glvq_em(D, y_idx: np.ndarray, prototypes: Sequence[int], max_iter: in
     y_idx = np.asarray(y_idx)
     m = D.shape[0]
     columns = _candidate_columns(D, y_idx, candidates)
+    shared = split is not None and split.size > 1
     protos = np.array(prototypes)
     if protos.ndim != 1 or (protos.size and protos.dtype.kind not in "iu"):
         raise TypeError(f"prototypes must be a sequence of int indices, got {prototypes!r}")
@@ -215,6 +221,8 @@ def median_glvq_em(D, y_idx: np.ndarray, prototypes: Sequence[int], max_iter: in
         # M-step: best single move over all prototypes
         best = (0.0, None, None)
         for k, p in enumerate(protos):
+            if shared and k % split.size != split.rank:
+                continue
             c = plabels[k]
             others = np.ones(len(protos), dtype=bool)
             others[k] = False
@@ -233,6 +241,8 @@ def median_glvq_em(D, y_idx: np.ndarray, prototypes: Sequence[int], max_iter: in
             gain = L[j] - L_now
             if cand[j] != p and gain > _REL_TOL * max(1.0, abs(L_now)) and gain > best[0]:
                 best = (gain, k, int(cand[j]))
+        if shared:
+            best = _best_shared_move(split, best)
         if best[1] is None:
             break
         protos[best[1]] = best[2]
@@ -240,6 +250,19 @@ def median_glvq_em(D, y_idx: np.ndarray, prototypes: Sequence[int], max_iter: in
     same = plabels[None, :] == y_idx[:, None]
     d_plus, d_minus = _closest(D[:, protos], same)
     return columns[protos], n_iter, glvq_likelihood(d_plus, d_minus)
+
+
+def _best_shared_move(split, best):
+    """The move one process would take, from every process's best over its prototypes: the
+    largest gain, ties to the smallest prototype index (the order of the single loop)."""
+    gain, k, j = best
+    mine = np.array([gain, -1.0 if k is None else float(k), -1.0 if j is None else float(j)])
+    rows = np.asarray(split.gather(mine), dtype=np.float64)
+    best = (0.0, None, None)
+    for gain, k, j in sorted(rows.tolist(), key=lambda r: r[1]):
+        if k >= 0 and gain > best[0]:
+            best = (gain, int(k), int(j))
+    return best
 
 
 def check_prototype_candidates(value, n_prototypes) -> None:

@@ -79,6 +79,16 @@ class Ranks:
             total += p
         return total.to(vector.device)
 
+    def gather(self, vector: np.ndarray) -> np.ndarray:
+        """Every rank's float64 ``vector`` (equal lengths) as the rows of a ``(size, n)`` array,
+        on every rank."""
+        mine = torch.as_tensor(np.asarray(vector, dtype=np.float64))
+        if self.size == 1:
+            return mine.numpy()[None]
+        parts = [torch.empty_like(mine, device=self.device) for _ in range(self.size)]
+        dist.all_gather(parts, mine.to(self.device), group=self.group)
+        return torch.stack(parts).cpu().numpy()
+
     def check_same(self, obj, what: str) -> None:
         """ValueError on every rank unless ``obj`` pickles to the same bytes on all ranks."""
         if self.size == 1:
