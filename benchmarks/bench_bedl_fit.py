@@ -31,6 +31,8 @@ import time
 
 import numpy as np
 
+from bench_common import cpu_model
+
 #: the fits timed per build: (label, BEDL keyword arguments)
 CONFIGS = (
     ('pseudo (default, alignments="step")', {}),
@@ -46,18 +48,6 @@ def _cpu_seconds() -> float:
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-
-
-def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` says."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 # -- the worker: fits with one build of bedl_torch --------------------------------------------

@@ -13,9 +13,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import multiprocessing
-import socket
 import statistics
-import sys
 
 import torch
 import torch.distributed as dist
@@ -23,8 +21,7 @@ import torch.distributed as dist
 import bedl_torch as bt
 from bedl_torch.datasets import make_strings
 
-sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from bench_distributed import cpu_model, load_average, timed  # noqa: E402
+from bench_common import cpu_model, group_times, load_average, timed
 
 SETTINGS = {"exact": dict(mode="exact", n_prototypes=2, max_rounds=2),
             "pseudo": dict(mode="pseudo", n_prototypes=2, max_rounds=2)}
@@ -47,27 +44,6 @@ def _rank(rank, world, port, n, repeat, queue):
         dist.destroy_process_group()
 
 
-def group_times(world, n, repeat):
-    ctx = multiprocessing.get_context("spawn")
-    queue = ctx.Queue()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    procs = [ctx.Process(target=_rank, args=(r, world, port, n, repeat, queue))
-             for r in range(world)]
-    for p in procs:
-        p.start()
-    per_rank = dict(queue.get() for _ in range(world))
-    for p in procs:
-        p.join()
-    if any(p.exitcode for p in procs):
-        raise RuntimeError("a rank failed")
-    return {key: (per_rank[0][key][0],
-                  [max(per_rank[r][key][1][i] for r in range(world))
-                   for i in range(len(per_rank[0][key][1]))])
-            for key in per_rank[0]}
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=200)
@@ -76,7 +52,7 @@ def main():
     load0 = load_average()
     torch.set_num_threads(1)
     one = fits(args.n, args.repeats, lambda: None, None)
-    two = group_times(2, args.n, args.repeats)
+    two = group_times(2, _rank, (args.n, args.repeats))
     print(f"command: `PYTHONPATH=. .venv/bin/python benchmarks/bench_bedl_ranks.py --n {args.n} "
           f"--repeats {args.repeats}`  ")
     print(f"CPU: {cpu_model()}, {multiprocessing.cpu_count()} cores; load average before "

@@ -21,24 +21,13 @@ import numpy as np
 import torch
 
 import bedl_torch as bt
+from bench_common import best_seconds as timeit, random_tree
 
 try:
     import edist.multiprocess as edist_mp
     import edist.ted as edist_ted
 except ImportError:  # pragma: no cover
     edist_ted = None
-
-
-def random_tree(n: int, alphabet: str, rng: random.Random) -> bt.Tree:
-    """Random preorder tree: each new node hangs off a random node on the rightmost path."""
-    labels = [rng.choice(alphabet) for _ in range(n)]
-    children = [[] for _ in range(n)]
-    path = [0]
-    for i in range(1, n):
-        path = path[: rng.randint(1, len(path))]
-        children[path[-1]].append(i)
-        path.append(i)
-    return bt.Tree(labels, children)
 
 
 def comb_tree(n: int) -> bt.Tree:
@@ -71,21 +60,6 @@ def zigzag_tree(n: int) -> bt.Tree:
         return ("z", inner, ("z",)) if left else ("z", ("z",), inner)
 
     return bt.Tree.from_tuple(build(n, True))
-
-
-def timeit(fn, repeat: int = 5, min_time: float = 0.2) -> float:
-    """Best-of-``repeat`` seconds per call, each timing loops until ``min_time``."""
-    best = float("inf")
-    for _ in range(repeat):
-        calls, start = 0, time.perf_counter()
-        while True:
-            fn()
-            calls += 1
-            elapsed = time.perf_counter() - start
-            if elapsed >= min_time:
-                break
-        best = min(best, elapsed / calls)
-    return best
 
 
 def bench_pair_100(rows, quick):

@@ -15,71 +15,23 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import multiprocessing
 import os
 import random
-import socket
 import statistics
 import sys
 import tempfile
-import time
 
 import torch
 import torch.distributed as dist
 
 import bedl_torch as bt
 from bedl_torch import distributed as bd
-
-
-def random_tree(n: int, alphabet: str, rng: random.Random) -> bt.Tree:
-    """Random preorder tree: each new node hangs off a random node on the rightmost path."""
-    labels = [rng.choice(alphabet) for _ in range(n)]
-    children = [[] for _ in range(n)]
-    path = [0]
-    for i in range(1, n):
-        path = path[: rng.randint(1, len(path))]
-        children[path[-1]].append(i)
-        path.append(i)
-    return bt.Tree(labels, children)
+from bench_common import cpu_model, group_times, load_average, random_tree, timed
 
 
 def make_trees(n: int, nodes: int, seed: int = 0):
     rng = random.Random(seed)
     return [random_tree(nodes, "abcde", rng) for _ in range(n)]
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
-
-
-def load_average() -> str:
-    try:
-        with open("/proc/loadavg", encoding="utf-8") as f:
-            return " ".join(f.read().split()[:3])
-    except OSError:
-        return "unknown"
-
-
-def timed(call, repeat: int, barrier=lambda: None):
-    """Wall and CPU seconds of this process for each of ``repeat`` calls (after one warm-up
-    call), between barriers."""
-    call()
-    wall, cpu = [], []
-    for _ in range(repeat):
-        barrier()
-        start, start_cpu = time.perf_counter(), time.process_time()
-        call()
-        barrier()
-        wall.append(time.perf_counter() - start)
-        cpu.append(time.process_time() - start_cpu)
-    return wall, cpu
 
 
 def _rank(rank, world, port, n, nodes, repeat, tile_size, folder, queue):
@@ -102,27 +54,9 @@ def _rank(rank, world, port, n, nodes, repeat, tile_size, folder, queue):
         dist.destroy_process_group()
 
 
-def group_times(world, n, nodes, repeat, tile_size):
-    ctx = multiprocessing.get_context("spawn")
-    queue = ctx.Queue()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+def distributed_times(world, n, nodes, repeat, tile_size):
     with tempfile.TemporaryDirectory() as folder:
-        procs = [ctx.Process(target=_rank, args=(r, world, port, n, nodes, repeat, tile_size,
-                                                 folder, queue)) for r in range(world)]
-        for p in procs:
-            p.start()
-        per_rank = dict(queue.get() for _ in range(world))
-        for p in procs:
-            p.join()
-    if any(p.exitcode for p in procs):
-        raise RuntimeError("a rank failed")
-    # wall times of rank 0 (the calls end together), CPU times of the busiest rank per call
-    return {key: (per_rank[0][key][0],
-                  [max(per_rank[r][key][1][i] for r in range(world))
-                   for i in range(len(per_rank[0][key][1]))])
-            for key in per_rank[0]}
+        return group_times(world, _rank, (n, nodes, repeat, tile_size, folder))
 
 
 def main():
@@ -142,7 +76,7 @@ def main():
     rows.append(("distributed, 1 process (no group)",
                  timed(lambda: bd.pairwise_distances(trees, tile_size=args.tile_size,
                                                      progress=False), args.repeat)))
-    two = group_times(2, args.n, args.nodes, args.repeat, args.tile_size)
+    two = distributed_times(2, args.n, args.nodes, args.repeat, args.tile_size)
     rows.append(("distributed, 2 processes (gloo), whole matrix on every rank", two["memory"]))
     rows.append(("distributed, 2 processes (gloo), into one .npy file", two["file"]))
     load_after = load_average()

@@ -20,29 +20,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import statistics
 import subprocess
 import sys
-import time
+
+from bench_common import best_seconds, cpu_model
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def _best(fn, repeat: int, min_time: float) -> float:
-    """Best-of-``repeat`` seconds per call, each timing looping until ``min_time``."""
-    best = float("inf")
-    for _ in range(repeat):
-        calls, start = 0, time.perf_counter()
-        while True:
-            fn()
-            calls += 1
-            elapsed = time.perf_counter() - start
-            if elapsed >= min_time:
-                break
-        best = min(best, elapsed / calls)
-    return best
 
 
 def _alternating(fns, repeat: int, min_time: float):
@@ -50,7 +35,7 @@ def _alternating(fns, repeat: int, min_time: float):
     best = [float("inf")] * len(fns)
     for _ in range(repeat):
         for k, fn in enumerate(fns):
-            best[k] = min(best[k], _best(fn, 1, min_time))
+            best[k] = min(best[k], best_seconds(fn, 1, min_time))
     return best
 
 
@@ -122,16 +107,6 @@ def _run_build(tree: str) -> dict:
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-def _cpu() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -152,7 +127,7 @@ def main():
             results[name].append(_run_build(tree))
     load_after = os.getloadavg()
     print(f"command: {' '.join([os.path.basename(sys.executable)] + sys.argv)}")
-    print(f"CPU: {_cpu()} ({os.cpu_count()} logical cores); load average before "
+    print(f"CPU: {cpu_model()} ({os.cpu_count()} logical cores); load average before "
           f"{load_before[0]:.2f}, after {load_after[0]:.2f}; {args.rounds} rounds, medians")
     print()
     header = "| measurement | " + " | ".join(f"{name}: ratio (s vs s)" for name, _ in builds)

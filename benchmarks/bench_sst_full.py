@@ -27,19 +27,8 @@ import torch
 import bedl_torch as bt
 from bedl_torch.datasets import load
 from bedl_torch.evaluation.protocol.data import SentimentCosts, leaf_sequence
+from bench_common import cpu_model, load_average
 
-
-def cpu_model() -> str:
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return "unknown CPU"
-
-
-def load_average() -> str:
-    with open("/proc/loadavg", encoding="utf-8") as f:
-        return " ".join(f.read().split()[:3])
 
 
 def sst_split():

@@ -18,6 +18,7 @@ import torch
 import bedl_torch as bt
 from bedl_torch.datasets import load
 from bedl_torch.evaluation.protocol.data import SentimentCosts, leaf_sequence
+from bench_common import cpu_model, load_average
 
 
 def main():
@@ -33,21 +34,17 @@ def main():
     sizes = [len(x) + 1 for x in X]
     total = sum(sizes)
     cells = (total * total + sum(s * s for s in sizes)) / 2  # pairs i <= j
-    with open("/proc/loadavg", encoding="utf-8") as f:
-        load0 = " ".join(f.read().split()[:3])
+    load0 = load_average()
     start, start_cpu = time.perf_counter(), time.process_time()
     with torch.no_grad():
         D = bt.pairwise_distances(X, cost=cost)
     wall, cpu = time.perf_counter() - start, time.process_time() - start_cpu
-    with open("/proc/loadavg", encoding="utf-8") as f:
-        load1 = " ".join(f.read().split()[:3])
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-        model = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "?")
+    load1 = load_average()
     kind = "parse trees" if args.trees else "word sequences"
     print(f"SST {kind}, {len(X)} x {len(X)} (i <= j computed), {args.threads} thread(s): "
           f"wall {wall:.1f} s, CPU {cpu:.1f} s, {cells / 1e9:.2f} G DP cells, "
           f"{1e9 * cpu / cells:.2f} ns CPU per cell; all finite: {bool(torch.isfinite(D).all())}")
-    print(f"CPU: {model}, {os.cpu_count()} cores; load average before {load0}, after {load1}; "
+    print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; load average before {load0}, after {load1}; "
           f"torch {torch.__version__}")
 
 

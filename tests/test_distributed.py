@@ -119,12 +119,10 @@ def _scenario_matrices(rank, trees, others, seqs, strings, out_dir):
     return res
 
 
-def _scenario_resume(rank, trees, out_dir, stop_after):
-    """A run stopped by KeyboardInterrupt on both ranks after ``stop_after`` tiles each, then
-    the same call with resume=True; a resume refused; an error on rank 1 reaching rank 0."""
-    path = os.path.join(out_dir, "D.npy")
+def _stopping_after(stop_after, done):
+    """``bd._tile_values`` that raises KeyboardInterrupt once ``stop_after`` tiles are done
+    (their names appended to ``done``)."""
     real = bd._tile_values
-    done = []
 
     def stopping(problem, tile):
         if len(done) == stop_after:
@@ -132,7 +130,15 @@ def _scenario_resume(rank, trees, out_dir, stop_after):
         done.append(tile.name)
         return real(problem, tile)
 
-    bd._tile_values = stopping
+    return stopping
+
+
+def _scenario_resume(rank, trees, out_dir, stop_after):
+    """A run stopped by KeyboardInterrupt on both ranks after ``stop_after`` tiles each, then
+    the same call with resume=True; a resume refused; an error on rank 1 reaching rank 0."""
+    path = os.path.join(out_dir, "D.npy")
+    done = []
+    real, bd._tile_values = bd._tile_values, _stopping_after(stop_after, done)
     try:
         bd.pairwise_distances(trees, tile_size=4, out=path, progress=False)
         interrupted = False
@@ -347,16 +353,8 @@ def test_out_file_holds_the_matrix(tmp_path):
 
 
 def _interrupted_run(trees, path, stop_after, monkeypatch, **kw):
-    real = bd._tile_values
-    done = []
-
-    def stopping(problem, tile):
-        if len(done) == stop_after:
-            raise KeyboardInterrupt
-        done.append(tile.name)
-        return real(problem, tile)
-
-    monkeypatch.setattr(bd, "_tile_values", stopping)
+    real, done = bd._tile_values, []
+    monkeypatch.setattr(bd, "_tile_values", _stopping_after(stop_after, done))
     with pytest.raises(KeyboardInterrupt):
         bd.pairwise_distances(trees, out=path, progress=False, **kw)
     monkeypatch.setattr(bd, "_tile_values", real)

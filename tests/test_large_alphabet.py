@@ -19,10 +19,11 @@ import pytest
 import torch
 
 import bedl_torch
-from bedl_torch import _ext, ops
+from bedl_torch import ops
 from bedl_torch.costs import block_of, table_of
 from bedl_torch.pretrained import CosineCost
 from oracles import random_tree
+from test_local_tables import _spy_symbol_kernels
 
 UNKNOWN = "not-in-the-alphabet"  # a label the cost modules lack: unknown="gap" maps it to the gap
 
@@ -119,19 +120,6 @@ def _grad(cost, value):
 
 def _tol(dtype):
     return {"rtol": 1e-10, "atol": 1e-12} if dtype == torch.float64 else {"rtol": 2e-5, "atol": 2e-6}
-
-
-def _spy_symbol_kernels(monkeypatch):
-    calls = []
-    for name in ("ted_symbols_cpu", "sed_symbols_cpu"):
-        orig = getattr(_ext, name)
-
-        def wrapped(table, *args, _orig=orig):
-            calls.append(tuple(table.shape))
-            return _orig(table, *args)
-
-        monkeypatch.setattr(_ext, name, wrapped)
-    return calls
 
 
 # --------------------------------------------------------------------------- cost blocks

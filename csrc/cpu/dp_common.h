@@ -380,6 +380,27 @@ inline void check_labels(const at::Tensor& labels, int64_t S, const char* name) 
   }
 }
 
+// The padded size (rows, cols) of a batch of symbol-table pairs and its pair of
+// most nodes, on which the overflow rule is checked (the table's largest cost
+// bounds every pair's).
+struct BatchExtent {
+  int64_t rows = 1, cols = 1, longest = -1, longest_m = 0, longest_n = 0;
+
+  void add(int64_t b, int64_t m, int64_t n) {
+    rows = std::max(rows, m + 1);
+    cols = std::max(cols, n + 1);
+    if (longest < 0 || m + n > longest_m + longest_n) {
+      longest = b;
+      longest_m = m;
+      longest_n = n;
+    }
+  }
+  template <typename scalar_t>
+  void check_overflow(double max_abs) const {
+    if (longest >= 0) check_pair_costs<scalar_t>(max_abs, longest_m, longest_n, longest, "symbol costs");
+  }
+};
+
 // The arguments the symbol-table kernels share, checked and made contiguous.
 struct SymbolInputs {
   at::Tensor table, x_labels, y_labels, x_ptr, y_ptr, pair_x, pair_y;

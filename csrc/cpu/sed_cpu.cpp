@@ -402,12 +402,9 @@ std::tuple<at::Tensor, at::Tensor> sed_cpu(const at::Tensor& costs_in, const at:
 
 namespace {
 
-// The checked inputs of the symbol-table sequence kernels and the padded size
-// (rows, cols) of the batch; the overflow rule is checked on the pair of
-// most symbols (the table's largest cost bounds every pair's).
-struct SymbolSequences {
+// The checked inputs of the symbol-table sequence kernels and the batch's extent.
+struct SymbolSequences : dp::BatchExtent {
   dp::SymbolInputs in;
-  int64_t rows = 1, cols = 1, longest = -1, longest_m = 0, longest_n = 0;
 
   SymbolSequences(const at::Tensor& symbol_costs, const at::Tensor& x_labels, const at::Tensor& x_ptr,
                   const at::Tensor& y_labels, const at::Tensor& y_ptr, const at::Tensor& pair_x,
@@ -422,15 +419,8 @@ struct SymbolSequences {
     dp::check_pair_indices(px_p, py_p, in.batch, nx, ny, "sequence");
     for (int64_t b = 0; b < in.batch; ++b) {
       const int64_t m = xptr_p[px_p[b] + 1] - xptr_p[px_p[b]], n = yptr_p[py_p[b] + 1] - yptr_p[py_p[b]];
-      rows = std::max(rows, m + 1);
-      cols = std::max(cols, n + 1);
-      if (longest < 0 || m + n > longest_m + longest_n) std::tie(longest, longest_m, longest_n) = std::tie(b, m, n);
+      add(b, m, n);
     }
-  }
-
-  template <typename scalar_t>
-  void check_overflow() const {
-    if (longest >= 0) dp::check_pair_costs<scalar_t>(in.max_abs, longest_m, longest_n, longest, "symbol costs");
   }
 };
 
@@ -456,7 +446,7 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_cost
   at::Tensor coopt = need_coopt ? at::zeros({batch, rows, cols}, table.options())
                                 : at::empty({0}, table.options());
   AT_DISPATCH_FLOATING_TYPES(table.scalar_type(), "sed_symbols_cpu", [&] {
-    ss.check_overflow<scalar_t>();
+    ss.check_overflow<scalar_t>(in.max_abs);
     const scalar_t* t = table.data_ptr<scalar_t>();
     const int64_t* xl_p = xl.data_ptr<int64_t>();
     const int64_t* yl_p = yl.data_ptr<int64_t>();
@@ -492,7 +482,7 @@ at::Tensor sed_symbols_grad_cpu(const at::Tensor& symbol_costs_in, const at::Ten
   const int64_t* yl_p = in.y_labels.data_ptr<int64_t>();
   at::Tensor grad;
   AT_DISPATCH_FLOATING_TYPES(in.table.scalar_type(), "sed_symbols_grad_cpu", [&] {
-    ss.check_overflow<scalar_t>();
+    ss.check_overflow<scalar_t>(in.max_abs);
     const scalar_t* t = in.table.data_ptr<scalar_t>();
     auto pair_sums = [&](int64_t b, double weight, dp::GradWorkspace<SedWorkspace>& gws) {
       SedWorkspace& ws = gws.pair;

@@ -77,12 +77,10 @@ std::tuple<at::Tensor, at::Tensor> ted_cpu(const at::Tensor& costs_in, const at:
 namespace {
 
 // The checked inputs of the symbol-table tree kernels, their trees indexed,
-// and the padded size (rows, cols) of the batch; the overflow rule is checked
-// on the pair of most nodes (the table's largest cost bounds every pair's).
-struct SymbolTrees {
+// and the batch's extent.
+struct SymbolTrees : dp::BatchExtent {
   dp::SymbolInputs in;
   IndexedTrees trees;
-  int64_t rows = 1, cols = 1, longest = -1, longest_m = 0, longest_n = 0;
 
   SymbolTrees(const at::Tensor& symbol_costs, const at::Tensor& x_labels, const at::Tensor& x_sizes,
               const at::Tensor& x_ptr, const at::Tensor& y_labels, const at::Tensor& y_sizes,
@@ -96,15 +94,8 @@ struct SymbolTrees {
     check_pairs(trees.xs, trees.ys(), px_p, py_p, in.batch);
     for (int64_t b = 0; b < in.batch; ++b) {
       const int64_t m = trees.xs[px_p[b]].left.n, n = trees.ys()[py_p[b]].left.n;
-      rows = std::max(rows, m + 1);
-      cols = std::max(cols, n + 1);
-      if (longest < 0 || m + n > longest_m + longest_n) std::tie(longest, longest_m, longest_n) = std::tie(b, m, n);
+      add(b, m, n);
     }
-  }
-
-  template <typename scalar_t>
-  void check_overflow() const {
-    if (longest >= 0) dp::check_pair_costs<scalar_t>(in.max_abs, longest_m, longest_n, longest, "symbol costs");
   }
 };
 
@@ -130,7 +121,7 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cpu(
   at::Tensor coopt = need_coopt ? at::zeros({batch, rows, cols}, table.options())
                                 : at::empty({0}, table.options());
   AT_DISPATCH_FLOATING_TYPES(table.scalar_type(), "ted_symbols_cpu", [&] {
-    st.check_overflow<scalar_t>();
+    st.check_overflow<scalar_t>(in.max_abs);
     const scalar_t* t = table.data_ptr<scalar_t>();
     const int64_t* xl_p = xl.data_ptr<int64_t>();
     const int64_t* yl_p = yl.data_ptr<int64_t>();
@@ -178,7 +169,7 @@ at::Tensor ted_symbols_grad_cpu(const at::Tensor& symbol_costs_in, const at::Ten
   const int64_t* yl_p = in.y_labels.data_ptr<int64_t>();
   at::Tensor grad;
   AT_DISPATCH_FLOATING_TYPES(in.table.scalar_type(), "ted_symbols_grad_cpu", [&] {
-    st.check_overflow<scalar_t>();
+    st.check_overflow<scalar_t>(in.max_abs);
     const scalar_t* t = in.table.data_ptr<scalar_t>();
     auto pair_sums = [&](int64_t b, double weight, dp::GradWorkspace<TedWorkspace>& gws) {
       TedWorkspace& ws = gws.pair;
