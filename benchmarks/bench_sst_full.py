@@ -2,13 +2,14 @@
 300-sentence samples, both tested on the SST test split.
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/bench_sst_full.py [--candidates 50]
-[--samples 3] [--threads 1]``.
+[--samples 3] [--threads 1] [--prototypes 1] [--beta-factor 1e-4]``.
 
 Data: the binary SST (root labels 0/1 negative, 3/4 positive), its own train (6,920) and test
 (1,821) sentences as word sequences (the leaf sequences, whose edit distances equal the trees'
 under these costs); costs as in the experiment protocol (cosine costs over GloVe 6B 50d reduced
 by PCA on the training words, gap cost 1/4, words missing from training at the origin). BEDL in
-pseudo mode, one prototype per class, ``beta = 2 K m * 1e-4``. The full fit uses
+pseudo mode, ``K`` prototypes per class (``--prototypes``, default 1),
+``beta = 2 K m f`` (``--beta-factor`` f, default 1e-4). The full fit uses
 ``prototype_candidates``; the sample fits draw 300 training sentences (seeds 0, 1, ...) and
 use every sample point as a candidate, as the paper's protocol does. Prints a Markdown table
 with fit time, test error and the initial costs' test error (median GLVQ prototypes under the
@@ -39,10 +40,10 @@ def sst_split():
     return ([X[i] for i in train], y[train]), ([X[i] for i in test], y[test])
 
 
-def fit_and_test(X_tr, y_tr, X_te, y_te, costs: SentimentCosts, candidates):
+def fit_and_test(X_tr, y_tr, X_te, y_te, costs: SentimentCosts, candidates, K=1, factor=1e-4):
     cost = costs.make(X_tr, X_tr + X_te)[0]
-    K, m = 1, len(X_tr)
-    model = bt.BEDL(n_prototypes=K, beta=2 * K * m * 1e-4, mode="pseudo", cost=cost,
+    m = len(X_tr)
+    model = bt.BEDL(n_prototypes=K, beta=2 * K * m * factor, mode="pseudo", cost=cost,
                     unknown="origin", prototype_candidates=candidates, max_rounds=5)
     start, start_cpu = time.perf_counter(), time.process_time()
     model.fit(X_tr, y_tr)
@@ -61,18 +62,23 @@ def main():
     ap.add_argument("--candidates", type=int, default=50, help="candidates per class (full fit)")
     ap.add_argument("--samples", type=int, default=3, help="300-sentence sample fits")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--prototypes", type=int, default=1, help="K, prototypes per class")
+    ap.add_argument("--beta-factor", type=float, default=1e-4, help="f in beta = 2 K m f")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     load0 = load_average()
     (X_tr, y_tr), (X_te, y_te) = sst_split()
     costs = SentimentCosts()
-    full = fit_and_test(X_tr, y_tr, X_te, y_te, costs, args.candidates)
+    K, f = args.prototypes, args.beta_factor
+    full = fit_and_test(X_tr, y_tr, X_te, y_te, costs, args.candidates, K, f)
     samples = []
     for seed in range(args.samples):
         idx = np.sort(np.random.default_rng(seed).choice(len(X_tr), 300, replace=False))
-        samples.append(fit_and_test([X_tr[i] for i in idx], y_tr[idx], X_te, y_te, costs, None))
+        samples.append(fit_and_test([X_tr[i] for i in idx], y_tr[idx], X_te, y_te, costs, None,
+                                    K, f))
     print(f"command: `PYTHONPATH=. .venv/bin/python benchmarks/bench_sst_full.py --candidates "
-          f"{args.candidates} --samples {args.samples} --threads {args.threads}`  ")
+          f"{args.candidates} --samples {args.samples} --threads {args.threads} --prototypes {K} "
+          f"--beta-factor {f:g}`  ")
     print(f"CPU: {cpu_model()}, {os.cpu_count()} cores, {args.threads} thread(s); load average "
           f"before {load0}, after {load_average()}; torch {torch.__version__}; SST binary: "
           f"{len(X_tr)} training, {len(X_te)} test sentences\n")

@@ -1,0 +1,284 @@
+"""Studies of BEDL's settings on the protocol's outer folds, each fit the protocol's final
+refit (same training fold, Sentiment sample and cosine costs) with the ``K`` that the
+protocol chose in that fold (``fold_info`` of a results file).
+
+``alignments``: pseudo mode's ``alignments="step"`` against ``"initial"``, at the fold's
+chosen beta factor of BEDL (pseudo). Both are compared on what they are for: the actual
+objective (GLVQ loss plus regularisers on exact distances under the learned costs, the lowest
+over the fit's rounds: what BEDL returns), the test error of the fitted prototypes (median
+GLVQ, as ``BEDL.predict``) and of 1-NN on the learned exact distances, and the fit time.
+
+``beta``: the test errors of every beta factor of the grid in every fold (not a model choice:
+the protocol chooses beta on validation folds), beside the factor the nested search chose, to
+tell a metric that cannot help from a search that picks badly.
+
+``classifiers``: the protocol's four classifiers (nested search, refit, test) on the initial
+distances and on BEDL's learned distances at the fold's chosen beta factor, once with the
+paper's grid and once with the SVM bandwidths extended to 100 (``--mode`` picks BEDL's
+training mode): whether a flagged SVM cell comes from the metric or from the bandwidth range.
+
+Run: ``PYTHONPATH=. .venv/bin/python tools/bedl_study.py {alignments,beta} [DATASET ...]
+[--results benchmarks/results] [--out study.json] [--mode pseudo|exact]``
+(``{alignments,beta,classifiers}``). A results
+directory may hold ``<dataset>.json`` (the committed compact files) or
+``<dataset>/results.json`` (a run's raw output). Prints a markdown summary.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+from sklearn.model_selection import StratifiedKFold
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bedl_torch.evaluation.classifiers import KNNClassifier  # noqa: E402
+from bedl_torch.evaluation.protocol.config import ExperimentConfig  # noqa: E402
+from bedl_torch.evaluation.protocol.data import (SentimentCosts, leaf_sequence,  # noqa: E402
+                                                 load_dataset)
+import dataclasses  # noqa: E402
+
+from bedl_torch.evaluation.protocol.config import full_grid  # noqa: E402
+from bedl_torch.evaluation.protocol.folds import (as_numpy, classify, error,  # noqa: E402
+                                                  make_bedl)
+from bedl_torch.ops import pairwise_distances  # noqa: E402
+
+DATASETS = ["strings", "minipalindrome", "sorting", "cystic", "leukemia", "sentiment"]
+SETTINGS = ("step", "initial")
+
+
+def read_results(results_dir: str, dataset: str) -> dict:
+    """A data set's results (compact or raw)."""
+    for path in (os.path.join(results_dir, f"{dataset}.json"),
+                 os.path.join(results_dir, dataset, "results.json")):
+        if os.path.exists(path):
+            with open(path) as fh:
+                return json.load(fh)
+    raise FileNotFoundError(f"no results for {dataset} in {results_dir}")
+
+
+def protocol_folds(cfg: ExperimentConfig, X, y):
+    """The protocol's outer folds as ``(fold, train, test)`` (Sentiment: its training
+    samples), drawn exactly as ``run_experiment`` draws them."""
+    skf = StratifiedKFold(n_splits=cfg.folds, shuffle=True, random_state=cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    for fold, (tr, te) in enumerate(skf.split(np.zeros(len(X)), y)):
+        if cfg.train_sample and len(tr) > cfg.train_sample:
+            tr = np.sort(rng.choice(tr, cfg.train_sample, replace=False))
+        yield fold, tr, te
+
+
+def fit_one(X, y, tr, te, K, factor, options, senti, seed, mode="pseudo",
+            distances=False) -> dict:
+    """One fit of the protocol's final refit with extra BEDL ``options``; its objective, test
+    errors, rounds and seconds (and, with ``distances``, the learned training and test
+    distances under "D_tr", "D_te")."""
+    cost = None
+    X_tr, X_te = [X[i] for i in tr], [X[i] for i in te]
+    if senti is not None:
+        cost = senti.make(X_tr, X_tr + X_te)[0]
+    torch.manual_seed(seed)
+    model = make_bedl(mode, K, 2 * K * len(tr) * factor, cost, {"unknown": "origin", **options})
+    t0 = time.perf_counter()
+    model.fit(X_tr, y[tr])
+    seconds = time.perf_counter() - t0
+    with torch.no_grad():
+        D_tr = as_numpy(model.pairwise_distances(X_tr))
+        D_te = as_numpy(model.pairwise_distances(X_te, X_tr))
+    knn = KNNClassifier(n_neighbors=1).fit(D_tr, y[tr])
+    out = {"objective": float(min(model.actual_loss_history_)),
+           "mglvq_error": error(model.predict(X_te), y[te]),
+           "knn1_error": error(knn.predict(D_te), y[te]),
+           "rounds": int(model.n_rounds_), "fit_s": seconds}
+    if distances:
+        out.update(D_tr=D_tr, D_te=D_te)
+    return out
+
+
+def fold_settings(dataset: str, results_dir: str, max_folds=None):
+    """``(X, y, senti, [(fold, tr, te, fold_info), ...])`` of the folds a results file holds."""
+    res = read_results(results_dir, dataset)
+    c = res["config"]
+    cfg = ExperimentConfig(dataset=dataset, folds=c["folds"], seed=c["seed"],
+                           train_sample=c["train_sample"],
+                           sentiment_leaves=c.get("sentiment_leaves", True)).resolved()
+    X, y = load_dataset(dataset)
+    if dataset == "sentiment" and cfg.sentiment_leaves:
+        X = [leaf_sequence(t) for t in X]
+    senti = SentimentCosts() if dataset == "sentiment" else None
+    info = {i["fold"]: i for i in res["fold_info"]}
+    folds = [(fold, tr, te, info[fold]) for fold, tr, te in protocol_folds(cfg, X, y)
+             if fold in info and "K" in info[fold]
+             and (max_folds is None or fold < max_folds)]
+    return X, y, senti, folds, res
+
+
+def study_alignments(dataset: str, results_dir: str, max_folds=None, **_) -> dict:
+    X, y, senti, folds, res = fold_settings(dataset, results_dir, max_folds)
+    seed = int(res["config"]["seed"]) * 1000  # + fold: the protocol's per-fold seed
+    rows = []
+    for fold, tr, te, fi in folds:
+        if "bedl_pseudo" not in fi:
+            continue
+        K, factor = int(fi["K"]), float(fi["bedl_pseudo"]["factor"])
+        row = {"fold": fold, "K": K, "factor": factor}
+        for setting in SETTINGS:
+            row[setting] = fit_one(X, y, tr, te, K, factor, {"alignments": setting}, senti,
+                                   seed + fold)
+        rows.append(row)
+        print(f"{dataset} fold {fold}: " + ", ".join(
+            f"{s} obj {row[s]['objective']:.4g} mglvq {row[s]['mglvq_error']:.3f} "
+            f"1nn {row[s]['knn1_error']:.3f} {row[s]['fit_s']:.1f}s" for s in SETTINGS),
+            flush=True)
+    return {"dataset": dataset, "folds": rows}
+
+
+def study_beta(dataset: str, results_dir: str, max_folds=None, mode="pseudo") -> dict:
+    X, y, senti, folds, res = fold_settings(dataset, results_dir, max_folds)
+    factors = res["config"]["grid"]["beta_factor"]
+    metric = f"bedl_{mode}"
+    seed = int(res["config"]["seed"]) * 1000
+    rows = []
+    for fold, tr, te, fi in folds:
+        K = int(fi["K"])
+        row = {"fold": fold, "K": K, "chosen": fi.get(metric, {}).get("factor"), "fits": {}}
+        for factor in factors:
+            row["fits"][str(factor)] = fit_one(X, y, tr, te, K, factor, {}, senti, seed + fold,
+                                               mode)
+        rows.append(row)
+        print(f"{dataset} fold {fold} K {K} chosen {row['chosen']}: " + ", ".join(
+            f"{f}: mglvq {r['mglvq_error']:.3f} 1nn {r['knn1_error']:.3f}"
+            for f, r in row["fits"].items()), flush=True)
+    return {"dataset": dataset, "mode": mode, "factors": factors, "folds": rows}
+
+
+#: the SVM bandwidths of the extended grid: the paper's 0.1 .. 10 continued to 100
+EXTENDED_BANDWIDTHS = [float(v) for v in np.logspace(-1, 2, 10)]
+CLASSIFIER_NAMES = ("KNN", "MGLVQ", "SVM", "goodness")
+
+
+def study_classifiers(dataset: str, results_dir: str, max_folds=None, mode="pseudo") -> dict:
+    X, y, senti, folds, res = fold_settings(dataset, results_dir, max_folds)
+    inner, seed0 = int(res["config"]["inner_folds"]), int(res["config"]["seed"]) * 1000
+    grids = {"paper": full_grid(),
+             "extended": dataclasses.replace(full_grid(), bandwidth=EXTENDED_BANDWIDTHS)}
+    metric = f"bedl_{mode}"
+    rows = []
+    for fold, tr, te, fi in folds:
+        if metric not in fi:
+            continue
+        K, factor, seed = int(fi["K"]), float(fi[metric]["factor"]), seed0 + fold
+        X_tr, X_te = [X[i] for i in tr], [X[i] for i in te]
+        cost0 = senti.make(X_tr, X_tr + X_te)[0] if senti is not None else None
+        with torch.no_grad():
+            D0 = (as_numpy(pairwise_distances(X_tr, cost=cost0)),
+                  as_numpy(pairwise_distances(X_te, X_tr, cost=cost0)))
+        fit = fit_one(X, y, tr, te, K, factor, {}, senti, seed, mode, distances=True)
+        D1 = (fit.pop("D_tr"), fit.pop("D_te"))
+        row = {"fold": fold, "K": K, "factor": factor, "fit": fit}
+        for name, (D_tr, D_te) in (("initial", D0), (metric, D1)):
+            for g, grid in grids.items():
+                for clf in CLASSIFIER_NAMES:
+                    if g == "extended" and clf != "SVM":
+                        continue
+                    err, value, _ = classify(clf, grid, D_tr, y[tr], D_te, y[te], inner, seed)
+                    row[f"{name}/{clf}/{g}"] = {"error": err, "value": value}
+        rows.append(row)
+        print(f"{dataset} fold {fold}: " + ", ".join(
+            f"{k} {v['error']:.3f} ({v['value']:g})" for k, v in row.items()
+            if isinstance(v, dict) and "error" in v), flush=True)
+    return {"dataset": dataset, "mode": mode, "folds": rows}
+
+
+def summarise_classifiers(entry: dict) -> str:
+    rows = entry["folds"]
+    metric = f"bedl_{entry['mode']}"
+    lines = [f"{entry['dataset']} ({len(rows)} folds): test error [%], mean over folds",
+             "", "| classifier | initial | BEDL " + f"({entry['mode']}) |", "|---|---|---|"]
+    for clf, g in [(c, "paper") for c in CLASSIFIER_NAMES] + [("SVM", "extended")]:
+        label = clf if g == "paper" else "SVM, bandwidths to 100"
+        cells = [f"{100 * np.mean([r[f'{name}/{clf}/{g}']['error'] for r in rows]):.1f}"
+                 for name in ("initial", metric)] if rows else ["-", "-"]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def summarise_beta(entry: dict) -> str:
+    rows = entry["folds"]
+    lines = [f"{entry['dataset']} ({entry['mode']} mode, {len(rows)} folds): test error [%] "
+             "of MGLVQ (BEDL's prototypes) / 1-NN per beta factor",
+             "", "| factor | " + " | ".join(str(f) for f in entry["factors"])
+             + " | the nested search's choice |",
+             "|---" * (len(entry["factors"]) + 2) + "|"]
+    cells = []
+    for f in entry["factors"]:
+        fits = [r["fits"][str(f)] for r in rows]
+        cells.append(f"{100 * np.mean([x['mglvq_error'] for x in fits]):.1f} / "
+                     f"{100 * np.mean([x['knn1_error'] for x in fits]):.1f}")
+    chosen = [r["fits"][str(r["chosen"])] for r in rows if r["chosen"] is not None]
+    cells.append(f"{100 * np.mean([x['mglvq_error'] for x in chosen]):.1f} / "
+                 f"{100 * np.mean([x['knn1_error'] for x in chosen]):.1f}" if chosen else "-")
+    lines.append("| test error | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def summarise(entry: dict) -> str:
+    rows = entry["folds"]
+    if not rows:
+        return f"| {entry['dataset']} | 0 | - | - | - | - | - |"
+
+    def mean(setting, key, scale=1.0):
+        return np.mean([r[setting][key] for r in rows]) * scale
+
+    lower = sum(r["initial"]["objective"] < r["step"]["objective"] - 1e-12 for r in rows)
+    higher = sum(r["initial"]["objective"] > r["step"]["objective"] + 1e-12 for r in rows)
+    cells = [entry["dataset"], str(len(rows)),
+             f"{higher} / {lower} / {len(rows) - lower - higher}"]
+    for key in ("mglvq_error", "knn1_error"):
+        cells.append(f"{mean('step', key, 100):.1f} / {mean('initial', key, 100):.1f}")
+    cells.append(f"{mean('step', 'fit_s'):.2f} / {mean('initial', 'fit_s'):.2f}")
+    return "| " + " | ".join(cells) + " |"
+
+
+HEADER = ("| data set | folds | initial's objective higher / lower / equal (folds) | "
+          "MGLVQ test error [%] step / initial | 1-NN test error [%] step / initial | "
+          "fit [s] step / initial |\n|---|---|---|---|---|---|")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("study", choices=["alignments", "beta", "classifiers"])
+    ap.add_argument("datasets", nargs="*", default=DATASETS)
+    ap.add_argument("--mode", choices=["pseudo", "exact"], default="pseudo",
+                    help="the beta study's training mode")
+    ap.add_argument("--results", default="benchmarks/results")
+    ap.add_argument("--out", default=None, help="write the per-fold records as JSON here")
+    ap.add_argument("--max-folds", type=int, default=None)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    entries = []
+    for ds in args.datasets:
+        run = {"alignments": study_alignments, "beta": study_beta,
+               "classifiers": study_classifiers}[args.study]
+        entries.append(run(ds, args.results, args.max_folds, mode=args.mode))
+        if args.out:
+            with open(args.out, "w") as fh:
+                json.dump({"entries": entries}, fh, indent=1)
+    if args.study == "alignments":
+        print(HEADER)
+        for e in entries:
+            print(summarise(e))
+    else:
+        summary = summarise_beta if args.study == "beta" else summarise_classifiers
+        for e in entries:
+            print(summary(e) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
