@@ -121,6 +121,30 @@ def test_resume_keeps_complete_folds_and_computes_only_the_rest(tmp_path, monkey
     assert calls == [] and (out / "results.json").read_text() == text
 
 
+def test_run_continues_from_a_committed_compact_file(tmp_path, monkeypatch):
+    """A compact DATASET.json (what benchmarks/results holds) copied to OUT/DATASET/results.json
+    is continued like the run's own raw file: its folds are kept, only the rest run."""
+    raw = tmp_path / "raw" / "strings"
+    args = ["experiment", "strings", *TINY, "--folds", "3", "--max-items", "24",
+            "--metrics", "initial", "gesl"]
+    assert main(args + ["--max-folds", "1", "--out", str(raw)]) == 0
+    compact = compact_results(_read(raw / "results.json"))
+    assert compact["format"] and "table" not in compact
+    out = tmp_path / "continued" / "strings"
+    out.mkdir(parents=True)
+    (out / "results.json").write_text(dump_compact(compact))
+    calls = _fold_calls(monkeypatch)
+    assert main(args + ["--out", str(out)]) == 0
+    assert calls == [1, 2]
+    done = _read(out / "results.json")
+    assert done["folds_done"] == 3
+    kept = [(r["classifier"], r["metric"], r["error"], r["value"]) for r in done["records"]
+            if r["fold"] == 0]
+    assert kept == [(r["classifier"], r["metric"], r["error"], r["value"])
+                    for r in compact["records"]]
+    assert [s["folds_after"] for s in done["environment"]["sessions"]] == [1, 3]
+
+
 def test_resumed_run_equals_an_uninterrupted_one(tmp_path):
     """Folds continued later see the same split and the same training samples (drawn fold by
     fold from one generator) as a run without a break."""
