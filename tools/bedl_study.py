@@ -235,8 +235,14 @@ def summarise(entry: dict) -> str:
     def mean(setting, key, scale=1.0):
         return np.mean([r[setting][key] for r in rows]) * scale
 
-    lower = sum(r["initial"]["objective"] < r["step"]["objective"] - 1e-12 for r in rows)
-    higher = sum(r["initial"]["objective"] > r["step"]["objective"] + 1e-12 for r in rows)
+    # equal: within 1e-6 relative (the first metric step is the same under both settings, up
+    # to rounding; a fit that stops there gives the same objective)
+    def differs(r, sign):
+        a, b = r["initial"]["objective"], r["step"]["objective"]
+        return sign * (a - b) > 1e-6 * max(abs(a), abs(b))
+
+    lower = sum(differs(r, -1) for r in rows)
+    higher = sum(differs(r, +1) for r in rows)
     cells = [entry["dataset"], str(len(rows)),
              f"{higher} / {lower} / {len(rows) - lower - higher}"]
     for key in ("mglvq_error", "knn1_error"):
@@ -259,10 +265,15 @@ def main(argv=None) -> int:
     ap.add_argument("--results", default="benchmarks/results")
     ap.add_argument("--out", default=None, help="write the per-fold records as JSON here")
     ap.add_argument("--max-folds", type=int, default=None)
+    ap.add_argument("--summarise", default=None, metavar="JSON",
+                    help="only print the tables of a study's earlier --out file")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     entries = []
-    for ds in args.datasets:
+    if args.summarise:
+        with open(args.summarise) as fh:
+            entries = json.load(fh)["entries"]
+    for ds in args.datasets if not args.summarise else []:
         run = {"alignments": study_alignments, "beta": study_beta,
                "classifiers": study_classifiers}[args.study]
         entries.append(run(ds, args.results, args.max_folds, mode=args.mode))
