@@ -8,7 +8,9 @@ one thread. A DP cell is one of a pair's ``(m + 1) (n + 1)``. Also: the same wit
 (``Omega`` requires grad; distances, then backward through a weighted sum) on a 100 x 300
 sample, the test matrix under an ``EuclideanCost`` over the same words (a random 50-d
 embedding), and BEDL's exact-mode batch (300 sentences x 10 prototypes, ``PairBatch.distances``
-and backward). Each measurement runs in a fresh process per tree, the trees alternating, and
+and backward), each gradient row also over 4 symbols with the same sentence lengths (every
+word replaced by one of a, b, c, d: the gradient's cost without a large alphabet). Each
+measurement runs in a fresh process per tree, the trees alternating, and
 reports CPU seconds (the machine is shared; wall time moves with the other jobs).
 
 ``--full``: the whole SST matrix (9,613 sentences, symmetric) as word sequences on 2 threads,
@@ -115,6 +117,33 @@ def child_fold(repeats: int) -> dict:
 
     bedl_batch()
     out["PairBatch 300 x 10 with gradient"] = min(_timed(bedl_batch)[1] for _ in range(repeats)) / cells * 1e9
+    # the same two gradient rows with the same sentence lengths over 4 symbols (each word
+    # replaced by one of a, b, c, d): what the gradient costs per cell without a large alphabet
+    words = {w: i for i, w in enumerate(cost.alphabet)}
+    small = {s: "".join("abcd"[words[w] % 4] for w in s) for s in set(map(tuple, Xtr + A))}
+    A4, Xtr4 = [small[tuple(s)] for s in A], [small[tuple(s)] for s in Xtr]
+    cost4 = bt.EuclideanCost(list("abcd"), torch.randn(4, 5, dtype=torch.float64,
+                                                       generator=torch.Generator().manual_seed(1)))
+
+    def with_grad_small():
+        cost4.zero_grad()
+        (bt.pairwise_distances(A4, Xtr4, cost=cost4) * weights).sum().backward()
+
+    with_grad_small()
+    cells = _cells(A, Xtr)
+    out["100 x 300 with gradient, 4 symbols"] = min(_timed(with_grad_small)[1]
+                                                    for _ in range(repeats)) / cells * 1e9
+    batch4 = bt.PairBatch([Xtr4[i] for i in range(300) for _ in protos],
+                          [Xtr4[j] for _ in range(300) for j in protos])
+    cells = float(sum((len(Xtr[i]) + 1) * (len(Xtr[j]) + 1) for i in range(300) for j in protos))
+
+    def bedl_batch_small():
+        cost4.zero_grad()
+        batch4.distances(cost4).sum().backward()
+
+    bedl_batch_small()
+    out["PairBatch 300 x 10 with gradient, 4 symbols"] = min(
+        _timed(bedl_batch_small)[1] for _ in range(repeats)) / cells * 1e9
     return out
 
 
