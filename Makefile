@@ -60,7 +60,7 @@ install build: $(EXT_STAMP)
 # scalar kernels alone (BEDL_TORCH_SIMD=0), leaving out the test files that never reach the
 # kernels in this process (the notebooks run in kernels of their own). Both runs always run;
 # the target fails if either fails.
-SCALAR_RUN_SKIPS := notebooks datasets tree oracles mglvq classifiers
+SCALAR_RUN_SKIPS := notebooks datasets tree oracles mglvq classifiers bedl_study
 test: $(EXT_STAMP)
 	status=0; \
 	$(PY) -m pytest -q tests || status=1; \
