@@ -26,6 +26,7 @@ directory may hold ``<dataset>.json`` (the committed compact files) or
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -33,19 +34,15 @@ import time
 
 import numpy as np
 import torch
-from sklearn.model_selection import StratifiedKFold
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bedl_torch.evaluation.classifiers import KNNClassifier  # noqa: E402
-from bedl_torch.evaluation.protocol.config import ExperimentConfig  # noqa: E402
+from bedl_torch.evaluation.protocol.config import ExperimentConfig, full_grid  # noqa: E402
 from bedl_torch.evaluation.protocol.data import (SentimentCosts, leaf_sequence,  # noqa: E402
                                                  load_dataset)
-import dataclasses  # noqa: E402
-
-from bedl_torch.evaluation.protocol.config import full_grid  # noqa: E402
 from bedl_torch.evaluation.protocol.folds import (as_numpy, classify, error,  # noqa: E402
-                                                  make_bedl)
+                                                  fold_seed, make_bedl, outer_folds)
 from bedl_torch.ops import pairwise_distances  # noqa: E402
 
 DATASETS = ["strings", "minipalindrome", "sorting", "cystic", "leukemia", "sentiment"]
@@ -60,17 +57,6 @@ def read_results(results_dir: str, dataset: str) -> dict:
             with open(path) as fh:
                 return json.load(fh)
     raise FileNotFoundError(f"no results for {dataset} in {results_dir}")
-
-
-def protocol_folds(cfg: ExperimentConfig, X, y):
-    """The protocol's outer folds as ``(fold, train, test)`` (Sentiment: its training
-    samples), drawn exactly as ``run_experiment`` draws them."""
-    skf = StratifiedKFold(n_splits=cfg.folds, shuffle=True, random_state=cfg.seed)
-    rng = np.random.default_rng(cfg.seed)
-    for fold, (tr, te) in enumerate(skf.split(np.zeros(len(X)), y)):
-        if cfg.train_sample and len(tr) > cfg.train_sample:
-            tr = np.sort(rng.choice(tr, cfg.train_sample, replace=False))
-        yield fold, tr, te
 
 
 def fit_one(X, y, tr, te, K, factor, options, senti, seed, mode="pseudo",
@@ -101,7 +87,8 @@ def fit_one(X, y, tr, te, K, factor, options, senti, seed, mode="pseudo",
 
 
 def fold_settings(dataset: str, results_dir: str, max_folds=None):
-    """``(X, y, senti, [(fold, tr, te, fold_info), ...])`` of the folds a results file holds."""
+    """``(X, y, senti, [(fold, tr, te, fold_info), ...], results)`` of the folds a results
+    file holds, drawn as the protocol draws them."""
     res = read_results(results_dir, dataset)
     c = res["config"]
     cfg = ExperimentConfig(dataset=dataset, folds=c["folds"], seed=c["seed"],
@@ -112,7 +99,7 @@ def fold_settings(dataset: str, results_dir: str, max_folds=None):
         X = [leaf_sequence(t) for t in X]
     senti = SentimentCosts() if dataset == "sentiment" else None
     info = {i["fold"]: i for i in res["fold_info"]}
-    folds = [(fold, tr, te, info[fold]) for fold, tr, te in protocol_folds(cfg, X, y)
+    folds = [(fold, tr, te, info[fold]) for fold, tr, te in outer_folds(cfg, X, y)
              if fold in info and "K" in info[fold]
              and (max_folds is None or fold < max_folds)]
     return X, y, senti, folds, res
@@ -120,7 +107,6 @@ def fold_settings(dataset: str, results_dir: str, max_folds=None):
 
 def study_alignments(dataset: str, results_dir: str, max_folds=None, **_) -> dict:
     X, y, senti, folds, res = fold_settings(dataset, results_dir, max_folds)
-    seed = int(res["config"]["seed"]) * 1000  # + fold: the protocol's per-fold seed
     rows = []
     for fold, tr, te, fi in folds:
         if "bedl_pseudo" not in fi:
@@ -129,7 +115,7 @@ def study_alignments(dataset: str, results_dir: str, max_folds=None, **_) -> dic
         row = {"fold": fold, "K": K, "factor": factor}
         for setting in SETTINGS:
             row[setting] = fit_one(X, y, tr, te, K, factor, {"alignments": setting}, senti,
-                                   seed + fold)
+                                   fold_seed(res["config"]["seed"], fold))
         rows.append(row)
         print(f"{dataset} fold {fold}: " + ", ".join(
             f"{s} obj {row[s]['objective']:.4g} mglvq {row[s]['mglvq_error']:.3f} "
@@ -142,13 +128,13 @@ def study_beta(dataset: str, results_dir: str, max_folds=None, mode="pseudo") ->
     X, y, senti, folds, res = fold_settings(dataset, results_dir, max_folds)
     factors = res["config"]["grid"]["beta_factor"]
     metric = f"bedl_{mode}"
-    seed = int(res["config"]["seed"]) * 1000
     rows = []
     for fold, tr, te, fi in folds:
         K = int(fi["K"])
         row = {"fold": fold, "K": K, "chosen": fi.get(metric, {}).get("factor"), "fits": {}}
         for factor in factors:
-            row["fits"][str(factor)] = fit_one(X, y, tr, te, K, factor, {}, senti, seed + fold,
+            row["fits"][str(factor)] = fit_one(X, y, tr, te, K, factor, {}, senti,
+                                               fold_seed(res["config"]["seed"], fold),
                                                mode)
         rows.append(row)
         print(f"{dataset} fold {fold} K {K} chosen {row['chosen']}: " + ", ".join(
@@ -164,7 +150,7 @@ CLASSIFIER_NAMES = ("KNN", "MGLVQ", "SVM", "goodness")
 
 def study_classifiers(dataset: str, results_dir: str, max_folds=None, mode="pseudo") -> dict:
     X, y, senti, folds, res = fold_settings(dataset, results_dir, max_folds)
-    inner, seed0 = int(res["config"]["inner_folds"]), int(res["config"]["seed"]) * 1000
+    inner = int(res["config"]["inner_folds"])
     grids = {"paper": full_grid(),
              "extended": dataclasses.replace(full_grid(), bandwidth=EXTENDED_BANDWIDTHS)}
     metric = f"bedl_{mode}"
@@ -172,7 +158,8 @@ def study_classifiers(dataset: str, results_dir: str, max_folds=None, mode="pseu
     for fold, tr, te, fi in folds:
         if metric not in fi:
             continue
-        K, factor, seed = int(fi["K"]), float(fi[metric]["factor"]), seed0 + fold
+        K, factor = int(fi["K"]), float(fi[metric]["factor"])
+        seed = fold_seed(res["config"]["seed"], fold)
         X_tr, X_te = [X[i] for i in tr], [X[i] for i in te]
         cost0 = senti.make(X_tr, X_tr + X_te)[0] if senti is not None else None
         with torch.no_grad():

@@ -22,7 +22,7 @@ from .data import SentimentCosts, leaf_sequence, load_dataset
 from .pool import run_tasks
 from .report import ExperimentResult, Progress, embedding_of
 
-__all__ = ["ExperimentData", "run_experiment", "run_fold", "classify", "fit_bedl",
+__all__ = ["ExperimentData", "run_experiment", "outer_folds", "fold_seed", "run_fold", "classify", "fit_bedl",
            "stratified_subsample"]
 
 #: the hyper-parameter each classifier searches
@@ -88,16 +88,10 @@ def run_experiment(config: ExperimentConfig, result: Optional[ExperimentResult] 
     progress = Progress(target, cfg.dataset, cfg.progress, done=done)
     data = _prepare(cfg, X, y, progress)
 
-    skf = StratifiedKFold(n_splits=cfg.folds, shuffle=True, random_state=cfg.seed)
-    rng = np.random.default_rng(cfg.seed)
     try:
-        for fold, (tr, te) in enumerate(skf.split(np.zeros(len(X)), y)):
+        for fold, tr, te in outer_folds(cfg, X, y):
             if fold >= target:
                 break
-            # the sample is drawn for every fold, also a kept one, so that a continued run
-            # trains on the same samples as one run without a break
-            if cfg.train_sample and len(tr) > cfg.train_sample:
-                tr = np.sort(rng.choice(tr, cfg.train_sample, replace=False))
             if fold < done:
                 continue
             t0 = time.perf_counter()
@@ -116,6 +110,23 @@ def run_experiment(config: ExperimentConfig, result: Optional[ExperimentResult] 
     finally:
         progress.close()
     return result
+
+
+def outer_folds(cfg: ExperimentConfig, X, y):
+    """The outer folds ``(fold, train, test)`` of a resolved configuration, with the training
+    sample (``cfg.train_sample``) drawn for every fold in turn from one generator, so that a
+    run continued at any fold trains on the samples of a run without a break."""
+    skf = StratifiedKFold(n_splits=cfg.folds, shuffle=True, random_state=cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    for fold, (tr, te) in enumerate(skf.split(np.zeros(len(X)), y)):
+        if cfg.train_sample and len(tr) > cfg.train_sample:
+            tr = np.sort(rng.choice(tr, cfg.train_sample, replace=False))
+        yield fold, tr, te
+
+
+def fold_seed(seed: int, fold: int) -> int:
+    """The seed of one outer fold's inner splits and fits, from the run's ``seed``."""
+    return int(seed) * 1000 + int(fold)
 
 
 def _fold_of_note(note: str) -> Optional[int]:
@@ -240,7 +251,7 @@ class _Fold:
         self.X_tr = [data.X[i] for i in tr]
         self.X_te = [data.X[i] for i in te]
         self.m = len(tr)
-        self.seed = cfg.seed * 1000 + fold
+        self.seed = fold_seed(cfg.seed, fold)
         self.info = {"fold": fold, "n_train": int(self.m), "n_test": int(len(te))}
         result.fold_info.append(self.info)
 
