@@ -12,6 +12,11 @@ GLVQ, as ``BEDL.predict``) and of 1-NN on the learned exact distances, and the f
 the protocol chooses beta on validation folds), beside the factor the nested search chose, to
 tell a metric that cannot help from a search that picks badly.
 
+``goodness``: the goodness classifier (nested search of lambda, refit, test) on the initial
+distances, on BEDL's learned distances, and on each of them rescaled to the other's median
+training distance: its similarity ``2 exp(-d) - 1`` depends on the distances' scale, so this
+tells a gain of the learned metric's structure from one of its scale.
+
 ``classifiers``: the protocol's four classifiers (nested search, refit, test) on the initial
 distances and on BEDL's learned distances at the fold's chosen beta factor, once with the
 paper's grid and once with the SVM bandwidths extended to 100 (``--mode`` picks BEDL's
@@ -19,7 +24,7 @@ training mode): whether a flagged SVM cell comes from the metric or from the ban
 
 Run: ``PYTHONPATH=. .venv/bin/python tools/bedl_study.py {alignments,beta} [DATASET ...]
 [--results benchmarks/results] [--out study.json] [--mode pseudo|exact]``
-(``{alignments,beta,classifiers}``). A results
+(``{alignments,beta,classifiers,goodness}``). A results
 directory may hold ``<dataset>.json`` (the committed compact files) or
 ``<dataset>/results.json`` (a run's raw output). Prints a markdown summary.
 """
@@ -182,6 +187,58 @@ def study_classifiers(dataset: str, results_dir: str, max_folds=None, mode="pseu
     return {"dataset": dataset, "mode": mode, "folds": rows}
 
 
+#: the goodness study's variants: (name, distances, scaled to the median of)
+GOODNESS_VARIANTS = (("initial", "initial", None), ("bedl", "bedl", None),
+                     ("initial_at_bedl_scale", "initial", "bedl"),
+                     ("bedl_at_initial_scale", "bedl", "initial"))
+
+
+def study_goodness(dataset: str, results_dir: str, max_folds=None, mode="pseudo") -> dict:
+    X, y, senti, folds, res = fold_settings(dataset, results_dir, max_folds)
+    inner = int(res["config"]["inner_folds"])
+    grid = full_grid()
+    metric = f"bedl_{mode}"
+    rows = []
+    for fold, tr, te, fi in folds:
+        if metric not in fi:
+            continue
+        K, factor = int(fi["K"]), float(fi[metric]["factor"])
+        seed = fold_seed(res["config"]["seed"], fold)
+        X_tr, X_te = [X[i] for i in tr], [X[i] for i in te]
+        cost0 = senti.make(X_tr, X_tr + X_te)[0] if senti is not None else None
+        with torch.no_grad():
+            D = {"initial": (as_numpy(pairwise_distances(X_tr, cost=cost0)),
+                             as_numpy(pairwise_distances(X_te, X_tr, cost=cost0)))}
+        fit = fit_one(X, y, tr, te, K, factor, {}, senti, seed, mode, distances=True)
+        D["bedl"] = (fit.pop("D_tr"), fit.pop("D_te"))
+        off_diagonal = ~np.eye(len(tr), dtype=bool)
+        median = {k: float(np.median(v[0][off_diagonal])) for k, v in D.items()}
+        row = {"fold": fold, "K": K, "factor": factor, "median_distance": median}
+        for name, source, scale_to in GOODNESS_VARIANTS:
+            s = 1.0 if scale_to is None else median[scale_to] / median[source]
+            err, value, _ = classify("goodness", grid, s * D[source][0], y[tr], s * D[source][1],
+                                     y[te], inner, seed)
+            row[name] = {"error": err, "lambda": value, "scale": s}
+        rows.append(row)
+        print(f"{dataset} fold {fold}: medians {median['initial']:.3g} / {median['bedl']:.3g}; "
+              + ", ".join(f"{n} {row[n]['error']:.3f} (lambda {row[n]['lambda']:g})"
+                          for n, _, _ in GOODNESS_VARIANTS), flush=True)
+    return {"dataset": dataset, "mode": mode, "folds": rows}
+
+
+def summarise_goodness(entry: dict) -> str:
+    rows = entry["folds"]
+    lines = [f"{entry['dataset']} ({entry['mode']} mode, {len(rows)} folds): goodness test "
+             "error [%] (mean over folds) and median training distance", "",
+             "| distances | test error | median distance (mean over folds) |", "|---|---|---|"]
+    for name, source, _ in GOODNESS_VARIANTS:
+        err = 100 * np.mean([r[name]["error"] for r in rows]) if rows else float("nan")
+        med = np.mean([r["median_distance"][source] * r[name]["scale"] for r in rows]) \
+            if rows else float("nan")
+        lines.append(f"| {name} | {err:.1f} | {med:.3g} |")
+    return "\n".join(lines)
+
+
 def summarise_classifiers(entry: dict) -> str:
     rows = entry["folds"]
     metric = f"bedl_{entry['mode']}"
@@ -245,10 +302,10 @@ HEADER = ("| data set | folds | initial's objective higher / lower / equal (fold
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("study", choices=["alignments", "beta", "classifiers"])
+    ap.add_argument("study", choices=["alignments", "beta", "classifiers", "goodness"])
     ap.add_argument("datasets", nargs="*", default=DATASETS)
     ap.add_argument("--mode", choices=["pseudo", "exact"], default="pseudo",
-                    help="the beta study's training mode")
+                    help="BEDL's training mode")
     ap.add_argument("--results", default="benchmarks/results")
     ap.add_argument("--out", default=None, help="write the per-fold records as JSON here")
     ap.add_argument("--max-folds", type=int, default=None)
@@ -262,7 +319,7 @@ def main(argv=None) -> int:
             entries = json.load(fh)["entries"]
     for ds in args.datasets if not args.summarise else []:
         run = {"alignments": study_alignments, "beta": study_beta,
-               "classifiers": study_classifiers}[args.study]
+               "classifiers": study_classifiers, "goodness": study_goodness}[args.study]
         entries.append(run(ds, args.results, args.max_folds, mode=args.mode))
         if args.out:
             with open(args.out, "w") as fh:
@@ -272,7 +329,8 @@ def main(argv=None) -> int:
         for e in entries:
             print(summarise(e))
     else:
-        summary = summarise_beta if args.study == "beta" else summarise_classifiers
+        summary = {"beta": summarise_beta, "classifiers": summarise_classifiers,
+                   "goodness": summarise_goodness}[args.study]
         for e in entries:
             print(summary(e) + "\n")
     return 0
