@@ -74,3 +74,17 @@ def test_alignment_study_fits_both_settings(study, strings_results):
         assert np.isfinite(fit["objective"]) and fit["rounds"] >= 1
         assert 0.0 <= fit["mglvq_error"] <= 1.0 and 0.0 <= fit["knn1_error"] <= 1.0
     assert study.summarise(entry).startswith("| strings | 1 |")
+
+
+def test_goodness_study_rescales_to_the_other_median(study, strings_results):
+    folder, res = strings_results
+    entry = study.study_goodness("strings", str(folder))
+    row = entry["folds"][0]
+    committed = [r for r in res["records"] if r["metric"] == "initial" and r["classifier"] == "goodness"]
+    assert row["initial"]["error"] == pytest.approx(committed[0]["error"])
+    med = row["median_distance"]
+    assert med["initial"] == pytest.approx(5.0)  # unit costs on the Strings pairs of fold 0
+    assert row["initial"]["scale"] == row["bedl"]["scale"] == 1.0
+    assert row["initial_at_bedl_scale"]["scale"] == pytest.approx(med["bedl"] / med["initial"])
+    assert row["bedl_at_initial_scale"]["scale"] == pytest.approx(med["initial"] / med["bedl"])
+    assert "| initial_at_bedl_scale |" in study.summarise_goodness(entry)
