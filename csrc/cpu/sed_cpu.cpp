@@ -59,7 +59,9 @@ struct InsideGrid {
 
 // Outside pass, two rows at a time: row i pushes into rows i and i - 1; P of
 // the (m, n) pair into ws.p_acc, in the cost layout (row stride n + 1: rows
-// < m nodes of x, row m insertions, column n deletions).
+// < m nodes of x, row m insertions, column n deletions). A row visits only
+// the columns that can hold outside counts: those the row below reached
+// (and one to their left), then leftwards while insertions carry counts.
 template <typename Count, typename E>
 void sed_outside(const InsideGrid<Count, E>& g, int64_t m, int64_t n, const Count& all, SedCounts<Count>& cnt,
                  SedWorkspace& ws) {
@@ -68,16 +70,25 @@ void sed_outside(const InsideGrid<Count, E>& g, int64_t m, int64_t n, const Coun
   cnt.out_ins.assign(2 * w, Count::zero());
   ws.p_acc.assign((m + 1) * w, 0.0);
   double* acc = ws.p_acc.data();
+  // Columns with outside counts in the row below (row m: its last cell, set below).
+  int64_t lo_below = n + 1, hi_below = n;
   for (int64_t i = m; i >= 0; --i) {
     Count* any_cur = cnt.out_any.data() + (i & 1) * w;
     Count* ins_cur = cnt.out_ins.data() + (i & 1) * w;
     Count* any_up = cnt.out_any.data() + ((i + 1) & 1) * w;
     if (i == m) any_cur[n] = Count::one();
-    for (int64_t j = n; j >= 0; --j) {
+    int64_t lo = n + 1, hi = -1;
+    for (int64_t j = hi_below; j >= 0; --j) {
       const Count out_d = any_cur[j];
       const Count out_o = any_cur[j] + ins_cur[j];
+      if (out_o.is_zero()) {
+        if (j < lo_below - 1) break;  // nothing from below here, and no insertion goes on
+        continue;
+      }
+      lo = j;
+      hi = std::max(hi, j);
       const uint8_t flags = g.coopt[g.at(i, j)];
-      if (out_o.is_zero() || flags == 0) continue;
+      if (flags == 0) continue;
       if (flags & kDel) {  // delete x_{i-1}; the source may be in either state
         any_up[j] = any_up[j] + out_d;
         acc[(i - 1) * w + n] += dp::ratio(g.total(i - 1, j) * out_d, all);
@@ -91,9 +102,13 @@ void sed_outside(const InsideGrid<Count, E>& g, int64_t m, int64_t n, const Coun
         acc[(i - 1) * w + j - 1] += dp::ratio(g.total(i - 1, j - 1) * out_o, all);
       }
     }
-    // Row i is done; row i - 2 reuses its storage.
-    std::fill(any_cur, any_cur + w, Count::zero());
-    std::fill(ins_cur, ins_cur + w, Count::zero());
+    // Row i is done; row i - 2 reuses its storage, which holds counts only
+    // where the row below pushed and where this row's insertions went.
+    const int64_t clear_from = std::max<int64_t>(0, std::min(lo_below, lo) - 1);
+    std::fill(any_cur + clear_from, any_cur + hi_below + 1, Count::zero());
+    std::fill(ins_cur + clear_from, ins_cur + hi_below + 1, Count::zero());
+    lo_below = lo;
+    hi_below = hi;
   }
 }
 
@@ -357,6 +372,16 @@ double sed_solve_coopt(const scalar_t* c, int64_t m, int64_t n, int64_t stride, 
   return distance;
 }
 
+// Sizes the lanes for `count` pairs of extents ms, ns (lanes without a pair: empty pairs).
+inline void begin_lanes(int count, const int64_t* ms, const int64_t* ns, sed::SedLanes& lanes) {
+  int64_t m4[sed::kLanes] = {}, n4[sed::kLanes] = {};
+  for (int l = 0; l < count; ++l) {
+    m4[l] = ms[l];
+    n4[l] = ns[l];
+  }
+  lanes.begin(m4, n4);
+}
+
 // Up to four pairs' distances and P through the AVX2 lanes: lane l < count
 // holds the pair of extent (ms[l], ns[l]) whose costs load_lane(l) puts into
 // ws.lanes. Lane by lane in order, pair_done(l, distance) then finds that
@@ -366,12 +391,7 @@ template <typename LoadLane, typename SolveScalar, typename PairDone>
 void sed_coopt_lanes(int count, const int64_t* ms, const int64_t* ns, double rel_tol, SedWorkspace& ws,
                      const LoadLane& load_lane, const SolveScalar& solve_scalar, const PairDone& pair_done) {
   sed::SedLanes& lanes = ws.lanes;
-  int64_t m4[sed::kLanes] = {}, n4[sed::kLanes] = {};  // lanes without a pair: empty pairs
-  for (int l = 0; l < count; ++l) {
-    m4[l] = ms[l];
-    n4[l] = ns[l];
-  }
-  lanes.begin(m4, n4);
+  begin_lanes(count, ms, ns, lanes);
   for (int l = 0; l < count; ++l) load_lane(l);
   sed::sed_inside_lanes_avx2(lanes, rel_tol);
   for (int l = 0; l < count; ++l) {
@@ -386,6 +406,18 @@ void sed_coopt_lanes(int count, const int64_t* ms, const int64_t* ns, double rel
     }
     pair_done(l, distance);
   }
+}
+
+// Up to four pairs' distances through the AVX2 lanes: lane l < count holds
+// the pair of extent (ms[l], ns[l]) whose costs load_lane(l) puts into
+// ws.lanes; pair_done(l, distance) for each.
+template <typename LoadLane, typename PairDone>
+void sed_distance_lanes(int count, const int64_t* ms, const int64_t* ns, SedWorkspace& ws,
+                        const LoadLane& load_lane, const PairDone& pair_done) {
+  begin_lanes(count, ms, ns, ws.lanes);
+  for (int l = 0; l < count; ++l) load_lane(l);
+  sed::sed_distance_lanes_avx2(ws.lanes);
+  for (int l = 0; l < count; ++l) pair_done(l, ws.lanes.distance[l]);
 }
 
 // P of an (m, n) pair from ws.p_acc into p (row stride p_stride).
@@ -485,6 +517,12 @@ std::tuple<at::Tensor, at::Tensor> sed_cpu(const at::Tensor& costs_in, const at:
                      : sed_distance(cb, m, n, cols, ws));
     };
     auto group = [&](int64_t b0, int count, SedWorkspace& ws) {
+      if (!need_coopt) {
+        sed_distance_lanes(count, xl_p + b0, yl_p + b0, ws,
+                           [&](int l) { ws.lanes.load(l, c + (b0 + l) * rows * cols, cols, 0.0); },
+                           [&](int l, double distance) { d[b0 + l] = static_cast<scalar_t>(distance); });
+        return;
+      }
       sed_coopt_lanes(
           count, xl_p + b0, yl_p + b0, rel_tol, ws,
           [&](int l) { ws.lanes.load(l, c + (b0 + l) * rows * cols, cols, scales[b0 + l]); },
@@ -498,7 +536,7 @@ std::tuple<at::Tensor, at::Tensor> sed_cpu(const at::Tensor& costs_in, const at:
             write_p(ws, xl_p[b], yl_p[b], p + b * rows * cols, cols);
           });
     };
-    for_each_pair_or_group(batch, rows * cols, need_coopt && dp::simd_avx2(), pair, group);
+    for_each_pair_or_group(batch, rows * cols, dp::simd_avx2(), pair, group);
   });
   return {dist, coopt};
 }
@@ -545,6 +583,11 @@ struct SymbolGroup {
       x[l] = ss.in.x_labels.data_ptr<int64_t>() + x0;
       y[l] = ss.in.y_labels.data_ptr<int64_t>() + y0;
     }
+  }
+  // Lane l's pair into the lanes' costs (kScale: and its tie scale).
+  template <bool kScale, typename scalar_t>
+  void gather(const scalar_t* table, int64_t S, int l, SedWorkspace& ws) const {
+    ws.lanes.gather<kScale>(l, table, S, x[l], y[l]);
   }
   // Lane l's pair gathered into ws.cost (row stride n + 1); returns its tie scale.
   template <typename scalar_t>
@@ -594,9 +637,13 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_cost
     auto group = [&](int64_t b0, int count, SedWorkspace& ws) {
       const int64_t pairs[sed::kLanes] = {b0, b0 + 1, b0 + 2, b0 + 3};
       const SymbolGroup grp(ss, pairs, count);
+      if (!need_coopt) {
+        sed_distance_lanes(count, grp.m, grp.n, ws, [&](int l) { grp.gather<false>(t, S, l, ws); },
+                           [&](int l, double distance) { d[b0 + l] = static_cast<scalar_t>(distance); });
+        return;
+      }
       sed_coopt_lanes(
-          count, grp.m, grp.n, rel_tol, ws,
-          [&](int l) { ws.lanes.load(l, ws.cost.data(), grp.n[l] + 1, grp.fill(t, S, l, ws)); },
+          count, grp.m, grp.n, rel_tol, ws, [&](int l) { grp.gather<true>(t, S, l, ws); },
           [&](int l) {
             const double scale = grp.fill(t, S, l, ws);
             return sed_solve_coopt(ws.cost.data(), grp.m[l], grp.n[l], grp.n[l] + 1, dp::Tie{rel_tol, scale}, ws);
@@ -606,7 +653,7 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_cost
             write_p(ws, grp.m[l], grp.n[l], p + (b0 + l) * rows * cols, cols);
           });
     };
-    for_each_pair_or_group(batch, rows * cols, need_coopt && dp::simd_avx2(), pair, group);
+    for_each_pair_or_group(batch, rows * cols, dp::simd_avx2(), pair, group);
   });
   return {dist, coopt};
 }
@@ -662,7 +709,7 @@ at::Tensor sed_symbols_grad_cpu(const at::Tensor& symbol_costs_in, const at::Ten
         if (lanes) {
           sed_coopt_lanes(
               count, grp.m, grp.n, rel_tol, ws,
-              [&](int l) { ws.lanes.load(l, ws.cost.data(), grp.n[l] + 1, grp.fill(t, S, l, ws)); },
+              [&](int l) { grp.gather<true>(t, S, l, ws); },
               [&](int l) { return solve(grp, l, ws); }, pair_done);
         } else {
           for (int l = 0; l < count; ++l) pair_done(l, solve(grp, l, ws));

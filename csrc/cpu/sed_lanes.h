@@ -5,6 +5,8 @@
 
 #include "dp_common.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -27,7 +29,8 @@ struct SedLanes {
   std::vector<uint8_t> coopt;               // co-optimal incoming edges, same grid
   double distance[kLanes] = {}, total[kLanes] = {};
 
-  // Sizes the grid for pairs of the given extents and zeroes the costs.
+  // Sizes the grid for pairs of the given extents. Padding keeps whatever
+  // finite costs it held: no cell of a pair reads it.
   void begin(const int64_t* ms, const int64_t* ns) {
     M = N = 0;
     for (int l = 0; l < kLanes; ++l) {
@@ -36,9 +39,9 @@ struct SedLanes {
       M = std::max(M, m[l]);
       N = std::max(N, n[l]);
     }
-    rep.assign(M * N * kLanes, 0.0);
-    del.assign(M * kLanes, 0.0);
-    ins.assign(N * kLanes, 0.0);
+    rep.resize(M * N * kLanes);
+    del.resize(M * kLanes);
+    ins.resize(N * kLanes);
   }
   // Lane l's costs from sed's padded layout (rows < m: replacements, column n:
   // deletions, row m: insertions; row stride `stride`).
@@ -51,12 +54,40 @@ struct SedLanes {
     }
     for (int64_t j = 0; j < n[l]; ++j) ins[j * kLanes + l] = static_cast<double>(c[m[l] * stride + j]);
   }
+  // Lane l's costs gathered from a (S, S) symbol table (gap last) for labels
+  // x (m[l]) and y (n[l]); with kScale also its tie scale, the largest
+  // absolute cost among them (what sed's fill_symbols computes).
+  template <bool kScale, typename scalar_t>
+  void gather(int l, const scalar_t* table, int64_t S, const int64_t* x, const int64_t* y) {
+    const int64_t gap = S - 1;
+    double s = 0.0;
+    for (int64_t i = 0; i < m[l]; ++i) {
+      const scalar_t* row = table + x[i] * S;
+      double* out = rep.data() + i * N * kLanes + l;
+      for (int64_t j = 0; j < n[l]; ++j) {
+        out[j * kLanes] = static_cast<double>(row[y[j]]);
+        if (kScale) s = std::max(s, std::fabs(out[j * kLanes]));
+      }
+      del[i * kLanes + l] = static_cast<double>(row[gap]);
+      if (kScale) s = std::max(s, std::fabs(del[i * kLanes + l]));
+    }
+    const scalar_t* row = table + gap * S;
+    for (int64_t j = 0; j < n[l]; ++j) {
+      ins[j * kLanes + l] = static_cast<double>(row[y[j]]);
+      if (kScale) s = std::max(s, std::fabs(ins[j * kLanes + l]));
+    }
+    scale[l] = s;
+  }
 };
 
 // The inside pass of sed's counting (distances, co-optimal flags, counts as
 // doubles) on all four lanes, each lane with the scalar pass's expressions in
 // the same order: the same bits. Fills distance and total per lane.
 void sed_inside_lanes_avx2(SedLanes& lanes, double rel_tol);
+
+// The distances alone on all four lanes (sed_distance's expressions per lane,
+// so the same bits) into lanes.distance.
+void sed_distance_lanes_avx2(SedLanes& lanes);
 
 }  // namespace sed
 }  // namespace bedl

@@ -121,7 +121,46 @@ __attribute__((target("avx2"))) void sed_inside_lanes_avx2(SedLanes& L, double r
     std::swap(tprev, tcur);
   }
 }
+__attribute__((target("avx2"))) void sed_distance_lanes_avx2(SedLanes& L) {
+  constexpr int K = kLanes;
+  const int64_t M = L.M, N = L.N, W = N + 1;
+  L.dist.resize(2 * W * K);
+  double* dprev = L.dist.data();
+  double* dcur = dprev + W * K;
+  const double* rep_cost = L.rep.data();
+  const double* ins_cost = L.ins.data();
+  __m256d left = _mm256_setzero_pd();
+  _mm256_storeu_pd(dprev, left);
+  for (int64_t j = 1; j <= N; ++j) {
+    left = _mm256_add_pd(left, _mm256_loadu_pd(ins_cost + (j - 1) * K));
+    _mm256_storeu_pd(dprev + j * K, left);
+  }
+  auto take = [&](int64_t i, const double* dist) {
+    for (int l = 0; l < K; ++l) {
+      if (L.m[l] == i) L.distance[l] = dist[L.n[l] * K + l];
+    }
+  };
+  take(0, dprev);
+  for (int64_t i = 1; i <= M; ++i) {
+    const __m256d del = _mm256_loadu_pd(L.del.data() + (i - 1) * K);
+    left = _mm256_add_pd(_mm256_loadu_pd(dprev), del);
+    _mm256_storeu_pd(dcur, left);
+    const double* rep_row = rep_cost + (i - 1) * N * K;
+    for (int64_t j = 1; j <= N; ++j) {
+      const __m256d rep = _mm256_add_pd(_mm256_loadu_pd(dprev + (j - 1) * K), _mm256_loadu_pd(rep_row + (j - 1) * K));
+      const __m256d d = _mm256_add_pd(_mm256_loadu_pd(dprev + j * K), del);
+      const __m256d in = _mm256_add_pd(left, _mm256_loadu_pd(ins_cost + (j - 1) * K));
+      left = dp::best_of4(rep, d, in);
+      _mm256_storeu_pd(dcur + j * K, left);
+    }
+    take(i, dcur);
+    std::swap(dprev, dcur);
+  }
+}
 #else
+void sed_distance_lanes_avx2(SedLanes&) {
+  TORCH_CHECK(false, "internal error: the AVX2 sequence lanes were called on a build without x86 SIMD");
+}
 void sed_inside_lanes_avx2(SedLanes&, double) {
   TORCH_CHECK(false, "internal error: the AVX2 sequence lanes were called on a build without x86 SIMD");
 }
