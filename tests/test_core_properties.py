@@ -700,11 +700,11 @@ def test_simd_lanes_equal_scalar_kernel(symbols, simd_lanes):
 
 def test_sequence_lanes_equal_scalar_kernel(simd_lanes):
     """Sequence distances, co-optimal matrices P and the symbol-table gradient run four pairs
-    at a time on the AVX2 lanes (padded to the group's longest pair) and one pair at a time on
-    the scalar kernel, with the same bits: lengths 0-40 mixed within a group, batches that
-    leave groups of 1-3 lanes, zero pair weights, integer tables with ties, float32 and
-    float64, and a pair whose counts overflow doubles inside a lane group (it falls back to
-    exact counts alone)."""
+    at a time on the AVX2 lanes (padded to the group's longest pair) where that pays, and one
+    pair at a time on the scalar kernel, with the same bits: lengths 0-40 mixed within a group
+    (groups on the lanes and groups too uneven for them in one call), batches that leave groups
+    of 1-3 lanes, zero pair weights, integer tables with ties, float32 and float64, and a long
+    pair whose counts overflow doubles (exact counts) in a batch with short ones."""
     ext = simd_lanes
     rng = np.random.default_rng(7)
     alphabet = list("abcd")

@@ -517,6 +517,10 @@ std::tuple<at::Tensor, at::Tensor> sed_cpu(const at::Tensor& costs_in, const at:
                      : sed_distance(cb, m, n, cols, ws));
     };
     auto group = [&](int64_t b0, int count, SedWorkspace& ws) {
+      if (!sed::lanes_pay(count, xl_p + b0, yl_p + b0)) {
+        for (int l = 0; l < count; ++l) pair(b0 + l, ws);
+        return;
+      }
       if (!need_coopt) {
         sed_distance_lanes(count, xl_p + b0, yl_p + b0, ws,
                            [&](int l) { ws.lanes.load(l, c + (b0 + l) * rows * cols, cols, 0.0); },
@@ -637,6 +641,10 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_cost
     auto group = [&](int64_t b0, int count, SedWorkspace& ws) {
       const int64_t pairs[sed::kLanes] = {b0, b0 + 1, b0 + 2, b0 + 3};
       const SymbolGroup grp(ss, pairs, count);
+      if (!sed::lanes_pay(count, grp.m, grp.n)) {
+        for (int l = 0; l < count; ++l) pair(b0 + l, ws);
+        return;
+      }
       if (!need_coopt) {
         sed_distance_lanes(count, grp.m, grp.n, ws, [&](int l) { grp.gather<false>(t, S, l, ws); },
                            [&](int l, double distance) { d[b0 + l] = static_cast<scalar_t>(distance); });
@@ -706,7 +714,7 @@ at::Tensor sed_symbols_grad_cpu(const at::Tensor& symbol_costs_in, const at::Ten
       auto flush = [&] {
         const SymbolGroup grp(ss, pairs, count);
         auto pair_done = [&](int l, double) { add_sums(pairs[l], static_cast<double>(wt[pairs[l]]), gws); };
-        if (lanes) {
+        if (lanes && sed::lanes_pay(count, grp.m, grp.n)) {
           sed_coopt_lanes(
               count, grp.m, grp.n, rel_tol, ws,
               [&](int l) { grp.gather<true>(t, S, l, ws); },

@@ -80,6 +80,22 @@ struct SedLanes {
   }
 };
 
+// Whether the lanes pay for `count` pairs of extents ms, ns: their grid is
+// small enough to stay in cache (long pairs run faster one at a time on the
+// distance kernel's row strips, and pad nothing), and at least half of the
+// lanes' cells are some pair's.
+constexpr int64_t kLanesMaxCells = int64_t{1} << 13;
+inline bool lanes_pay(int count, const int64_t* ms, const int64_t* ns) {
+  int64_t M = 0, N = 0, cells = 0;
+  for (int l = 0; l < count; ++l) {
+    M = std::max(M, ms[l]);
+    N = std::max(N, ns[l]);
+    cells += (ms[l] + 1) * (ns[l] + 1);
+  }
+  const int64_t grid = (M + 1) * (N + 1);
+  return grid <= kLanesMaxCells && 2 * cells >= kLanes * grid;
+}
+
 // The inside pass of sed's counting (distances, co-optimal flags, counts as
 // doubles) on all four lanes, each lane with the scalar pass's expressions in
 // the same order: the same bits. Fills distance and total per lane.
