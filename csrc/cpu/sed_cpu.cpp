@@ -10,6 +10,7 @@
 // back along the co-optimal edges; P[event] = inside * outside / total.
 #include "../edit_distance.h"
 #include "dp_common.h"
+#include "sed_lanes.h"
 #include "symbol_grad.h"
 
 #include <vector>
@@ -37,7 +38,79 @@ struct SedWorkspace {
   std::vector<double> p_acc;                // P accumulator, (m+1)(n+1)
   std::vector<double> cost;                 // a pair's costs gathered from a symbol table
   std::vector<double> ins_skew;             // insertion costs as the AVX2 strips read them
+  sed::SedLanes lanes;                      // four pairs' inside passes at once (AVX2)
 };
+
+// One pair's inside counts and flags for the outside pass: cell (i, j) at
+// (i * w + j) * stride of arrays of E (Count; doubles in the lanes, lane-offset).
+template <typename Count, typename E>
+struct InsideGrid {
+  const E* in_del;
+  const E* in_other;
+  const uint8_t* coopt;
+  int64_t w, stride;
+  int64_t at(int64_t i, int64_t j) const { return (i * w + j) * stride; }
+  Count other(int64_t i, int64_t j) const { return Count{in_other[at(i, j)]}; }
+  Count total(int64_t i, int64_t j) const {
+    const int64_t c = at(i, j);
+    return Count{in_del[c]} + Count{in_other[c]};
+  }
+};
+
+// Outside pass, two rows at a time: row i pushes into rows i and i - 1; P of
+// the (m, n) pair into ws.p_acc, in the cost layout (row stride n + 1: rows
+// < m nodes of x, row m insertions, column n deletions). A row visits only
+// the columns that can hold outside counts: those the row below reached
+// (and one to their left), then leftwards while insertions carry counts.
+template <typename Count, typename E>
+void sed_outside(const InsideGrid<Count, E>& g, int64_t m, int64_t n, const Count& all, SedCounts<Count>& cnt,
+                 SedWorkspace& ws) {
+  const int64_t w = n + 1;
+  cnt.out_any.assign(2 * w, Count::zero());
+  cnt.out_ins.assign(2 * w, Count::zero());
+  ws.p_acc.assign((m + 1) * w, 0.0);
+  double* acc = ws.p_acc.data();
+  // Columns with outside counts in the row below (row m: its last cell, set below).
+  int64_t lo_below = n + 1, hi_below = n;
+  for (int64_t i = m; i >= 0; --i) {
+    Count* any_cur = cnt.out_any.data() + (i & 1) * w;
+    Count* ins_cur = cnt.out_ins.data() + (i & 1) * w;
+    Count* any_up = cnt.out_any.data() + ((i + 1) & 1) * w;
+    if (i == m) any_cur[n] = Count::one();
+    int64_t lo = n + 1, hi = -1;
+    for (int64_t j = hi_below; j >= 0; --j) {
+      const Count out_d = any_cur[j];
+      const Count out_o = any_cur[j] + ins_cur[j];
+      if (out_o.is_zero()) {
+        if (j < lo_below - 1) break;  // nothing from below here, and no insertion goes on
+        continue;
+      }
+      lo = j;
+      hi = std::max(hi, j);
+      const uint8_t flags = g.coopt[g.at(i, j)];
+      if (flags == 0) continue;
+      if (flags & kDel) {  // delete x_{i-1}; the source may be in either state
+        any_up[j] = any_up[j] + out_d;
+        acc[(i - 1) * w + n] += dp::ratio(g.total(i - 1, j) * out_d, all);
+      }
+      if (flags & kIns) {  // insert y_{j-1}; only from a cell not entered by a deletion
+        ins_cur[j - 1] = ins_cur[j - 1] + out_o;
+        acc[m * w + j - 1] += dp::ratio(g.other(i, j - 1) * out_o, all);
+      }
+      if (flags & kMatch) {
+        any_up[j - 1] = any_up[j - 1] + out_o;
+        acc[(i - 1) * w + j - 1] += dp::ratio(g.total(i - 1, j - 1) * out_o, all);
+      }
+    }
+    // Row i is done; row i - 2 reuses its storage, which holds counts only
+    // where the row below pushed and where this row's insertions went.
+    const int64_t clear_from = std::max<int64_t>(0, std::min(lo_below, lo) - 1);
+    std::fill(any_cur + clear_from, any_cur + hi_below + 1, Count::zero());
+    std::fill(ins_cur + clear_from, ins_cur + hi_below + 1, Count::zero());
+    lo_below = lo;
+    hi_below = hi;
+  }
+}
 
 #ifdef BEDL_X86_SIMD
 
@@ -248,19 +321,28 @@ bool sed_counted(const scalar_t* c, int64_t m, int64_t n, int64_t stride, const 
     const scalar_t* row = c + (i - 1) * stride;
     const double del = static_cast<double>(row[n]);
     const int64_t base = i * w;
-    cur[0] = prev[0] + del;
+    double left = prev[0] + del;
+    cur[0] = left;
     in_del[base] = Count::one();
     coopt[base] = kDel;
+    // The left neighbour's value and count stay in registers: the chain
+    // from cell to cell does not go through memory.
+    Count left_other = Count::zero();
     for (int64_t j = 1; j <= n; ++j) {
       const double rep = prev[j - 1] + static_cast<double>(row[j - 1]);
       const double d = prev[j] + del;
-      const double in = cur[j - 1] + static_cast<double>(ins[j - 1]);
+      const double in = left + static_cast<double>(ins[j - 1]);
       const double best = dp::best_of(rep, d, in);  // only `in` waits on the previous cell
       cur[j] = best;
+      left = best;
       const int64_t cell = base + j;
       const uint8_t flags = tie.flags(d, in, rep, best);
-      dp::count_entries(flags, total(cell - w), in_other[cell - 1], [&] { return total(cell - w - 1); },
-                        in_del[cell], in_other[cell]);
+      Count by_del, other;
+      dp::count_entries(flags, total(cell - w), left_other, [&] { return total(cell - w - 1); }, by_del,
+                        other);
+      in_del[cell] = by_del;
+      in_other[cell] = other;
+      left_other = other;
       coopt[cell] = flags;
     }
     std::swap(prev, cur);
@@ -269,39 +351,7 @@ bool sed_counted(const scalar_t* c, int64_t m, int64_t n, int64_t stride, const 
   const Count all = total(cells - 1);
   if (!all.usable_total()) return false;
 
-  // Outside pass, two rows at a time: row i pushes into rows i and i - 1.
-  cnt.out_any.assign(2 * w, Count::zero());
-  cnt.out_ins.assign(2 * w, Count::zero());
-  ws.p_acc.assign(cells, 0.0);
-  double* acc = ws.p_acc.data();  // cost layout: rows < m nodes of x, row m insertions, column n deletions
-  for (int64_t i = m; i >= 0; --i) {
-    Count* any_cur = cnt.out_any.data() + (i & 1) * w;
-    Count* ins_cur = cnt.out_ins.data() + (i & 1) * w;
-    Count* any_up = cnt.out_any.data() + ((i + 1) & 1) * w;
-    if (i == m) any_cur[n] = Count::one();
-    for (int64_t j = n; j >= 0; --j) {
-      const int64_t cell = i * w + j;
-      const Count out_d = any_cur[j];
-      const Count out_o = any_cur[j] + ins_cur[j];
-      const uint8_t flags = coopt[cell];
-      if (out_o.is_zero() || flags == 0) continue;
-      if (flags & kDel) {  // delete x_{i-1}; the source may be in either state
-        any_up[j] = any_up[j] + out_d;
-        acc[(i - 1) * w + n] += dp::ratio(total(cell - w) * out_d, all);
-      }
-      if (flags & kIns) {  // insert y_{j-1}; only from a cell not entered by a deletion
-        ins_cur[j - 1] = ins_cur[j - 1] + out_o;
-        acc[m * w + j - 1] += dp::ratio(in_other[cell - 1] * out_o, all);
-      }
-      if (flags & kMatch) {
-        any_up[j - 1] = any_up[j - 1] + out_o;
-        acc[(i - 1) * w + j - 1] += dp::ratio(total(cell - w - 1) * out_o, all);
-      }
-    }
-    // Row i is done; row i - 2 reuses its storage.
-    std::fill(any_cur, any_cur + w, Count::zero());
-    std::fill(ins_cur, ins_cur + w, Count::zero());
-  }
+  sed_outside(InsideGrid<Count, Count>{in_del, in_other, coopt, w, 1}, m, n, all, cnt, ws);
   return true;
 }
 
@@ -322,10 +372,57 @@ double sed_solve_coopt(const scalar_t* c, int64_t m, int64_t n, int64_t stride, 
   return distance;
 }
 
-template <typename scalar_t, typename out_t>
-double sed_coopt(const scalar_t* c, int64_t m, int64_t n, int64_t stride, const dp::Tie& tie,
-                 out_t* p, int64_t p_stride, SedWorkspace& ws) {
-  const double distance = sed_solve_coopt(c, m, n, stride, tie, ws);
+// Sizes the lanes for `count` pairs of extents ms, ns (lanes without a pair: empty pairs).
+inline void begin_lanes(int count, const int64_t* ms, const int64_t* ns, sed::SedLanes& lanes) {
+  int64_t m4[sed::kLanes] = {}, n4[sed::kLanes] = {};
+  for (int l = 0; l < count; ++l) {
+    m4[l] = ms[l];
+    n4[l] = ns[l];
+  }
+  lanes.begin(m4, n4);
+}
+
+// Up to four pairs' distances and P through the AVX2 lanes: lane l < count
+// holds the pair of extent (ms[l], ns[l]) whose costs load_lane(l) puts into
+// ws.lanes. Lane by lane in order, pair_done(l, distance) then finds that
+// pair's P in ws.p_acc. A pair whose counts overflow doubles is solved again
+// by solve_scalar(l), which returns its distance (and leaves P in ws.p_acc).
+template <typename LoadLane, typename SolveScalar, typename PairDone>
+void sed_coopt_lanes(int count, const int64_t* ms, const int64_t* ns, double rel_tol, SedWorkspace& ws,
+                     const LoadLane& load_lane, const SolveScalar& solve_scalar, const PairDone& pair_done) {
+  sed::SedLanes& lanes = ws.lanes;
+  begin_lanes(count, ms, ns, lanes);
+  for (int l = 0; l < count; ++l) load_lane(l);
+  sed::sed_inside_lanes_avx2(lanes, rel_tol);
+  for (int l = 0; l < count; ++l) {
+    const dp::FastCount all{lanes.total[l]};
+    double distance = lanes.distance[l];
+    if (all.usable_total()) {
+      const InsideGrid<dp::FastCount, double> grid{lanes.in_del.data() + l, lanes.in_other.data() + l,
+                                                   lanes.coopt.data() + l, lanes.N + 1, sed::kLanes};
+      sed_outside(grid, lanes.m[l], lanes.n[l], all, ws.fast, ws);
+    } else {
+      distance = solve_scalar(l);
+    }
+    pair_done(l, distance);
+  }
+}
+
+// Up to four pairs' distances through the AVX2 lanes: lane l < count holds
+// the pair of extent (ms[l], ns[l]) whose costs load_lane(l) puts into
+// ws.lanes; pair_done(l, distance) for each.
+template <typename LoadLane, typename PairDone>
+void sed_distance_lanes(int count, const int64_t* ms, const int64_t* ns, SedWorkspace& ws,
+                        const LoadLane& load_lane, const PairDone& pair_done) {
+  begin_lanes(count, ms, ns, ws.lanes);
+  for (int l = 0; l < count; ++l) load_lane(l);
+  sed::sed_distance_lanes_avx2(ws.lanes);
+  for (int l = 0; l < count; ++l) pair_done(l, ws.lanes.distance[l]);
+}
+
+// P of an (m, n) pair from ws.p_acc into p (row stride p_stride).
+template <typename out_t>
+void write_p(const SedWorkspace& ws, int64_t m, int64_t n, out_t* p, int64_t p_stride) {
   const int64_t w = n + 1;
   const double* acc = ws.p_acc.data();
   for (int64_t i = 0; i <= m; ++i) {
@@ -334,7 +431,30 @@ double sed_coopt(const scalar_t* c, int64_t m, int64_t n, int64_t stride, const 
       p[i * p_stride + j] = static_cast<out_t>(acc[i * w + j]);
     }
   }
+}
+
+template <typename scalar_t, typename out_t>
+double sed_coopt(const scalar_t* c, int64_t m, int64_t n, int64_t stride, const dp::Tie& tie,
+                 out_t* p, int64_t p_stride, SedWorkspace& ws) {
+  const double distance = sed_solve_coopt(c, m, n, stride, tie, ws);
+  write_p(ws, m, n, p, p_stride);
   return distance;
+}
+
+// Runs pair(b, ws) for b in [0, batch), and with the AVX2 lanes on, group(b0,
+// count, ws) for groups of up to four consecutive pairs instead.
+template <typename Pair, typename Group>
+void for_each_pair_or_group(int64_t batch, int64_t cells_per_pair, bool lanes, const Pair& pair,
+                            const Group& group) {
+  if (!lanes) {
+    dp::for_each_pair<SedWorkspace>(batch, cells_per_pair, pair);
+    return;
+  }
+  const int64_t groups = (batch + sed::kLanes - 1) / sed::kLanes;
+  dp::for_each_pair<SedWorkspace>(groups, sed::kLanes * cells_per_pair, [&](int64_t g, SedWorkspace& ws) {
+    const int64_t b0 = g * sed::kLanes;
+    group(b0, static_cast<int>(std::min<int64_t>(sed::kLanes, batch - b0)), ws);
+  });
 }
 
 // A pair's costs gathered from a (S, S) symbol table into ws.cost, in the
@@ -389,13 +509,38 @@ std::tuple<at::Tensor, at::Tensor> sed_cpu(const at::Tensor& costs_in, const at:
     scalar_t* p = need_coopt ? coopt.data_ptr<scalar_t>() : nullptr;
     const std::vector<double> scales = dp::cost_scales(
         c, batch, rows, cols, [&](int64_t b) { return std::make_pair(xl_p[b], yl_p[b]); });
-    dp::for_each_pair<SedWorkspace>(batch, rows * cols, [&](int64_t b, SedWorkspace& ws) {
+    auto pair = [&](int64_t b, SedWorkspace& ws) {
       const scalar_t* cb = c + b * rows * cols;
       const int64_t m = xl_p[b], n = yl_p[b];
       d[b] = static_cast<scalar_t>(
           need_coopt ? sed_coopt(cb, m, n, cols, dp::Tie{rel_tol, scales[b]}, p + b * rows * cols, cols, ws)
                      : sed_distance(cb, m, n, cols, ws));
-    });
+    };
+    auto group = [&](int64_t b0, int count, SedWorkspace& ws) {
+      if (!sed::lanes_pay(count, xl_p + b0, yl_p + b0)) {
+        for (int l = 0; l < count; ++l) pair(b0 + l, ws);
+        return;
+      }
+      if (!need_coopt) {
+        sed_distance_lanes(count, xl_p + b0, yl_p + b0, ws,
+                           [&](int l) { ws.lanes.load(l, c + (b0 + l) * rows * cols, cols, 0.0); },
+                           [&](int l, double distance) { d[b0 + l] = static_cast<scalar_t>(distance); });
+        return;
+      }
+      sed_coopt_lanes(
+          count, xl_p + b0, yl_p + b0, rel_tol, ws,
+          [&](int l) { ws.lanes.load(l, c + (b0 + l) * rows * cols, cols, scales[b0 + l]); },
+          [&](int l) {
+            const int64_t b = b0 + l;
+            return sed_solve_coopt(c + b * rows * cols, xl_p[b], yl_p[b], cols, dp::Tie{rel_tol, scales[b]}, ws);
+          },
+          [&](int l, double distance) {
+            const int64_t b = b0 + l;
+            d[b] = static_cast<scalar_t>(distance);
+            write_p(ws, xl_p[b], yl_p[b], p + b * rows * cols, cols);
+          });
+    };
+    for_each_pair_or_group(batch, rows * cols, dp::simd_avx2(), pair, group);
   });
   return {dist, coopt};
 }
@@ -421,6 +566,37 @@ struct SymbolSequences : dp::BatchExtent {
       const int64_t m = xptr_p[px_p[b] + 1] - xptr_p[px_p[b]], n = yptr_p[py_p[b] + 1] - yptr_p[py_p[b]];
       add(b, m, n);
     }
+  }
+};
+
+// Up to four pairs of a symbol-table call, for the lanes: their extents and labels.
+struct SymbolGroup {
+  int64_t m[sed::kLanes] = {}, n[sed::kLanes] = {};
+  const int64_t* x[sed::kLanes] = {};
+  const int64_t* y[sed::kLanes] = {};
+
+  SymbolGroup(const SymbolSequences& ss, const int64_t* pairs, int count) {
+    const int64_t* xptr_p = ss.in.x_ptr.data_ptr<int64_t>();
+    const int64_t* yptr_p = ss.in.y_ptr.data_ptr<int64_t>();
+    const int64_t* px_p = ss.in.pair_x.data_ptr<int64_t>();
+    const int64_t* py_p = ss.in.pair_y.data_ptr<int64_t>();
+    for (int l = 0; l < count; ++l) {
+      const int64_t b = pairs[l], x0 = xptr_p[px_p[b]], y0 = yptr_p[py_p[b]];
+      m[l] = xptr_p[px_p[b] + 1] - x0;
+      n[l] = yptr_p[py_p[b] + 1] - y0;
+      x[l] = ss.in.x_labels.data_ptr<int64_t>() + x0;
+      y[l] = ss.in.y_labels.data_ptr<int64_t>() + y0;
+    }
+  }
+  // Lane l's pair into the lanes' costs (kScale: and its tie scale).
+  template <bool kScale, typename scalar_t>
+  void gather(const scalar_t* table, int64_t S, int l, SedWorkspace& ws) const {
+    ws.lanes.gather<kScale>(l, table, S, x[l], y[l]);
+  }
+  // Lane l's pair gathered into ws.cost (row stride n + 1); returns its tie scale.
+  template <typename scalar_t>
+  double fill(const scalar_t* table, int64_t S, int l, SedWorkspace& ws) const {
+    return fill_symbols<true>(table, S, x[l], m[l], y[l], n[l], ws);
   }
 };
 
@@ -452,7 +628,7 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_cost
     const int64_t* yl_p = yl.data_ptr<int64_t>();
     scalar_t* d = dist.data_ptr<scalar_t>();
     scalar_t* p = need_coopt ? coopt.data_ptr<scalar_t>() : nullptr;
-    dp::for_each_pair<SedWorkspace>(batch, rows * cols, [&](int64_t b, SedWorkspace& ws) {
+    auto pair = [&](int64_t b, SedWorkspace& ws) {
       const int64_t x0 = xptr_p[px_p[b]], y0 = yptr_p[py_p[b]];
       const int64_t m = xptr_p[px_p[b] + 1] - x0, n = yptr_p[py_p[b] + 1] - y0;
       const double scale = need_coopt ? fill_symbols<true>(t, S, xl_p + x0, m, yl_p + y0, n, ws)
@@ -461,7 +637,31 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_cost
       d[b] = static_cast<scalar_t>(
           need_coopt ? sed_coopt(cb, m, n, n + 1, dp::Tie{rel_tol, scale}, p + b * rows * cols, cols, ws)
                      : sed_distance(cb, m, n, n + 1, ws));
-    });
+    };
+    auto group = [&](int64_t b0, int count, SedWorkspace& ws) {
+      const int64_t pairs[sed::kLanes] = {b0, b0 + 1, b0 + 2, b0 + 3};
+      const SymbolGroup grp(ss, pairs, count);
+      if (!sed::lanes_pay(count, grp.m, grp.n)) {
+        for (int l = 0; l < count; ++l) pair(b0 + l, ws);
+        return;
+      }
+      if (!need_coopt) {
+        sed_distance_lanes(count, grp.m, grp.n, ws, [&](int l) { grp.gather<false>(t, S, l, ws); },
+                           [&](int l, double distance) { d[b0 + l] = static_cast<scalar_t>(distance); });
+        return;
+      }
+      sed_coopt_lanes(
+          count, grp.m, grp.n, rel_tol, ws, [&](int l) { grp.gather<true>(t, S, l, ws); },
+          [&](int l) {
+            const double scale = grp.fill(t, S, l, ws);
+            return sed_solve_coopt(ws.cost.data(), grp.m[l], grp.n[l], grp.n[l] + 1, dp::Tie{rel_tol, scale}, ws);
+          },
+          [&](int l, double distance) {
+            d[b0 + l] = static_cast<scalar_t>(distance);
+            write_p(ws, grp.m[l], grp.n[l], p + (b0 + l) * rows * cols, cols);
+          });
+    };
+    for_each_pair_or_group(batch, rows * cols, dp::simd_avx2(), pair, group);
   });
   return {dist, coopt};
 }
@@ -484,15 +684,12 @@ at::Tensor sed_symbols_grad_cpu(const at::Tensor& symbol_costs_in, const at::Ten
   AT_DISPATCH_FLOATING_TYPES(in.table.scalar_type(), "sed_symbols_grad_cpu", [&] {
     ss.check_overflow<scalar_t>(in.max_abs);
     const scalar_t* t = in.table.data_ptr<scalar_t>();
-    auto pair_sums = [&](int64_t b, double weight, dp::GradWorkspace<SedWorkspace>& gws) {
-      SedWorkspace& ws = gws.pair;
+    // Adds pair b's P (in ws.p_acc) times `weight` to the block's sums by label pair.
+    auto add_sums = [&](int64_t b, double weight, dp::GradWorkspace<SedWorkspace>& gws) {
       const int64_t x0 = xptr_p[px_p[b]], y0 = yptr_p[py_p[b]];
       const int64_t m = xptr_p[px_p[b] + 1] - x0, n = yptr_p[py_p[b] + 1] - y0, w = n + 1;
       const int64_t *x = xl_p + x0, *y = yl_p + y0;
-      // The tie scale and costs exactly as sed_symbols with need_coopt: the same P.
-      const double scale = fill_symbols<true>(t, S, x, m, y, n, ws);
-      sed_solve_coopt(ws.cost.data(), m, n, w, dp::Tie{rel_tol, scale}, ws);
-      const double* acc = ws.p_acc.data();  // row i < m: x[i], row m: insertions; column n: deletions
+      const double* acc = gws.pair.p_acc.data();  // row i < m: x[i], row m: insertions; column n: deletions
       for (int64_t i = 0; i <= m; ++i) {
         const int64_t row = (i < m ? x[i] : gap) * S;
         const double* a = acc + i * w;
@@ -502,9 +699,40 @@ at::Tensor sed_symbols_grad_cpu(const at::Tensor& symbol_costs_in, const at::Ten
         if (i < m && a[n] != 0.0) gws.sums.add(row + gap, weight * a[n]);
       }
     };
-    grad = dp::weighted_label_sums<scalar_t, SedWorkspace>(S, batch, ss.rows * ss.cols,
-                                                          weights.data_ptr<scalar_t>(), in.table.options(),
-                                                          pair_sums);
+    // The tie scale and costs exactly as sed_symbols with need_coopt: the same P.
+    auto solve = [&](const SymbolGroup& grp, int l, SedWorkspace& ws) {
+      const double scale = grp.fill(t, S, l, ws);
+      return sed_solve_coopt(ws.cost.data(), grp.m[l], grp.n[l], grp.n[l] + 1, dp::Tie{rel_tol, scale}, ws);
+    };
+    const scalar_t* wt = weights.data_ptr<scalar_t>();
+    const bool lanes = dp::simd_avx2();
+    // A block's pairs of nonzero weight in order, four at a time through the lanes.
+    auto block_sums = [&](int64_t begin, int64_t end, dp::GradWorkspace<SedWorkspace>& gws) {
+      SedWorkspace& ws = gws.pair;
+      int64_t pairs[sed::kLanes];
+      int count = 0;
+      auto flush = [&] {
+        const SymbolGroup grp(ss, pairs, count);
+        auto pair_done = [&](int l, double) { add_sums(pairs[l], static_cast<double>(wt[pairs[l]]), gws); };
+        if (lanes && sed::lanes_pay(count, grp.m, grp.n)) {
+          sed_coopt_lanes(
+              count, grp.m, grp.n, rel_tol, ws,
+              [&](int l) { grp.gather<true>(t, S, l, ws); },
+              [&](int l) { return solve(grp, l, ws); }, pair_done);
+        } else {
+          for (int l = 0; l < count; ++l) pair_done(l, solve(grp, l, ws));
+        }
+        count = 0;
+      };
+      for (int64_t b = begin; b < end; ++b) {
+        if (static_cast<double>(wt[b]) == 0.0) continue;  // adds nothing
+        pairs[count++] = b;
+        if (count == sed::kLanes) flush();
+      }
+      if (count > 0) flush();
+    };
+    grad = dp::weighted_label_sums_by_block<scalar_t, SedWorkspace>(S, batch, ss.rows * ss.cols, in.table.options(),
+                                                                   block_sums);
   });
   return grad;
 }

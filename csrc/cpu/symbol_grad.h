@@ -71,23 +71,19 @@ inline at::Tensor check_pair_weights(const at::Tensor& weights, const at::Tensor
   return weights.contiguous();
 }
 
-// Runs pair_sums(b, weight, workspace) for every pair of nonzero weight
-// (pairs of weight 0 add nothing and are skipped), which adds its weighted
-// P into workspace.sums by table entry (a * S + b); returns the (S, S) sums
-// in dtype scalar_t.
-template <typename scalar_t, typename Workspace, typename PairSums>
-at::Tensor weighted_label_sums(int64_t S, int64_t batch, int64_t cells_per_pair, const scalar_t* weights,
-                               const at::TensorOptions& options, const PairSums& pair_sums) {
+// Runs block_sums(begin, end, workspace) for fixed blocks of consecutive
+// pairs, each of which adds the weighted P of its pairs (in order; pairs of
+// weight 0 add nothing and may be skipped) into workspace.sums by table entry
+// (a * S + b); returns the (S, S) sums in dtype scalar_t.
+template <typename scalar_t, typename Workspace, typename BlockSums>
+at::Tensor weighted_label_sums_by_block(int64_t S, int64_t batch, int64_t cells_per_pair,
+                                        const at::TensorOptions& options, const BlockSums& block_sums) {
   const int64_t blocks = (batch + kGradBlockPairs - 1) / kGradBlockPairs;
   std::vector<std::vector<std::pair<int64_t, double>>> lists(blocks);
   for_each_pair<GradWorkspace<Workspace>>(
       blocks, cells_per_pair * kGradBlockPairs, [&](int64_t block, GradWorkspace<Workspace>& ws) {
         ws.sums.resize(S * S);
-        const int64_t end = std::min(batch, (block + 1) * kGradBlockPairs);
-        for (int64_t b = block * kGradBlockPairs; b < end; ++b) {
-          const double weight = static_cast<double>(weights[b]);
-          if (weight != 0.0) pair_sums(b, weight, ws);
-        }
+        block_sums(block * kGradBlockPairs, std::min(batch, (block + 1) * kGradBlockPairs), ws);
         ws.sums.drain(lists[block]);
       });
   std::vector<double> total(S * S, 0.0);
@@ -98,6 +94,20 @@ at::Tensor weighted_label_sums(int64_t S, int64_t batch, int64_t cells_per_pair,
   scalar_t* o = out.data_ptr<scalar_t>();
   for (int64_t k = 0; k < S * S; ++k) o[k] = static_cast<scalar_t>(total[k]);
   return out;
+}
+
+// weighted_label_sums_by_block with pair_sums(b, weight, workspace) per pair
+// of nonzero weight.
+template <typename scalar_t, typename Workspace, typename PairSums>
+at::Tensor weighted_label_sums(int64_t S, int64_t batch, int64_t cells_per_pair, const scalar_t* weights,
+                               const at::TensorOptions& options, const PairSums& pair_sums) {
+  return weighted_label_sums_by_block<scalar_t, Workspace>(
+      S, batch, cells_per_pair, options, [&](int64_t begin, int64_t end, GradWorkspace<Workspace>& ws) {
+        for (int64_t b = begin; b < end; ++b) {
+          const double weight = static_cast<double>(weights[b]);
+          if (weight != 0.0) pair_sums(b, weight, ws);
+        }
+      });
 }
 
 }  // namespace dp
