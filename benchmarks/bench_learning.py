@@ -14,6 +14,9 @@ rounds of each process's best-of times. Rows:
 * ``grad30_1t``: ``grad30`` on 1 thread.
 * ``coopt100``: 16 pairs of 100-node random trees, Euclidean costs, 1 thread, one batched
   call: distance + P (``PairBatch.coopt``) against the distance alone.
+* ``seq_grad12``: the sequence kernels of BEDL's exact mode on Strings: a 100 x 2 matrix of
+  12-symbol strings, forward + backward against the forward, 1 thread.
+* ``seq_coopt40``: 16 pairs of 40-symbol strings: distance + P against the distance.
 """
 from __future__ import annotations
 
@@ -87,6 +90,35 @@ def measure() -> dict:
     with torch.no_grad():
         t_d, t_p = _alternating([lambda: batch.distances(cost), lambda: batch.coopt(cost)], 5, 0.2)
     out["coopt100"] = (t_p, t_d)
+
+    # sequences: BEDL's exact-mode kernels (100 strings of 12 symbols against 2 prototypes)
+    # and P of 40-symbol strings, both on the symbol-table path
+    g = torch.Generator().manual_seed(3)
+    letters = "abcd"
+
+    def strings(count, length):
+        return ["".join(letters[k] for k in torch.randint(0, 4, (length,), generator=g).tolist())
+                for _ in range(count)]
+
+    emb = torch.randn(4, 3, generator=g, dtype=torch.float64)
+    cost = bt.EuclideanCost(list(letters), emb.clone())
+    X12, protos = strings(100, 12), strings(2, 12)
+
+    def seq_forward():
+        with torch.no_grad():
+            bt.pairwise_distances(X12, protos, cost=cost)
+
+    def seq_forward_backward():
+        cost.zero_grad()
+        bt.pairwise_distances(X12, protos, cost=cost).sum().backward()
+
+    t_f, t_fb = _alternating([seq_forward, seq_forward_backward], 5, 0.2)
+    out["seq_grad12"] = (t_fb, t_f)
+    X40 = strings(32, 40)
+    batch = bt.PairBatch(X40[:16], X40[16:])
+    with torch.no_grad():
+        t_d, t_p = _alternating([lambda: batch.distances(cost), lambda: batch.coopt(cost)], 5, 0.2)
+    out["seq_coopt40"] = (t_p, t_d)
     return out
 
 
@@ -97,6 +129,10 @@ ROWS = [
     ("grad30_1t", "same as the first row on 1 thread", "-"),
     ("coopt100", "16 pairs of 100-node trees, Euclidean, 1 thread, batched: distance + P vs distance",
      "<= 2.5x"),
+    ("seq_grad12", "100 x 2 matrix of 12-symbol strings (BEDL's exact mode on Strings), 1 thread: "
+     "forward + backward vs forward", "-"),
+    ("seq_coopt40", "16 pairs of 40-symbol strings, Euclidean, 1 thread, batched: distance + P vs "
+     "distance", "-"),
 ]
 
 
