@@ -87,4 +87,5 @@ def test_goodness_study_rescales_to_the_other_median(study, strings_results):
     assert row["initial"]["scale"] == row["bedl"]["scale"] == 1.0
     assert row["initial_at_bedl_scale"]["scale"] == pytest.approx(med["bedl"] / med["initial"])
     assert row["bedl_at_initial_scale"]["scale"] == pytest.approx(med["initial"] / med["bedl"])
+    assert row["initial_at_median_1"]["scale"] == pytest.approx(1.0 / med["initial"])
     assert "| initial_at_bedl_scale |" in study.summarise_goodness(entry)

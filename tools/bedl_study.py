@@ -13,9 +13,10 @@ the protocol chooses beta on validation folds), beside the factor the nested sea
 tell a metric that cannot help from a search that picks badly.
 
 ``goodness``: the goodness classifier (nested search of lambda, refit, test) on the initial
-distances, on BEDL's learned distances, and on each of them rescaled to the other's median
-training distance: its similarity ``2 exp(-d) - 1`` depends on the distances' scale, so this
-tells a gain of the learned metric's structure from one of its scale.
+distances, on BEDL's learned distances, on each of them rescaled to the other's median
+training distance, and on each rescaled to a median of 1: its similarity ``2 exp(-d) - 1``
+depends on the distances' scale, so this tells a gain of the learned metric's structure from
+one of its scale, and how much the scale alone costs the classifier.
 
 ``classifiers``: the protocol's four classifiers (nested search, refit, test) on the initial
 distances and on BEDL's learned distances at the fold's chosen beta factor, once with the
@@ -187,10 +188,13 @@ def study_classifiers(dataset: str, results_dir: str, max_folds=None, mode="pseu
     return {"dataset": dataset, "mode": mode, "folds": rows}
 
 
-#: the goodness study's variants: (name, distances, scaled to the median of)
+#: the goodness study's variants: (name, distances, scaled to: the median of the other
+#: distances, or a median training distance of 1.0)
 GOODNESS_VARIANTS = (("initial", "initial", None), ("bedl", "bedl", None),
                      ("initial_at_bedl_scale", "initial", "bedl"),
-                     ("bedl_at_initial_scale", "bedl", "initial"))
+                     ("bedl_at_initial_scale", "bedl", "initial"),
+                     ("initial_at_median_1", "initial", 1.0),
+                     ("bedl_at_median_1", "bedl", 1.0))
 
 
 def study_goodness(dataset: str, results_dir: str, max_folds=None, mode="pseudo") -> dict:
@@ -215,7 +219,8 @@ def study_goodness(dataset: str, results_dir: str, max_folds=None, mode="pseudo"
         median = {k: float(np.median(v[0][off_diagonal])) for k, v in D.items()}
         row = {"fold": fold, "K": K, "factor": factor, "median_distance": median}
         for name, source, scale_to in GOODNESS_VARIANTS:
-            s = 1.0 if scale_to is None else median[scale_to] / median[source]
+            target = median[scale_to] if isinstance(scale_to, str) else scale_to
+            s = 1.0 if scale_to is None else target / median[source]
             err, value, _ = classify("goodness", grid, s * D[source][0], y[tr], s * D[source][1],
                                      y[te], inner, seed)
             row[name] = {"error": err, "lambda": value, "scale": s}
