@@ -154,13 +154,12 @@ EXTENDED_BANDWIDTHS = [float(v) for v in np.logspace(-1, 2, 10)]
 CLASSIFIER_NAMES = ("KNN", "MGLVQ", "SVM", "goodness")
 
 
-def study_classifiers(dataset: str, results_dir: str, max_folds=None, mode="pseudo") -> dict:
+def initial_and_learned(dataset: str, results_dir: str, max_folds=None, mode="pseudo"):
+    """For each fold with a BEDL ``mode`` record: ``(fold, K, factor, seed, y_tr, y_te,
+    initial, learned, fit)``, the distances as ``(training, test-to-training)`` pairs and
+    ``fit`` as :func:`fit_one` returns it (without the distances)."""
     X, y, senti, folds, res = fold_settings(dataset, results_dir, max_folds)
-    inner = int(res["config"]["inner_folds"])
-    grids = {"paper": full_grid(),
-             "extended": dataclasses.replace(full_grid(), bandwidth=EXTENDED_BANDWIDTHS)}
     metric = f"bedl_{mode}"
-    rows = []
     for fold, tr, te, fi in folds:
         if metric not in fi:
             continue
@@ -173,13 +172,24 @@ def study_classifiers(dataset: str, results_dir: str, max_folds=None, mode="pseu
                   as_numpy(pairwise_distances(X_te, X_tr, cost=cost0)))
         fit = fit_one(X, y, tr, te, K, factor, {}, senti, seed, mode, distances=True)
         D1 = (fit.pop("D_tr"), fit.pop("D_te"))
+        yield fold, K, factor, seed, y[tr], y[te], D0, D1, fit
+
+
+def study_classifiers(dataset: str, results_dir: str, max_folds=None, mode="pseudo") -> dict:
+    inner = int(read_results(results_dir, dataset)["config"]["inner_folds"])
+    grids = {"paper": full_grid(),
+             "extended": dataclasses.replace(full_grid(), bandwidth=EXTENDED_BANDWIDTHS)}
+    metric = f"bedl_{mode}"
+    rows = []
+    for fold, K, factor, seed, y_tr, y_te, D0, D1, fit in initial_and_learned(
+            dataset, results_dir, max_folds, mode):
         row = {"fold": fold, "K": K, "factor": factor, "fit": fit}
         for name, (D_tr, D_te) in (("initial", D0), (metric, D1)):
             for g, grid in grids.items():
                 for clf in CLASSIFIER_NAMES:
                     if g == "extended" and clf != "SVM":
                         continue
-                    err, value, _ = classify(clf, grid, D_tr, y[tr], D_te, y[te], inner, seed)
+                    err, value, _ = classify(clf, grid, D_tr, y_tr, D_te, y_te, inner, seed)
                     row[f"{name}/{clf}/{g}"] = {"error": err, "value": value}
         rows.append(row)
         print(f"{dataset} fold {fold}: " + ", ".join(
@@ -198,31 +208,20 @@ GOODNESS_VARIANTS = (("initial", "initial", None), ("bedl", "bedl", None),
 
 
 def study_goodness(dataset: str, results_dir: str, max_folds=None, mode="pseudo") -> dict:
-    X, y, senti, folds, res = fold_settings(dataset, results_dir, max_folds)
-    inner = int(res["config"]["inner_folds"])
+    inner = int(read_results(results_dir, dataset)["config"]["inner_folds"])
     grid = full_grid()
-    metric = f"bedl_{mode}"
     rows = []
-    for fold, tr, te, fi in folds:
-        if metric not in fi:
-            continue
-        K, factor = int(fi["K"]), float(fi[metric]["factor"])
-        seed = fold_seed(res["config"]["seed"], fold)
-        X_tr, X_te = [X[i] for i in tr], [X[i] for i in te]
-        cost0 = senti.make(X_tr, X_tr + X_te)[0] if senti is not None else None
-        with torch.no_grad():
-            D = {"initial": (as_numpy(pairwise_distances(X_tr, cost=cost0)),
-                             as_numpy(pairwise_distances(X_te, X_tr, cost=cost0)))}
-        fit = fit_one(X, y, tr, te, K, factor, {}, senti, seed, mode, distances=True)
-        D["bedl"] = (fit.pop("D_tr"), fit.pop("D_te"))
-        off_diagonal = ~np.eye(len(tr), dtype=bool)
+    for fold, K, factor, seed, y_tr, y_te, D0, D1, _ in initial_and_learned(
+            dataset, results_dir, max_folds, mode):
+        D = {"initial": D0, "bedl": D1}
+        off_diagonal = ~np.eye(len(y_tr), dtype=bool)
         median = {k: float(np.median(v[0][off_diagonal])) for k, v in D.items()}
         row = {"fold": fold, "K": K, "factor": factor, "median_distance": median}
         for name, source, scale_to in GOODNESS_VARIANTS:
             target = median[scale_to] if isinstance(scale_to, str) else scale_to
             s = 1.0 if scale_to is None else target / median[source]
-            err, value, _ = classify("goodness", grid, s * D[source][0], y[tr], s * D[source][1],
-                                     y[te], inner, seed)
+            err, value, _ = classify("goodness", grid, s * D[source][0], y_tr, s * D[source][1],
+                                     y_te, inner, seed)
             row[name] = {"error": err, "lambda": value, "scale": s}
         rows.append(row)
         print(f"{dataset} fold {fold}: medians {median['initial']:.3g} / {median['bedl']:.3g}; "
