@@ -14,7 +14,7 @@ tell a metric that cannot help from a search that picks badly.
 
 ``goodness``: the goodness classifier (nested search of lambda, refit, test) on the initial
 distances, on BEDL's learned distances, on each of them rescaled to the other's median
-training distance, and on each rescaled to a median of 1: its similarity ``2 exp(-d) - 1``
+training distance, and on each rescaled to medians from 0.1 to 10: its similarity ``2 exp(-d) - 1``
 depends on the distances' scale, so this tells a gain of the learned metric's structure from
 one of its scale, and how much the scale alone costs the classifier.
 
@@ -198,13 +198,15 @@ def study_classifiers(dataset: str, results_dir: str, max_folds=None, mode="pseu
     return {"dataset": dataset, "mode": mode, "folds": rows}
 
 
+#: the median training distances the goodness study rescales each kind of distances to
+GOODNESS_MEDIANS = (0.1, 0.3, 1.0, 3.0, 10.0)
 #: the goodness study's variants: (name, distances, scaled to: the median of the other
-#: distances, or a median training distance of 1.0)
+#: distances, or a median training distance of GOODNESS_MEDIANS)
 GOODNESS_VARIANTS = (("initial", "initial", None), ("bedl", "bedl", None),
                      ("initial_at_bedl_scale", "initial", "bedl"),
-                     ("bedl_at_initial_scale", "bedl", "initial"),
-                     ("initial_at_median_1", "initial", 1.0),
-                     ("bedl_at_median_1", "bedl", 1.0))
+                     ("bedl_at_initial_scale", "bedl", "initial")) + tuple(
+    (f"{source}_at_median_{median:g}", source, median)
+    for source in ("initial", "bedl") for median in GOODNESS_MEDIANS)
 
 
 def study_goodness(dataset: str, results_dir: str, max_folds=None, mode="pseudo") -> dict:
