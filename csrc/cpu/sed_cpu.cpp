@@ -8,6 +8,8 @@
 // that makes alignments and DP paths one-to-one (a run of indels is always
 // read as its insertions first). An outside pass then pushes completion counts
 // back along the co-optimal edges; P[event] = inside * outside / total.
+// Short pairs run the distances, or P's inside pass, four at a time on AVX2
+// lanes (sed_lanes.h) with the same expressions per lane: the same bits.
 #include "../edit_distance.h"
 #include "dp_common.h"
 #include "sed_lanes.h"
@@ -355,8 +357,6 @@ bool sed_counted(const scalar_t* c, int64_t m, int64_t n, int64_t stride, const 
   return true;
 }
 
-// Fills p (row stride p_stride) with the co-optimal matrix and returns the
-// distance: counts as doubles unless they overflow (massive ties in long sequences).
 // The distance, and P in ws.p_acc (row stride n + 1): counts as doubles unless
 // they overflow (massive ties in long sequences).
 template <typename scalar_t>
