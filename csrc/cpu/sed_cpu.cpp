@@ -372,16 +372,6 @@ double sed_solve_coopt(const scalar_t* c, int64_t m, int64_t n, int64_t stride, 
   return distance;
 }
 
-// Sizes the lanes for `count` pairs of extents ms, ns (lanes without a pair: empty pairs).
-inline void begin_lanes(int count, const int64_t* ms, const int64_t* ns, sed::SedLanes& lanes) {
-  int64_t m4[sed::kLanes] = {}, n4[sed::kLanes] = {};
-  for (int l = 0; l < count; ++l) {
-    m4[l] = ms[l];
-    n4[l] = ns[l];
-  }
-  lanes.begin(m4, n4);
-}
-
 // Up to four pairs' distances and P through the AVX2 lanes: lane l < count
 // holds the pair of extent (ms[l], ns[l]) whose costs load_lane(l) puts into
 // ws.lanes. Lane by lane in order, pair_done(l, distance) then finds that
@@ -391,7 +381,7 @@ template <typename LoadLane, typename SolveScalar, typename PairDone>
 void sed_coopt_lanes(int count, const int64_t* ms, const int64_t* ns, double rel_tol, SedWorkspace& ws,
                      const LoadLane& load_lane, const SolveScalar& solve_scalar, const PairDone& pair_done) {
   sed::SedLanes& lanes = ws.lanes;
-  begin_lanes(count, ms, ns, lanes);
+  lanes.begin(count, ms, ns);
   for (int l = 0; l < count; ++l) load_lane(l);
   sed::sed_inside_lanes_avx2(lanes, rel_tol);
   for (int l = 0; l < count; ++l) {
@@ -414,7 +404,7 @@ void sed_coopt_lanes(int count, const int64_t* ms, const int64_t* ns, double rel
 template <typename LoadLane, typename PairDone>
 void sed_distance_lanes(int count, const int64_t* ms, const int64_t* ns, SedWorkspace& ws,
                         const LoadLane& load_lane, const PairDone& pair_done) {
-  begin_lanes(count, ms, ns, ws.lanes);
+  ws.lanes.begin(count, ms, ns);
   for (int l = 0; l < count; ++l) load_lane(l);
   sed::sed_distance_lanes_avx2(ws.lanes);
   for (int l = 0; l < count; ++l) pair_done(l, ws.lanes.distance[l]);
@@ -547,25 +537,39 @@ std::tuple<at::Tensor, at::Tensor> sed_cpu(const at::Tensor& costs_in, const at:
 
 namespace {
 
+// A pair of a symbol-table call: its sequences' labels and lengths.
+struct SymbolPair {
+  const int64_t *x, *y;
+  int64_t m, n;
+};
+
 // The checked inputs of the symbol-table sequence kernels and the batch's extent.
 struct SymbolSequences : dp::BatchExtent {
   dp::SymbolInputs in;
+  const int64_t *x_labels, *y_labels, *x_ptr, *y_ptr, *pair_x, *pair_y;
 
-  SymbolSequences(const at::Tensor& symbol_costs, const at::Tensor& x_labels, const at::Tensor& x_ptr,
-                  const at::Tensor& y_labels, const at::Tensor& y_ptr, const at::Tensor& pair_x,
-                  const at::Tensor& pair_y, double rel_tol)
-      : in(dp::check_symbol_inputs(symbol_costs, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, rel_tol)) {
-    const int64_t* xptr_p = in.x_ptr.data_ptr<int64_t>();
-    const int64_t* yptr_p = in.y_ptr.data_ptr<int64_t>();
-    const int64_t* px_p = in.pair_x.data_ptr<int64_t>();
-    const int64_t* py_p = in.pair_y.data_ptr<int64_t>();
+  SymbolSequences(const at::Tensor& symbol_costs, const at::Tensor& x_labels_in, const at::Tensor& x_ptr_in,
+                  const at::Tensor& y_labels_in, const at::Tensor& y_ptr_in, const at::Tensor& pair_x_in,
+                  const at::Tensor& pair_y_in, double rel_tol)
+      : in(dp::check_symbol_inputs(symbol_costs, x_labels_in, x_ptr_in, y_labels_in, y_ptr_in, pair_x_in,
+                                   pair_y_in, rel_tol)),
+        x_labels(in.x_labels.data_ptr<int64_t>()),
+        y_labels(in.y_labels.data_ptr<int64_t>()),
+        x_ptr(in.x_ptr.data_ptr<int64_t>()),
+        y_ptr(in.y_ptr.data_ptr<int64_t>()),
+        pair_x(in.pair_x.data_ptr<int64_t>()),
+        pair_y(in.pair_y.data_ptr<int64_t>()) {
     const int64_t nx = dp::check_ptr(in.x_ptr, "x_ptr", in.x_labels.size(0), "labels");
     const int64_t ny = dp::check_ptr(in.y_ptr, "y_ptr", in.y_labels.size(0), "labels");
-    dp::check_pair_indices(px_p, py_p, in.batch, nx, ny, "sequence");
+    dp::check_pair_indices(pair_x, pair_y, in.batch, nx, ny, "sequence");
     for (int64_t b = 0; b < in.batch; ++b) {
-      const int64_t m = xptr_p[px_p[b] + 1] - xptr_p[px_p[b]], n = yptr_p[py_p[b] + 1] - yptr_p[py_p[b]];
-      add(b, m, n);
+      const SymbolPair sp = pair(b);
+      add(b, sp.m, sp.n);
     }
+  }
+  SymbolPair pair(int64_t b) const {
+    const int64_t px = pair_x[b], py = pair_y[b];
+    return {x_labels + x_ptr[px], y_labels + y_ptr[py], x_ptr[px + 1] - x_ptr[px], y_ptr[py + 1] - y_ptr[py]};
   }
 };
 
@@ -576,16 +580,12 @@ struct SymbolGroup {
   const int64_t* y[sed::kLanes] = {};
 
   SymbolGroup(const SymbolSequences& ss, const int64_t* pairs, int count) {
-    const int64_t* xptr_p = ss.in.x_ptr.data_ptr<int64_t>();
-    const int64_t* yptr_p = ss.in.y_ptr.data_ptr<int64_t>();
-    const int64_t* px_p = ss.in.pair_x.data_ptr<int64_t>();
-    const int64_t* py_p = ss.in.pair_y.data_ptr<int64_t>();
     for (int l = 0; l < count; ++l) {
-      const int64_t b = pairs[l], x0 = xptr_p[px_p[b]], y0 = yptr_p[py_p[b]];
-      m[l] = xptr_p[px_p[b] + 1] - x0;
-      n[l] = yptr_p[py_p[b] + 1] - y0;
-      x[l] = ss.in.x_labels.data_ptr<int64_t>() + x0;
-      y[l] = ss.in.y_labels.data_ptr<int64_t>() + y0;
+      const SymbolPair sp = ss.pair(pairs[l]);
+      x[l] = sp.x;
+      y[l] = sp.y;
+      m[l] = sp.m;
+      n[l] = sp.n;
     }
   }
   // Lane l's pair into the lanes' costs (kScale: and its tie scale).
@@ -613,26 +613,20 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_cost
   const SymbolSequences ss(symbol_costs_in, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, rel_tol);
   const dp::SymbolInputs& in = ss.in;
   const int64_t S = in.symbols, batch = in.batch, rows = ss.rows, cols = ss.cols;
-  const at::Tensor &table = in.table, &xl = in.x_labels, &yl = in.y_labels;
-  const int64_t* xptr_p = in.x_ptr.data_ptr<int64_t>();
-  const int64_t* yptr_p = in.y_ptr.data_ptr<int64_t>();
-  const int64_t* px_p = in.pair_x.data_ptr<int64_t>();
-  const int64_t* py_p = in.pair_y.data_ptr<int64_t>();
+  const at::Tensor& table = in.table;
   at::Tensor dist = at::empty({batch}, table.options());
   at::Tensor coopt = need_coopt ? at::zeros({batch, rows, cols}, table.options())
                                 : at::empty({0}, table.options());
   AT_DISPATCH_FLOATING_TYPES(table.scalar_type(), "sed_symbols_cpu", [&] {
     ss.check_overflow<scalar_t>(in.max_abs);
     const scalar_t* t = table.data_ptr<scalar_t>();
-    const int64_t* xl_p = xl.data_ptr<int64_t>();
-    const int64_t* yl_p = yl.data_ptr<int64_t>();
     scalar_t* d = dist.data_ptr<scalar_t>();
     scalar_t* p = need_coopt ? coopt.data_ptr<scalar_t>() : nullptr;
     auto pair = [&](int64_t b, SedWorkspace& ws) {
-      const int64_t x0 = xptr_p[px_p[b]], y0 = yptr_p[py_p[b]];
-      const int64_t m = xptr_p[px_p[b] + 1] - x0, n = yptr_p[py_p[b] + 1] - y0;
-      const double scale = need_coopt ? fill_symbols<true>(t, S, xl_p + x0, m, yl_p + y0, n, ws)
-                                      : fill_symbols<false>(t, S, xl_p + x0, m, yl_p + y0, n, ws);
+      const SymbolPair sp = ss.pair(b);
+      const int64_t m = sp.m, n = sp.n;
+      const double scale = need_coopt ? fill_symbols<true>(t, S, sp.x, m, sp.y, n, ws)
+                                      : fill_symbols<false>(t, S, sp.x, m, sp.y, n, ws);
       const double* cb = ws.cost.data();
       d[b] = static_cast<scalar_t>(
           need_coopt ? sed_coopt(cb, m, n, n + 1, dp::Tie{rel_tol, scale}, p + b * rows * cols, cols, ws)
@@ -674,21 +668,15 @@ at::Tensor sed_symbols_grad_cpu(const at::Tensor& symbol_costs_in, const at::Ten
   const dp::SymbolInputs& in = ss.in;
   const int64_t S = in.symbols, batch = in.batch, gap = S - 1;
   const at::Tensor weights = dp::check_pair_weights(pair_weights, in.table, batch);
-  const int64_t* xptr_p = in.x_ptr.data_ptr<int64_t>();
-  const int64_t* yptr_p = in.y_ptr.data_ptr<int64_t>();
-  const int64_t* px_p = in.pair_x.data_ptr<int64_t>();
-  const int64_t* py_p = in.pair_y.data_ptr<int64_t>();
-  const int64_t* xl_p = in.x_labels.data_ptr<int64_t>();
-  const int64_t* yl_p = in.y_labels.data_ptr<int64_t>();
   at::Tensor grad;
   AT_DISPATCH_FLOATING_TYPES(in.table.scalar_type(), "sed_symbols_grad_cpu", [&] {
     ss.check_overflow<scalar_t>(in.max_abs);
     const scalar_t* t = in.table.data_ptr<scalar_t>();
     // Adds pair b's P (in ws.p_acc) times `weight` to the block's sums by label pair.
     auto add_sums = [&](int64_t b, double weight, dp::GradWorkspace<SedWorkspace>& gws) {
-      const int64_t x0 = xptr_p[px_p[b]], y0 = yptr_p[py_p[b]];
-      const int64_t m = xptr_p[px_p[b] + 1] - x0, n = yptr_p[py_p[b] + 1] - y0, w = n + 1;
-      const int64_t *x = xl_p + x0, *y = yl_p + y0;
+      const SymbolPair sp = ss.pair(b);
+      const int64_t m = sp.m, n = sp.n, w = n + 1;
+      const int64_t *x = sp.x, *y = sp.y;
       const double* acc = gws.pair.p_acc.data();  // row i < m: x[i], row m: insertions; column n: deletions
       for (int64_t i = 0; i <= m; ++i) {
         const int64_t row = (i < m ? x[i] : gap) * S;

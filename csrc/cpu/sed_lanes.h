@@ -17,7 +17,7 @@ constexpr int kLanes = 4;
 
 // Four pairs on the grid of their largest m and n, pair l in lane l: a lane's
 // cells (i <= m_l, j <= n_l) read only cells above and left of them, so the
-// padding (costs 0) never reaches them. Arrays are lane-interleaved: entry k
+// padding never reaches them. Arrays are lane-interleaved: entry k
 // of lane l at k * kLanes + l.
 struct SedLanes {
   int64_t m[kLanes] = {}, n[kLanes] = {};
@@ -29,13 +29,14 @@ struct SedLanes {
   std::vector<uint8_t> coopt;               // co-optimal incoming edges, same grid
   double distance[kLanes] = {}, total[kLanes] = {};
 
-  // Sizes the grid for pairs of the given extents. Padding keeps whatever
-  // finite costs it held: no cell of a pair reads it.
-  void begin(const int64_t* ms, const int64_t* ns) {
+  // Sizes the grid for `count` pairs of extents ms, ns (lanes past them:
+  // empty pairs). Padding keeps whatever finite costs it held: no cell of a
+  // pair reads it.
+  void begin(int count, const int64_t* ms, const int64_t* ns) {
     M = N = 0;
     for (int l = 0; l < kLanes; ++l) {
-      m[l] = ms[l];
-      n[l] = ns[l];
+      m[l] = l < count ? ms[l] : 0;
+      n[l] = l < count ? ns[l] : 0;
       M = std::max(M, m[l]);
       N = std::max(N, n[l]);
     }

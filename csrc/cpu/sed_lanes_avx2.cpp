@@ -32,30 +32,35 @@ __attribute__((target("avx2"))) inline void store_flags(uint8_t* out, __m256d de
   std::memcpy(out, &bytes, sizeof(bytes));
 }
 
-// Lanes whose pair ends in this row: their distance and total count.
+// Lanes whose pair ends in this row: their distance (and with kCount total count).
+template <bool kCount>
 inline void take_results(SedLanes& L, int64_t i, const double* dist, const double* tot) {
   for (int l = 0; l < kLanes; ++l) {
     if (L.m[l] == i) {
       L.distance[l] = dist[L.n[l] * kLanes + l];
-      L.total[l] = tot[L.n[l] * kLanes + l];
+      if (kCount) L.total[l] = tot[L.n[l] * kLanes + l];
     }
   }
 }
 
-}  // namespace
-
-__attribute__((target("avx2"))) void sed_inside_lanes_avx2(SedLanes& L, double rel_tol) {
+// The distances, and with kCount the flags and inside counts, on all four
+// lanes: one loop for both passes, as the scalar kernel's passes share their
+// expressions.
+template <bool kCount>
+__attribute__((target("avx2"))) void lanes_pass(SedLanes& L, double rel_tol) {
   constexpr int K = kLanes;
   const int64_t M = L.M, N = L.N, W = N + 1;
   L.dist.resize(2 * W * K);
-  L.tot.resize(2 * W * K);
-  L.in_del.resize((M + 1) * W * K);
-  L.in_other.resize((M + 1) * W * K);
-  L.coopt.resize((M + 1) * W * K);
+  if (kCount) {
+    L.tot.resize(2 * W * K);
+    L.in_del.resize((M + 1) * W * K);
+    L.in_other.resize((M + 1) * W * K);
+    L.coopt.resize((M + 1) * W * K);
+  }
   double* dprev = L.dist.data();
   double* dcur = dprev + W * K;
-  double* tprev = L.tot.data();
-  double* tcur = tprev + W * K;
+  double* tprev = kCount ? L.tot.data() : nullptr;
+  double* tcur = kCount ? tprev + W * K : nullptr;
   double* in_del = L.in_del.data();
   double* in_other = L.in_other.data();
   uint8_t* coopt = L.coopt.data();
@@ -68,30 +73,36 @@ __attribute__((target("avx2"))) void sed_inside_lanes_avx2(SedLanes& L, double r
 
   // Row 0: insertions only; every cell is entered once ("other"), the corner by nothing.
   _mm256_storeu_pd(dprev, zero);
-  _mm256_storeu_pd(in_del, zero);
-  _mm256_storeu_pd(in_other, one);
-  _mm256_storeu_pd(tprev, _mm256_add_pd(zero, one));
-  std::memset(coopt, 0, K);
+  if (kCount) {
+    _mm256_storeu_pd(in_del, zero);
+    _mm256_storeu_pd(in_other, one);
+    _mm256_storeu_pd(tprev, _mm256_add_pd(zero, one));
+    std::memset(coopt, 0, K);
+  }
   __m256d left = zero;
   for (int64_t j = 1; j <= N; ++j) {
     left = _mm256_add_pd(left, _mm256_loadu_pd(ins_cost + (j - 1) * K));
     _mm256_storeu_pd(dprev + j * K, left);
-    _mm256_storeu_pd(in_del + j * K, zero);
-    _mm256_storeu_pd(in_other + j * K, one);
-    _mm256_storeu_pd(tprev + j * K, _mm256_add_pd(zero, one));
-    std::memcpy(coopt + j * K, &ins_flags, K);
+    if (kCount) {
+      _mm256_storeu_pd(in_del + j * K, zero);
+      _mm256_storeu_pd(in_other + j * K, one);
+      _mm256_storeu_pd(tprev + j * K, _mm256_add_pd(zero, one));
+      std::memcpy(coopt + j * K, &ins_flags, K);
+    }
   }
-  take_results(L, 0, dprev, tprev);
+  take_results<kCount>(L, 0, dprev, tprev);
 
   for (int64_t i = 1; i <= M; ++i) {
     const __m256d del = _mm256_loadu_pd(L.del.data() + (i - 1) * K);
     const int64_t base = i * W;
     left = _mm256_add_pd(_mm256_loadu_pd(dprev), del);
     _mm256_storeu_pd(dcur, left);
-    _mm256_storeu_pd(in_del + base * K, one);
-    _mm256_storeu_pd(in_other + base * K, zero);
-    _mm256_storeu_pd(tcur, _mm256_add_pd(one, zero));
-    std::memcpy(coopt + base * K, &del_flags, K);
+    if (kCount) {
+      _mm256_storeu_pd(in_del + base * K, one);
+      _mm256_storeu_pd(in_other + base * K, zero);
+      _mm256_storeu_pd(tcur, _mm256_add_pd(one, zero));
+      std::memcpy(coopt + base * K, &del_flags, K);
+    }
     __m256d left_other = zero;
     const double* rep_row = rep_cost + (i - 1) * N * K;
     for (int64_t j = 1; j <= N; ++j) {
@@ -101,6 +112,7 @@ __attribute__((target("avx2"))) void sed_inside_lanes_avx2(SedLanes& L, double r
       const __m256d best = dp::best_of4(rep, d, in);
       _mm256_storeu_pd(dcur + j * K, best);
       left = best;
+      if (!kCount) continue;
       // Tie::threshold: std::max(|best|, scale) is (|best| < scale) ? scale : |best|.
       const __m256d t = _mm256_mul_pd(rt, _mm256_max_pd(scale, _mm256_and_pd(best, abs_mask)));
       const __m256d is_del = within4(d, best, t, rt, abs_mask);
@@ -116,47 +128,16 @@ __attribute__((target("avx2"))) void sed_inside_lanes_avx2(SedLanes& L, double r
       left_other = other;
       store_flags(coopt + cell, is_del, is_ins, is_match);
     }
-    take_results(L, i, dcur, tcur);
+    take_results<kCount>(L, i, dcur, tcur);
     std::swap(dprev, dcur);
-    std::swap(tprev, tcur);
+    if (kCount) std::swap(tprev, tcur);
   }
 }
-__attribute__((target("avx2"))) void sed_distance_lanes_avx2(SedLanes& L) {
-  constexpr int K = kLanes;
-  const int64_t M = L.M, N = L.N, W = N + 1;
-  L.dist.resize(2 * W * K);
-  double* dprev = L.dist.data();
-  double* dcur = dprev + W * K;
-  const double* rep_cost = L.rep.data();
-  const double* ins_cost = L.ins.data();
-  __m256d left = _mm256_setzero_pd();
-  _mm256_storeu_pd(dprev, left);
-  for (int64_t j = 1; j <= N; ++j) {
-    left = _mm256_add_pd(left, _mm256_loadu_pd(ins_cost + (j - 1) * K));
-    _mm256_storeu_pd(dprev + j * K, left);
-  }
-  auto take = [&](int64_t i, const double* dist) {
-    for (int l = 0; l < K; ++l) {
-      if (L.m[l] == i) L.distance[l] = dist[L.n[l] * K + l];
-    }
-  };
-  take(0, dprev);
-  for (int64_t i = 1; i <= M; ++i) {
-    const __m256d del = _mm256_loadu_pd(L.del.data() + (i - 1) * K);
-    left = _mm256_add_pd(_mm256_loadu_pd(dprev), del);
-    _mm256_storeu_pd(dcur, left);
-    const double* rep_row = rep_cost + (i - 1) * N * K;
-    for (int64_t j = 1; j <= N; ++j) {
-      const __m256d rep = _mm256_add_pd(_mm256_loadu_pd(dprev + (j - 1) * K), _mm256_loadu_pd(rep_row + (j - 1) * K));
-      const __m256d d = _mm256_add_pd(_mm256_loadu_pd(dprev + j * K), del);
-      const __m256d in = _mm256_add_pd(left, _mm256_loadu_pd(ins_cost + (j - 1) * K));
-      left = dp::best_of4(rep, d, in);
-      _mm256_storeu_pd(dcur + j * K, left);
-    }
-    take(i, dcur);
-    std::swap(dprev, dcur);
-  }
-}
+
+}  // namespace
+
+void sed_inside_lanes_avx2(SedLanes& lanes, double rel_tol) { lanes_pass<true>(lanes, rel_tol); }
+void sed_distance_lanes_avx2(SedLanes& lanes) { lanes_pass<false>(lanes, 0.0); }
 #else
 void sed_distance_lanes_avx2(SedLanes&) {
   TORCH_CHECK(false, "internal error: the AVX2 sequence lanes were called on a build without x86 SIMD");
