@@ -698,6 +698,63 @@ def test_simd_lanes_equal_scalar_kernel(symbols, simd_lanes):
                 assert torch.equal(scalar, lanes)
 
 
+def test_tree_coopt_lanes_equal_scalar_kernel(simd_lanes):
+    """Co-optimal matrices P and the symbol-table gradient of trees run their inside pass
+    (distances, co-optimal flags, counts) four pairs at a time on the AVX2 lanes where pairs
+    share x, then each pair's outside pass from the lanes' tables; the scalar kernel runs one
+    pair at a time. Both give the same bits: sizes 1-40 with paths, stars and combs, groups of
+    2-4 lanes beside pairs left alone, zero pair weights, float32 and float64 tables, ties
+    (integer tables, and a table where every mapping ties) and asymmetric costs."""
+    ext = simd_lanes
+    rng = np.random.default_rng(17)
+    alphabet = list("abc")
+    X = [lib(random_tree(int(s), alphabet, rng)) for s in [1, 2, 3, 5] + list(rng.integers(3, 41, 12))]
+
+    def labels(n):
+        return [alphabet[int(k)] for k in rng.integers(0, len(alphabet), n)]
+
+    X += [lib(path_tree(12, labels(12))), lib(star_tree(12, labels(12))),
+          lib(comb_tree(15, labels(15))), lib(comb_tree(15, labels(15), leaf_first=False))]
+    Y = X[:7]
+    U = len(alphabet) + 1
+    every_mapping_ties = torch.full((U, U), 2.0, dtype=torch.float64)
+    every_mapping_ties[:, -1] = every_mapping_ties[-1, :] = 1.0  # a replacement costs a deletion and an insertion
+    costs = [
+        bedl_torch.EuclideanCost(alphabet),  # float32
+        bedl_torch.EuclideanCost(alphabet, embedding=torch.as_tensor(rng.normal(size=(3, 3)))),
+        _TableCost(alphabet, torch.as_tensor(rng.integers(0, 3, (U, U)), dtype=torch.float64)),
+        _TableCost(alphabet, torch.as_tensor(rng.random((U, U)), dtype=torch.float32)),
+        _TableCost(alphabet, every_mapping_ties),
+    ]
+
+    def both(fn):
+        ext.set_simd_enabled(False)
+        scalar = fn()
+        ext.set_simd_enabled(True)
+        lanes = fn()
+        for a, b in zip(scalar, lanes):
+            assert a.dtype == b.dtype and torch.equal(a, b)
+
+    # x shared by runs of 1-6 consecutive pairs, then pairs of all different x
+    xs = [X[k] for k, run in enumerate([1, 2, 3, 4, 5, 6]) for _ in range(run)] + X[6:12]
+    ys = [X[(3 * k + 1) % len(X)] for k in range(len(xs))]
+    batch = bedl_torch.PairBatch(xs, ys)
+    weights = torch.as_tensor(rng.random((len(X), len(Y))))
+    weights[:, 2] = 0.0  # pairs of weight 0 leave gaps in the lane groups
+    for cost in costs:
+        with torch.no_grad():
+            both(lambda: batch.coopt(cost))
+        table = cost.symbol_table().detach()
+
+        def grad():
+            leaf = table.clone().requires_grad_(True)
+            D = bedl_torch.pairwise_distances(X, Y, cost=_TableCost(alphabet, leaf))
+            (D * weights.to(D.dtype)).sum().backward()
+            return (D.detach(), leaf.grad)
+
+        both(grad)
+
+
 def test_sequence_lanes_equal_scalar_kernel(simd_lanes):
     """Sequence distances, co-optimal matrices P and the symbol-table gradient run four pairs
     at a time on the AVX2 lanes (padded to the group's longest pair) where that pays, and one

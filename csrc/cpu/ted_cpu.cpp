@@ -10,6 +10,7 @@
 #include "symbol_grad.h"
 #include "tree_index.h"
 
+#include <algorithm>
 #include <tuple>
 #include <vector>
 
@@ -75,6 +76,81 @@ std::tuple<at::Tensor, at::Tensor> ted_cpu(const at::Tensor& costs_in, const at:
 }
 
 namespace {
+
+// Per thread, for the gradient's blocks of pairs: the lane groups of a block
+// (pairs of nonzero weight that share x and orientation, up to four) and the
+// P each lane pair leaves, kept until the block's pairs are summed in order.
+struct TreeGradWorkspace {
+  struct Kept {
+    bool valid = false;
+    std::vector<double> acc;
+    std::vector<int64_t> y_symbol;
+  };
+  TedWorkspace ted;
+  LaneWorkspace lanes;
+  std::vector<std::vector<int64_t>> groups;
+  std::vector<Kept> kept;  // by position in the block
+
+  template <typename scalar_t>
+  void plan(int64_t begin, int64_t end, const scalar_t* weight, const CooptLanes<scalar_t>& lanes_of) {
+    kept.resize(end - begin);
+    for (Kept& k : kept) k.valid = false;
+    std::vector<int64_t> pairs;
+    for (int64_t b = begin; b < end; ++b) {
+      if (weight[b] != scalar_t(0)) pairs.push_back(b);
+    }
+    lanes_of.group(pairs, groups);
+  }
+  void keep(int64_t position, TedWorkspace& ws) {
+    Kept& k = kept[position];
+    k.valid = true;
+    std::swap(k.acc, ws.p_acc);
+    std::swap(k.y_symbol, ws.y_symbol);
+  }
+  const Kept* kept_of(int64_t position) const { return kept[position].valid ? &kept[position] : nullptr; }
+};
+
+// P of a whole batch: lane groups of pairs that share x through CooptLanes
+// (each lane's P handed to write(b, distance, ws)), the other pairs (and any
+// whose counts overflow doubles) through scalar_pair; false (nothing done)
+// where no group forms.
+template <typename scalar_t, typename ScalarPair, typename Write>
+bool coopt_by_lanes(const SymbolBatch<scalar_t>& in, double rel_tol, int64_t cells_per_pair,
+                    const ScalarPair& scalar_pair, const Write& write) {
+  const CooptLanes<scalar_t> lanes(in, rel_tol);
+  std::vector<int64_t> pairs(in.batch);
+  for (int64_t b = 0; b < in.batch; ++b) pairs[b] = b;
+  std::vector<std::vector<int64_t>> groups;
+  lanes.group(pairs, groups);
+  if (groups.empty()) return false;
+  std::vector<uint8_t> in_group(in.batch, 0);
+  for (const auto& g : groups) {
+    for (int64_t b : g) in_group[b] = 1;
+  }
+  std::vector<int64_t> singles;
+  for (int64_t b = 0; b < in.batch; ++b) {
+    if (!in_group[b]) singles.push_back(b);
+  }
+  struct Workspaces {
+    TedWorkspace ted;
+    LaneWorkspace lanes;
+  };
+  const int64_t g_count = static_cast<int64_t>(groups.size());
+  dp::for_each_pair<Workspaces>(g_count + static_cast<int64_t>(singles.size()), cells_per_pair * 2,
+                                [&](int64_t k, Workspaces& ws) {
+                                  if (k >= g_count) return scalar_pair(singles[k - g_count], ws.ted);
+                                  const std::vector<int64_t>& g = groups[k];
+                                  lanes.run(g.data(), static_cast<int>(g.size()), ws.lanes, ws.ted,
+                                            [&](int l, bool ok, double distance, TedWorkspace& pair_ws) {
+                                              if (ok) {
+                                                write(g[l], distance, pair_ws);
+                                              } else {
+                                                scalar_pair(g[l], pair_ws);
+                                              }
+                                            });
+                                });
+  return true;
+}
 
 // The checked inputs of the symbol-table tree kernels, their trees indexed,
 // and the batch's extent.
@@ -145,6 +221,14 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cpu(
     };
     const SymbolBatch<scalar_t> lanes_in{&xs, &ys, px_p, py_p, batch, t, S, xl_p, xptr_p, yl_p, yptr_p};
     if (!need_coopt && symbol_distances_lanes(lanes_in, rows * cols, d, one_pair)) return;
+    if (need_coopt && coopt_by_lanes(lanes_in, rel_tol, rows * cols, one_pair,
+                                     [&](int64_t b, double distance, TedWorkspace& ws) {
+                                       const OrientedPair pair = orient(xs[px_p[b]], ys[py_p[b]]);
+                                       d[b] = static_cast<scalar_t>(distance);
+                                       write_coopt(pair.x, pair.y, ws, p + b * rows * cols, cols);
+                                     })) {
+      return;
+    }
     dp::for_each_pair<TedWorkspace>(batch, rows * cols, one_pair);
   });
   return {dist, coopt};
@@ -171,34 +255,63 @@ at::Tensor ted_symbols_grad_cpu(const at::Tensor& symbol_costs_in, const at::Ten
   AT_DISPATCH_FLOATING_TYPES(in.table.scalar_type(), "ted_symbols_grad_cpu", [&] {
     st.check_overflow<scalar_t>(in.max_abs);
     const scalar_t* t = in.table.data_ptr<scalar_t>();
-    auto pair_sums = [&](int64_t b, double weight, dp::GradWorkspace<TedWorkspace>& gws) {
-      TedWorkspace& ws = gws.pair;
+    const scalar_t* pair_weight = weights.data_ptr<scalar_t>();
+    // Pair b's P, as ted_symbols with need_coopt computes it (the same tie
+    // scale and costs): into ws.p_acc, y's labels into ws.y_symbol.
+    auto solve_pair = [&](int64_t b, TedWorkspace& ws) {
+      const OrientedPair pair = orient(xs[px_p[b]], ys[py_p[b]]);
+      const int64_t* x_labels = xl_p + xptr_p[px_p[b]];
+      const int64_t* y_labels = yl_p + yptr_p[py_p[b]];
+      const double scale = fill_symbols<true>(t, S, pair.x, x_labels, pair.y, y_labels, ws);
+      point_at_cost(pair.x.n, pair.y.n, ws);
+      ted_solve(pair.x, pair.y, true, dp::Tie{rel_tol, scale}, ws);
+    };
+    // weight * P of pair b, from its accumulator `acc` and y's labels in postorder.
+    auto add_sums = [&](int64_t b, const double* acc, const int64_t* y_symbol, dp::LabelSums& sums) {
+      const double weight = static_cast<double>(pair_weight[b]);
       const OrientedPair pair = orient(xs[px_p[b]], ys[py_p[b]]);
       const TreeIndex &x = pair.x, &y = pair.y;
       const int64_t* x_labels = xl_p + xptr_p[px_p[b]];
-      const int64_t* y_labels = yl_p + yptr_p[py_p[b]];
-      // The tie scale and costs exactly as ted_symbols with need_coopt: the same P.
-      const double scale = fill_symbols<true>(t, S, x, x_labels, y, y_labels, ws);
-      point_at_cost(x.n, y.n, ws);
-      ted_solve(x, y, true, dp::Tie{rel_tol, scale}, ws);
       const int64_t m = x.n, n = y.n, w = n + 1;
-      const double* acc = ws.p_acc.data();
-      const int64_t* y_symbol = ws.y_symbol.data();  // y's labels in postorder (fill_symbols)
       for (int64_t j = 1; j <= n; ++j) {
-        if (acc[j] != 0.0) gws.sums.add(gap * S + y_symbol[j], weight * acc[j]);
+        if (acc[j] != 0.0) sums.add(gap * S + y_symbol[j], weight * acc[j]);
       }
       for (int64_t i = 1; i <= m; ++i) {
         const int64_t row = x_labels[x.pre_of_post[i]] * S;
         const double* a = acc + i * w;
-        if (a[0] != 0.0) gws.sums.add(row + gap, weight * a[0]);
+        if (a[0] != 0.0) sums.add(row + gap, weight * a[0]);
         for (int64_t j = 1; j <= n; ++j) {
-          if (a[j] != 0.0) gws.sums.add(row + y_symbol[j], weight * a[j]);
+          if (a[j] != 0.0) sums.add(row + y_symbol[j], weight * a[j]);
         }
       }
     };
-    grad = dp::weighted_label_sums<scalar_t, TedWorkspace>(S, batch, st.rows * st.cols,
-                                                          weights.data_ptr<scalar_t>(), in.table.options(),
-                                                          pair_sums);
+    const SymbolBatch<scalar_t> batch_in{&xs, &ys, px_p, py_p, batch, t, S, xl_p, xptr_p, yl_p, yptr_p};
+    const CooptLanes<scalar_t> lanes(batch_in, rel_tol);
+    // A block's pairs that share x go through the lanes first (their P kept
+    // per pair); then all its pairs are summed in order, the others solved
+    // as they come: the same sums in the same order as the scalar kernel's.
+    grad = dp::weighted_label_sums_by_block<scalar_t, TreeGradWorkspace>(
+        S, batch, st.rows * st.cols, in.table.options(),
+        [&](int64_t begin, int64_t end, dp::GradWorkspace<TreeGradWorkspace>& gws) {
+          TreeGradWorkspace& g = gws.pair;
+          g.plan(begin, end, pair_weight, lanes);
+          for (const auto& group : g.groups) {
+            lanes.run(group.data(), static_cast<int>(group.size()), g.lanes, g.ted,
+                      [&](int l, bool ok, double, TedWorkspace& ws) {
+                        if (ok) g.keep(group[l] - begin, ws);
+                      });
+          }
+          for (int64_t b = begin; b < end; ++b) {
+            if (pair_weight[b] == scalar_t(0)) continue;
+            const TreeGradWorkspace::Kept* kept = g.kept_of(b - begin);
+            if (kept != nullptr) {
+              add_sums(b, kept->acc.data(), kept->y_symbol.data(), gws.sums);
+            } else {
+              solve_pair(b, g.ted);
+              add_sums(b, g.ted.p_acc.data(), g.ted.y_symbol.data(), gws.sums);
+            }
+          }
+        });
   });
   return grad;
 }

@@ -1,7 +1,10 @@
 // Tree distances with symbol-table costs, four pairs at a time with AVX2.
 #include "ted_lanes_avx2.h"
 
+#include "ted_passes.h"
+
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <tuple>
 
@@ -25,29 +28,6 @@ namespace {
 // expressions of distance_table in the same order (including std::min's
 // operand order), so lanes and the scalar kernel give the same bits
 // (test_simd_lanes_equal_scalar_kernel).
-constexpr int kLanes = 4;
-
-// y's side of the wide layout, which does not depend on x: built once per
-// tree (and orientation) of a call. Table H's columns are l(H) - 1 .. H.
-// Indices are in doubles of lane 0 (times kLanes); each lane adds its number.
-struct WideY {
-  int64_t width = 0, final_col = 0;  // final_col: the root's table is the last
-  std::vector<double> ins;           // +inf in first columns: no insertion enters them
-  std::vector<double> first_row;     // the tables' first rows (insertion sums)
-  std::vector<double> below_ins;     // inserting l(j) .. j - 1 (leaf rows' tdm); +inf in first columns
-  std::vector<int64_t> jump_at;      // the column the jump (match) alternative comes from
-  // Where a row's tdm of the column's node lies, relative to the row's start:
-  // the node's column in its own keyroot's table (itself on paths), leaf
-  // keyroot k's slot (-2 - k), or the +inf slot (-1) in first columns.
-  std::vector<int64_t> def_at;
-  std::vector<int64_t> symbol;       // the column's symbol (0 in first columns)
-  std::vector<int64_t> leaf_symbol;  // the leaf keyroots' symbols, slot by slot
-  // Small alphabets (S <= kRepBySymbolLimit): the replacement cost of every
-  // column for each symbol s of x, at [s * width + c], for ted_lanes' rep_w.
-  std::vector<double> rep_by_symbol;
-  static constexpr int64_t kRepBySymbolLimit = 32;
-};
-
 inline bool lanes_fit(const TreeIndex& x, const TreeIndex& y) {
   // One-node trees take the scalar kernel's special cases. The wide rows of
   // large trees (comb-shaped ones have O(n^2) columns) outgrow the caches:
@@ -85,14 +65,17 @@ void build_wide(const TreeIndex& y, const int64_t* labels, const scalar_t* table
     out.def_at.push_back(node == 0 ? -kLanes : def_of[node] * kLanes);
     out.symbol.push_back(symbol[node]);
   };
+  out.table_col.reserve(y.keyroots.size());
   for (int64_t h : y.keyroots) {
     const int64_t c0 = y.leftmost[h] - 1;
     if (c0 + 1 == h) {  // leaf keyroots: closed form
       def_of[h] = -2 - static_cast<int64_t>(out.leaf_symbol.size());
       out.leaf_symbol.push_back(symbol[h]);
+      out.table_col.push_back(-1);
       continue;
     }
     const int64_t base = static_cast<int64_t>(out.ins.size());
+    out.table_col.push_back(base);
     column(inf, 0.0, inf, base, 0, false);  // the first column: deletions only
     double sum = 0.0;
     for (int64_t j = c0 + 1; j <= h; ++j) {
@@ -103,6 +86,7 @@ void build_wide(const TreeIndex& y, const int64_t* labels, const scalar_t* table
   }
   out.width = static_cast<int64_t>(out.ins.size());
   out.final_col = out.width - 1;
+  out.def_of_node = std::move(def_of);
   if (S <= WideY::kRepBySymbolLimit) {
     out.rep_by_symbol.resize(S * out.width);
     for (int64_t a = 0; a < S; ++a) {
@@ -111,30 +95,6 @@ void build_wide(const TreeIndex& y, const int64_t* labels, const scalar_t* table
     }
   }
 }
-
-struct LaneWorkspace {
-  std::vector<double> fd;         // (m+1) wide rows x W columns x kLanes
-  // Per row i of x: the +inf slot, one slot per leaf keyroot of y (L, the
-  // most of the lanes; slot k at -2 - k), then tdm(i, node of column c) for
-  // every column, as the rows of x's paths define or read it, so that other
-  // rows read it contiguously: (m+1) x (L+1+W) x kLanes.
-  std::vector<double> tdm;
-  std::vector<double> ins, first_row, below_ins;     // W x kLanes
-  std::vector<int64_t> jump_at, def_at, symbol_at;   // W x kLanes gather indices
-  // What the rows on a path of x jump to: always the first row (so, the
-  // same for every keyroot of x), gathered once.
-  std::vector<double> jump_first;                    // W x kLanes
-  std::vector<int64_t> leaf_symbol;                  // L x kLanes
-  std::vector<int64_t> x_symbol;                     // x's labels in postorder
-  std::vector<double> del, below_del;                // x's deletions, sums below (postorder)
-  // Replacement costs by wide column (and by leaf keyroot slot) for each
-  // distinct symbol of x, where x has few: contiguous loads in the rows
-  // instead of a gather per step.
-  std::vector<double> rep_w, leaf_rep_w;
-  std::vector<int64_t> slot_of;                      // symbol -> row of rep_w, -1: none
-  std::vector<int64_t> distinct_symbols;
-  std::vector<int64_t> rep_slot;                     // x node -> its row of rep_w
-};
 
 // src[at[0..3]] as a vector. Four loads and two inserts: vgatherqpd took
 // 1.6x as long on the AMD EPYC (Zen 3) this was measured on.
@@ -192,10 +152,11 @@ __attribute__((target("avx2"))) inline __m256d rep_block(const double* rep_w, co
 // a path of y's tables; elsewhere read where it was defined (before in this
 // row, or a leaf keyroot's slot). Stored in the row's tdm and returned.
 // `own` holds the block's own indices and advances to the next block.
+// on_path: where the block's columns define it.
 __attribute__((target("avx2"))) inline __m256d path_tdm_block(double* tdm_row, const int64_t* def_at,
                                                               int64_t c, __m256i& own, __m256d diag,
-                                                              __m256d rep) {
-  const __m256d on_path = _mm256_castsi256_pd(
+                                                              __m256d rep, __m256d& on_path) {
+  on_path = _mm256_castsi256_pd(
       _mm256_cmpeq_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(def_at + c)), own));
   own = _mm256_add_epi64(own, _mm256_set1_epi64x(kLanes));
   const __m256d tv = _mm256_blendv_pd(gather4(tdm_row, def_at + c), _mm256_add_pd(diag, rep), on_path);
@@ -203,13 +164,68 @@ __attribute__((target("avx2"))) inline __m256d path_tdm_block(double* tdm_row, c
   return tv;
 }
 
+// The tie test's parameters per lane: Tie's rel_tol and each pair's cost scale.
+struct LaneTie {
+  __m256d rel_tol, scale;
+};
+
+__attribute__((target("avx2"))) inline __m256d lane_within(const LaneTie& tie, __m256d value, __m256d best,
+                                                           __m256d threshold, __m256d abs_mask) {
+  const __m256d gap = _mm256_sub_pd(value, best);
+  return _mm256_or_pd(_mm256_cmp_pd(gap, threshold, _CMP_LE_OQ),
+                      _mm256_cmp_pd(gap, _mm256_mul_pd(tie.rel_tol, _mm256_and_pd(value, abs_mask)), _CMP_LE_OQ));
+}
+
+// FastCount's product: 0 where either factor is 0 (0 * inf stays 0).
+__attribute__((target("avx2"))) inline __m256d count_product(__m256d a, __m256d b) {
+  const __m256d zero = _mm256_setzero_pd();
+  const __m256d either = _mm256_or_pd(_mm256_cmp_pd(a, zero, _CMP_EQ_OQ), _mm256_cmp_pd(b, zero, _CMP_EQ_OQ));
+  return _mm256_andnot_pd(either, _mm256_mul_pd(a, b));
+}
+
+// Bit l of a 4-bit mask as byte l.
+inline uint32_t bytes_of_bits(int bits) {
+  static constexpr uint32_t spread[16] = {0x00000000, 0x00000001, 0x00000100, 0x00000101, 0x00010000, 0x00010001,
+                                          0x00010100, 0x00010101, 0x01000000, 0x01000001, 0x01000100, 0x01000101,
+                                          0x01010000, 0x01010001, 0x01010100, 0x01010101};
+  return spread[bits];
+}
+
+// Four cells' co-optimal flags (Tie::flags) and inside counts (count_entries
+// on FastCount), one cell per lane, to the scalar kernel's bits. Only the
+// deletion enters first and padding columns (insertion cost +inf), as the
+// scalar tables set. Stores the counts and flags; returns the counts not
+// entered by a deletion (the next cell's left_other).
+__attribute__((target("avx2"))) inline __m256d count_cells(const LaneTie& tie, __m256d del_alt, __m256d ins_alt,
+                                                           __m256d match, __m256d best, __m256d ins_cost,
+                                                           __m256d up_total, __m256d left_other,
+                                                           __m256d match_count, double* total_out,
+                                                           double* other_out, uint32_t* flags_out) {
+  const __m256d abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
+  const __m256d threshold = _mm256_mul_pd(tie.rel_tol, _mm256_max_pd(_mm256_and_pd(best, abs_mask), tie.scale));
+  const __m256d real = _mm256_cmp_pd(ins_cost, _mm256_set1_pd(std::numeric_limits<double>::infinity()), _CMP_LT_OQ);
+  const __m256d by_del = lane_within(tie, del_alt, best, threshold, abs_mask);
+  const __m256d by_ins = _mm256_and_pd(lane_within(tie, ins_alt, best, threshold, abs_mask), real);
+  const __m256d by_match = _mm256_and_pd(lane_within(tie, match, best, threshold, abs_mask), real);
+  const __m256d other = _mm256_add_pd(_mm256_and_pd(by_ins, left_other), _mm256_and_pd(by_match, match_count));
+  _mm256_storeu_pd(total_out, _mm256_add_pd(_mm256_and_pd(by_del, up_total), other));
+  _mm256_storeu_pd(other_out, other);
+  *flags_out = bytes_of_bits(_mm256_movemask_pd(by_del)) * dp::kDel |
+               bytes_of_bits(_mm256_movemask_pd(by_ins)) * dp::kIns |
+               bytes_of_bits(_mm256_movemask_pd(by_match)) * dp::kMatch;
+  return other;
+}
+
 // Distances of the pairs (x, ys[l]) for l < lanes (2 <= lanes <= 4; unused
-// lanes repeat the last pair) into out[l]; x_labels in preorder.
-template <typename scalar_t>
+// lanes repeat the last pair) into out[l]; x_labels in preorder. With kCount
+// also their co-optimal flags and inside counts (ws.counts), ties decided
+// with rel_tol and the lanes' cost scales `scale`.
+template <bool kCount, typename scalar_t>
 __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* const* ys,
                                                int lanes, const scalar_t* table, int64_t S,
                                                const int64_t* x_labels, LaneWorkspace& ws,
-                                               double* out) {
+                                               double* out, double rel_tol = 0.0,
+                                               const double* scale = nullptr) {
   constexpr double inf = std::numeric_limits<double>::infinity();
   const int64_t m = x.n, gap = S - 1;
   const WideY* y_of[kLanes];
@@ -320,6 +336,7 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
   for (int64_t at = 0; at < row_len; ++at) ws.jump_first[at] = ws.first_row[ws.jump_at[at]];
 
   double* fd = ws.fd.data();
+  [[maybe_unused]] const LaneTie tie{_mm256_set1_pd(rel_tol), kCount ? _mm256_loadu_pd(scale) : _mm256_setzero_pd()};
   // Local pointers: through the vectors the compiler reloads them after every store.
   const double *ins = ws.ins.data(), *below_ins = ws.below_ins.data();
   const int64_t *jump_at = ws.jump_at.data(), *def_at = ws.def_at.data();
@@ -332,6 +349,27 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
     return by_symbol ? ws.rep_w.data() + ws.rep_slot[i] * row_len : nullptr;
   };
   const __m256i lane_index = _mm256_set_epi64x(3, 2, 1, 0);
+  // The counting instance's blocks: every non-leaf keyroot's rows r0 + 1 ..
+  // rows_end kept; the first row's counts are ones.
+  LaneCounts& lc = ws.counts;
+  const __m256d one = _mm256_set1_pd(1.0);
+  if constexpr (kCount) {
+    lc.block_row.assign(x.keyroots.size(), -1);
+    int64_t block_rows = 0;
+    for (size_t a = 0; a < x.keyroots.size(); ++a) {
+      const int64_t kx = x.keyroots[a], r0 = x.leftmost[kx] - 1;
+      if (r0 + 1 == kx) continue;
+      lc.block_row[a] = block_rows;
+      block_rows += (kx == m ? m : kx - 1) - r0;
+    }
+    lc.tot.resize(block_rows * row_len);
+    lc.other.resize(block_rows * row_len);
+    lc.flags.resize(block_rows * W);
+    lc.tdm_count.resize((m + 1) * tdm_row);
+    for (int64_t i = 0; i <= m; ++i) _mm256_storeu_pd(lc.tdm_count.data() + i * tdm_row + tdm_start - kLanes, _mm256_setzero_pd());
+    lc.ones.assign(row_len, 1.0);
+  }
+  auto count_of = [&](int64_t i) { return lc.tdm_count.data() + i * tdm_row + tdm_start; };
   for (size_t a = 0; a < x.keyroots.size(); ++a) {
     const int64_t kx = x.keyroots[a], r0 = x.leftmost[kx] - 1;
     // A leaf keyroot's tdm (y inserted but for its root, which is matched)
@@ -350,12 +388,17 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
         const __m256d rep = rep_w ? _mm256_loadu_pd(rep_w + k * kLanes)
                                   : gather4(rep_row, ws.leaf_symbol.data() + k * kLanes);
         _mm256_storeu_pd(slots - (2 + k) * kLanes, _mm256_add_pd(below, rep));
+        if constexpr (kCount) _mm256_storeu_pd(count_of(i) - (2 + k) * kLanes, one);  // one derivation
       }
     }
     // Row r0 is the first row, read only as the row above r0 + 1 (rows on
     // K's path jump to it through jump_first).
     // Only the tdm cells of row kx are read later (but in the final tables).
     const int64_t rows_end = kx == m ? m : kx - 1;
+    // Counts of row i (i > r0) in this keyroot's block; the first row's are ones.
+    auto total_of = [&](int64_t i) {
+      return i == r0 ? lc.ones.data() : lc.tot.data() + (lc.block_row[a] + i - r0 - 1) * row_len;
+    };
     for (int64_t i = r0 + 1; i <= rows_end; ++i) {
       const int64_t li = x.leftmost[i];
       const bool x_on_path = li == r0 + 1;
@@ -367,39 +410,84 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
       const double* rep_w = rep_w_of(i);
       const __m256d del = _mm256_set1_pd(ws.del[i]);
       __m256d left = _mm256_set1_pd(inf);
+      // Counting: the cells' counts and flags (count_cells) from the row
+      // above's and the jump row's counts.
+      [[maybe_unused]] const double* up_total = nullptr;
+      [[maybe_unused]] const double* jump_total = nullptr;
+      [[maybe_unused]] double* cur_total = nullptr;
+      [[maybe_unused]] double* cur_other = nullptr;
+      [[maybe_unused]] uint32_t* cur_flags = nullptr;
+      [[maybe_unused]] double* count_i = count_of(i);
+      [[maybe_unused]] __m256d left_other = _mm256_setzero_pd();
+      if constexpr (kCount) {
+        up_total = total_of(i - 1);
+        jump_total = x_on_path ? nullptr : total_of(li - 1);
+        cur_total = lc.tot.data() + (lc.block_row[a] + i - r0 - 1) * row_len;
+        cur_other = lc.other.data() + (lc.block_row[a] + i - r0 - 1) * row_len;
+        cur_flags = lc.flags.data() + (lc.block_row[a] + i - r0 - 1) * W;
+      }
       // The cell is dp::best_of(delete, match, insert), as in distance_table.
       if (!x_on_path && li != i) {
         // i lies on a path below: its row of tdm is complete.
         for (int64_t c = 0; c < row_len; c += kLanes) {
           const __m256d del_alt = _mm256_add_pd(_mm256_loadu_pd(up + c), del);
           const __m256d match = _mm256_add_pd(gather4(jump, jump_at + c), _mm256_loadu_pd(tdm_i + c));
-          left = dp::best_of4(del_alt, match, _mm256_add_pd(left, _mm256_loadu_pd(ins + c)));
+          const __m256d ins_cost = _mm256_loadu_pd(ins + c);
+          const __m256d ins_alt = _mm256_add_pd(left, ins_cost);
+          left = dp::best_of4(del_alt, match, ins_alt);
           _mm256_storeu_pd(cur + c, left);
+          if constexpr (kCount) {
+            const __m256d match_count = count_product(gather4(jump_total, jump_at + c), _mm256_loadu_pd(count_i + c));
+            left_other = count_cells(tie, del_alt, ins_alt, match, left, ins_cost, _mm256_loadu_pd(up_total + c),
+                                     left_other, match_count, cur_total + c, cur_other + c, cur_flags + c / kLanes);
+          }
         }
       } else if (!x_on_path) {
         // A leaf: tdm(i, j) inserts y's subtree of j but j, matched to i
-        // (the leaf keyroots' closed form; the same sums for leaves on paths).
+        // (the leaf keyroots' closed form; the same sums for leaves on paths),
+        // one derivation.
         for (int64_t c = 0; c < row_len; c += kLanes) {
           const __m256d del_alt = _mm256_add_pd(_mm256_loadu_pd(up + c), del);
           const __m256d tv = _mm256_add_pd(_mm256_loadu_pd(below_ins + c), rep_block(rep_w, rep_row, symbol_at, c));
           const __m256d match = _mm256_add_pd(gather4(jump, jump_at + c), tv);
-          left = dp::best_of4(del_alt, match, _mm256_add_pd(left, _mm256_loadu_pd(ins + c)));
+          const __m256d ins_cost = _mm256_loadu_pd(ins + c);
+          const __m256d ins_alt = _mm256_add_pd(left, ins_cost);
+          left = dp::best_of4(del_alt, match, ins_alt);
           _mm256_storeu_pd(cur + c, left);
+          if constexpr (kCount) {
+            left_other = count_cells(tie, del_alt, ins_alt, match, left, ins_cost, _mm256_loadu_pd(up_total + c),
+                                     left_other, gather4(jump_total, jump_at + c), cur_total + c, cur_other + c,
+                                     cur_flags + c / kLanes);
+          }
         }
       } else {
         // Rows on K's path define their tdm as they go (path_tdm_block) and
-        // jump to the first row.
+        // jump to the first row (one derivation there).
         __m256d diag = _mm256_setzero_pd();  // column 0 is a first column, never on a path
+        [[maybe_unused]] __m256d diag_count = _mm256_setzero_pd();
         __m256i own = lane_index;
         for (int64_t c = 0; c < row_len; c += kLanes) {
           const __m256d above = _mm256_loadu_pd(up + c);
           const __m256d del_alt = _mm256_add_pd(above, del);
+          __m256d on_path;
           const __m256d tv =
-              path_tdm_block(tdm_i, def_at, c, own, diag, rep_block(rep_w, rep_row, symbol_at, c));
+              path_tdm_block(tdm_i, def_at, c, own, diag, rep_block(rep_w, rep_row, symbol_at, c), on_path);
           diag = above;
           const __m256d match = _mm256_add_pd(_mm256_loadu_pd(jump_first + c), tv);
-          left = dp::best_of4(del_alt, match, _mm256_add_pd(left, _mm256_loadu_pd(ins + c)));
+          const __m256d ins_cost = _mm256_loadu_pd(ins + c);
+          const __m256d ins_alt = _mm256_add_pd(left, ins_cost);
+          left = dp::best_of4(del_alt, match, ins_alt);
           _mm256_storeu_pd(cur + c, left);
+          if constexpr (kCount) {
+            const __m256d up_count = _mm256_loadu_pd(up_total + c);
+            const __m256d tv_count = _mm256_blendv_pd(gather4(count_i, def_at + c), diag_count, on_path);
+            _mm256_storeu_pd(count_i + c, tv_count);
+            diag_count = up_count;
+            // (the first row's one times tv_count)
+            left_other = count_cells(tie, del_alt, ins_alt, match, left, ins_cost, up_count, left_other,
+                                     count_product(one, tv_count), cur_total + c, cur_other + c,
+                                     cur_flags + c / kLanes);
+          }
         }
       }
     }
@@ -409,11 +497,19 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
     const scalar_t* rep_row = table + x_symbol[kx] * S;
     const double* rep_w = rep_w_of(kx);
     double* tdm_k = tdm_of(kx);
+    [[maybe_unused]] const double* up_total = kCount ? total_of(kx - 1) : nullptr;
+    [[maybe_unused]] double* count_k = count_of(kx);
     __m256d diag = _mm256_setzero_pd();
+    [[maybe_unused]] __m256d diag_count = _mm256_setzero_pd();
     __m256i own = lane_index;
     for (int64_t c = 0; c < row_len; c += kLanes) {
-      path_tdm_block(tdm_k, def_at, c, own, diag, rep_block(rep_w, rep_row, symbol_at, c));
+      __m256d on_path;
+      path_tdm_block(tdm_k, def_at, c, own, diag, rep_block(rep_w, rep_row, symbol_at, c), on_path);
       diag = _mm256_loadu_pd(up + c);
+      if constexpr (kCount) {
+        _mm256_storeu_pd(count_k + c, _mm256_blendv_pd(gather4(count_k, def_at + c), diag_count, on_path));
+        diag_count = _mm256_loadu_pd(up_total + c);
+      }
     }
   }
   for (int l = 0; l < lanes; ++l) out[l] = fd[m * row_len + y_of[l]->final_col * kLanes + l];
@@ -546,7 +642,7 @@ bool symbol_distances_lanes(const SymbolBatch<scalar_t>& in, int64_t cells_per_p
           const WideY* y_wide[kLanes];
           for (int l = 0; l < g.count; ++l) y_wide[l] = &wide[py_p[g.pair[l]] * 2 + side];
           double out[kLanes];
-          ted_lanes(first.x, y_wide, g.count, t, S, xl_p + xptr_p[px_p[g.pair[0]]], ws.lanes, out);
+          ted_lanes<false>(first.x, y_wide, g.count, t, S, xl_p + xptr_p[px_p[g.pair[0]]], ws.lanes, out);
           for (int l = 0; l < g.count; ++l) d[g.pair[l]] = static_cast<scalar_t>(out[l]);
         });
   return true;
@@ -560,6 +656,234 @@ template bool symbol_distances_lanes<float>(const SymbolBatch<float>&, int64_t, 
                                            const std::function<void(int64_t, TedWorkspace&)>&);
 template bool symbol_distances_lanes<double>(const SymbolBatch<double>&, int64_t, double*,
                                             const std::function<void(int64_t, TedWorkspace&)>&);
+
+
+namespace {
+
+// The distinct labels of a tree of n nodes, in order of first appearance
+// (`seen`: S flags, left cleared).
+inline void distinct_labels(const int64_t* labels, int64_t n, std::vector<uint8_t>& seen, std::vector<int64_t>& out) {
+  out.clear();
+  for (int64_t p = 0; p < n; ++p) {
+    if (!seen[labels[p]]) {
+      seen[labels[p]] = 1;
+      out.push_back(labels[p]);
+    }
+  }
+  for (int64_t a : out) seen[a] = 0;
+}
+
+// A pair's tie scale as fill_symbols<true> takes it, the largest absolute
+// cost its padded block would hold: a maximum, so over distinct labels alone.
+template <typename scalar_t>
+double tie_scale(const scalar_t* table, int64_t S, const std::vector<int64_t>& x_symbols,
+                 const std::vector<int64_t>& y_symbols) {
+  const int64_t gap = S - 1;
+  double scale = 0.0;
+  for (int64_t b : y_symbols) scale = std::max(scale, std::fabs(static_cast<double>(table[gap * S + b])));
+  for (int64_t a : x_symbols) {
+    const scalar_t* row = table + a * S;
+    scale = std::max(scale, std::fabs(static_cast<double>(row[gap])));
+    for (int64_t b : y_symbols) scale = std::max(scale, std::fabs(static_cast<double>(row[b])));
+  }
+  return scale;
+}
+
+#ifdef BEDL_X86_SIMD
+// Table (a, b)'s flags and inside counts of lane l, from the counting
+// ted_lanes' blocks into the scalar arrays (ws.coopt, cnt.tot, cnt.in_other)
+// over the table's region, as the scalar tables have them on every cell the
+// outside pass can reach: the first row and column by their closed forms,
+// the lanes' rows, and zeros in the last row of tables other than the final
+// one (nothing reaches it: its tdm is read, not its cells). Leaf keyroots'
+// tables (closed forms in the inside pass) are their first row and column.
+void restore_lane_table(const TreeIndex& x, const TreeIndex& y, const WideY& wide, const LaneCounts& lc,
+                        int64_t row_len, int64_t W, int l, size_t a, size_t b, TedWorkspace& ws) {
+  using dp::FastCount;
+  CountBuffers<FastCount>& cnt = ws.fast;
+  const int64_t w = y.n + 1;
+  const int64_t kx = x.keyroots[a], ky = y.keyroots[b];
+  const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1;
+  uint8_t* flags = ws.coopt.data();
+  FastCount* tot = cnt.tot.data();
+  FastCount* other = cnt.in_other.data();
+  // The first row: insertions, one derivation each; the corner has no flags.
+  flags[r0 * w + c0] = 0;
+  for (int64_t j = c0 + 1; j <= ky; ++j) flags[r0 * w + j] = dp::kIns;
+  for (int64_t j = c0; j <= ky; ++j) tot[r0 * w + j] = other[r0 * w + j] = FastCount::one();
+  const int64_t col = wide.table_col[b];
+  const int64_t block = lc.block_row[a];
+  const int64_t lanes_end = (block < 0 || col < 0) ? r0 : (kx == x.n && ky == y.n ? kx : kx - 1);
+  for (int64_t i = r0 + 1; i <= kx; ++i) {
+    const int64_t row = i * w;
+    if (i > lanes_end) {
+      // The first column (deletions), then nothing reaches the cells.
+      flags[row + c0] = dp::kDel;
+      tot[row + c0] = FastCount::one();
+      other[row + c0] = FastCount::zero();
+      std::fill(flags + row + c0 + 1, flags + row + ky + 1, uint8_t{0});
+      std::fill(tot + row + c0 + 1, tot + row + ky + 1, FastCount::zero());
+      std::fill(other + row + c0 + 1, other + row + ky + 1, FastCount::zero());
+      continue;
+    }
+    const int64_t block_row = block + i - r0 - 1;
+    const uint8_t* f = reinterpret_cast<const uint8_t*>(lc.flags.data() + block_row * W) + col * kLanes + l;
+    const double* t = lc.tot.data() + block_row * row_len + col * kLanes + l;
+    const double* o = lc.other.data() + block_row * row_len + col * kLanes + l;
+    for (int64_t j = c0, k = 0; j <= ky; ++j, k += kLanes) {
+      flags[row + j] = f[k];
+      tot[row + j] = FastCount{t[k]};
+      other[row + j] = FastCount{o[k]};
+    }
+  }
+}
+#endif  // BEDL_X86_SIMD
+
+}  // namespace
+
+template <typename scalar_t>
+CooptLanes<scalar_t>::CooptLanes(const SymbolBatch<scalar_t>& in, double rel_tol) : in_(in), rel_tol_(rel_tol) {
+#ifdef BEDL_X86_SIMD
+  if (!dp::simd_avx2()) return;
+  const std::vector<OrientedTree>& xs = *in.xs;
+  const std::vector<OrientedTree>& ys = *in.ys;
+  key_.assign(in.batch, -1);
+  std::vector<int8_t> side_of(in.batch, 0);
+  std::vector<uint8_t> wanted(ys.size() * 2, 0);
+  for (int64_t b = 0; b < in.batch; ++b) {
+    const OrientedTree& xo = xs[in.pair_x[b]];
+    const OrientedPair o = orient(xo, ys[in.pair_y[b]]);
+    if (!lanes_fit(o.x, o.y)) continue;
+    side_of[b] = &o.x == &xo.right ? 1 : 0;
+    key_[b] = in.pair_x[b] * 2 + side_of[b];
+    wanted[in.pair_y[b] * 2 + side_of[b]] = 1;
+  }
+  // y's wide layouts within the memory budget; pairs past it stay scalar.
+  std::vector<int64_t> to_build;
+  size_t bytes = 0;
+  for (size_t k = 0; k < wanted.size(); ++k) {
+    if (!wanted[k]) continue;
+    const OrientedTree& yo = ys[k / 2];
+    const size_t more = wide_bytes_of((k % 2 ? yo.right : yo.left).wide_width, in.symbols);
+    if (bytes + more > kWideBudget) {
+      wanted[k] = 0;
+      continue;
+    }
+    bytes += more;
+    to_build.push_back(static_cast<int64_t>(k));
+  }
+  for (int64_t b = 0; b < in.batch; ++b) {
+    if (key_[b] >= 0 && !wanted[in.pair_y[b] * 2 + side_of[b]]) key_[b] = -1;
+  }
+  wide_.resize(ys.size() * 2);
+  at::parallel_for(0, static_cast<int64_t>(to_build.size()), 16, [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) {
+      const int64_t k = to_build[n], tree = k / 2;
+      const OrientedTree& yo = ys[tree];
+      build_wide(k % 2 ? yo.right : yo.left, in.y_labels + in.y_ptr[tree], in.table, in.symbols, wide_[k]);
+    }
+  });
+  on_ = true;
+#else
+  (void)rel_tol_;
+#endif
+}
+
+template <typename scalar_t>
+void CooptLanes<scalar_t>::group(const std::vector<int64_t>& pairs, std::vector<std::vector<int64_t>>& groups) const {
+  groups.clear();
+  std::unordered_map<int64_t, size_t> open;  // key -> its group still taking pairs
+  for (int64_t b : pairs) {
+    if (!fits(b)) continue;
+    auto it = open.find(key_[b]);
+    if (it == open.end() || groups[it->second].size() == static_cast<size_t>(kLanes)) {
+      open[key_[b]] = groups.size();
+      groups.push_back({b});
+    } else {
+      groups[it->second].push_back(b);
+    }
+  }
+  groups.erase(std::remove_if(groups.begin(), groups.end(), [](const std::vector<int64_t>& g) { return g.size() < 2; }),
+               groups.end());
+}
+
+template <typename scalar_t>
+void CooptLanes<scalar_t>::run(const int64_t* pairs, int count, LaneWorkspace& lanes, TedWorkspace& ws,
+                               const std::function<void(int, bool, double, TedWorkspace&)>& done) const {
+#ifdef BEDL_X86_SIMD
+  using dp::FastCount;
+  const std::vector<OrientedTree>& xs = *in_.xs;
+  const std::vector<OrientedTree>& ys = *in_.ys;
+  const int64_t S = in_.symbols;
+  const int64_t x_tree = in_.pair_x[pairs[0]];
+  const int side = static_cast<int>(key_[pairs[0]] % 2);
+  const TreeIndex& x = side ? xs[x_tree].right : xs[x_tree].left;
+  const int64_t* x_labels = in_.x_labels + in_.x_ptr[x_tree];
+  const WideY* y_wide[kLanes];
+  const TreeIndex* y_of[kLanes];
+  double scale[kLanes];
+  lanes.seen.resize(S, 0);
+  distinct_labels(x_labels, x.n, lanes.seen, lanes.x_labels_distinct);
+  for (int l = 0; l < kLanes; ++l) {
+    const int64_t y_tree = in_.pair_y[pairs[std::min(l, count - 1)]];
+    y_wide[l] = &wide_[y_tree * 2 + side];
+    y_of[l] = side ? &ys[y_tree].right : &ys[y_tree].left;
+    if (l >= count) {
+      scale[l] = scale[count - 1];
+      continue;
+    }
+    distinct_labels(in_.y_labels + in_.y_ptr[y_tree], y_of[l]->n, lanes.seen, lanes.y_labels_distinct);
+    scale[l] = tie_scale(in_.table, S, lanes.x_labels_distinct, lanes.y_labels_distinct);
+  }
+  double distance[kLanes];
+  ted_lanes<true>(x, y_wide, count, in_.table, S, x_labels, lanes, distance, rel_tol_, scale);
+  const LaneCounts& lc = lanes.counts;
+  int64_t W = 0, L = 0;
+  for (int l = 0; l < kLanes; ++l) {
+    W = std::max(W, y_wide[l]->width);
+    L = std::max(L, static_cast<int64_t>(y_wide[l]->leaf_symbol.size()));
+  }
+  const int64_t row_len = W * kLanes, tdm_row = (L + 1 + W) * kLanes, tdm_start = (L + 1) * kLanes;
+  const int64_t m = x.n;
+  const size_t root = x.keyroots.size() - 1;
+  for (int l = 0; l < count; ++l) {
+    const TreeIndex& y = *y_of[l];
+    const WideY& wide = *y_wide[l];
+    const int64_t n = y.n, w = n + 1;
+    const double all = lc.tot[(lc.block_row[root] + m - 1) * row_len + wide.final_col * kLanes + l];
+    if (!FastCount{all}.usable_total()) {
+      done(l, false, 0.0, ws);
+      continue;
+    }
+    // Every tdm's count: from the lanes' rows of x's paths, ones for x's leaf keyroots.
+    CountBuffers<FastCount>& cnt = ws.fast;
+    cnt.tdm_count.resize((m + 1) * w);
+    for (int64_t i = 1; i <= m; ++i) {
+      FastCount* out = cnt.tdm_count.data() + i * w;
+      const int64_t k = x.keyroots[x.path_index[i]];
+      if (x.leftmost[k] == k) {
+        std::fill(out + 1, out + w, FastCount::one());
+        continue;
+      }
+      const double* row = lc.tdm_count.data() + i * tdm_row + tdm_start + l;
+      for (int64_t j = 1; j <= n; ++j) out[j] = FastCount{row[wide.def_of_node[j] * kLanes]};
+    }
+    TedPair<FastCount> pair{x, y, ws, cnt, w, dp::Tie{rel_tol_, scale[l]}};
+    pair.outside_restoring(FastCount{all}, [&](size_t a, size_t b) {
+      restore_lane_table(x, y, wide, lc, row_len, W, l, a, b, ws);
+    });
+    ws.y_symbol.resize(w);
+    const int64_t* y_labels = in_.y_labels + in_.y_ptr[in_.pair_y[pairs[l]]];
+    for (int64_t j = 1; j <= n; ++j) ws.y_symbol[j] = y_labels[y.pre_of_post[j]];
+    done(l, true, distance[l], ws);
+  }
+#else
+  (void)pairs, (void)count, (void)lanes, (void)ws, (void)done;
+#endif
+}
+
+template class CooptLanes<float>;
+template class CooptLanes<double>;
 
 }  // namespace ted
 }  // namespace bedl

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <unordered_map>
 #include <vector>
 
 #include "dp_common.h"
@@ -11,6 +12,71 @@
 
 namespace bedl {
 namespace ted {
+
+constexpr int kLanes = 4;
+
+// y's side of the wide layout, which does not depend on x: built once per
+// tree (and orientation) of a call. Table H's columns are l(H) - 1 .. H.
+// Indices are in doubles of lane 0 (times kLanes); each lane adds its number.
+struct WideY {
+  int64_t width = 0, final_col = 0;  // final_col: the root's table is the last
+  std::vector<double> ins;           // +inf in first columns: no insertion enters them
+  std::vector<double> first_row;     // the tables' first rows (insertion sums)
+  std::vector<double> below_ins;     // inserting l(j) .. j - 1 (leaf rows' tdm); +inf in first columns
+  std::vector<int64_t> jump_at;      // the column the jump (match) alternative comes from
+  // Where a row's tdm of the column's node lies, relative to the row's start:
+  // the node's column in its own keyroot's table (itself on paths), leaf
+  // keyroot k's slot (-2 - k), or the +inf slot (-1) in first columns.
+  std::vector<int64_t> def_at;
+  std::vector<int64_t> symbol;       // the column's symbol (0 in first columns)
+  std::vector<int64_t> leaf_symbol;  // the leaf keyroots' symbols, slot by slot
+  // Small alphabets (S <= kRepBySymbolLimit): the replacement cost of every
+  // column for each symbol s of x, at [s * width + c], for ted_lanes' rep_w.
+  std::vector<double> rep_by_symbol;
+  static constexpr int64_t kRepBySymbolLimit = 32;
+  // For P: each keyroot's table's first column (-1: leaf keyroots, which
+  // have none), and each node's tdm position as def_at has it (/ kLanes).
+  std::vector<int64_t> table_col, def_of_node;
+};
+
+// What the counting instance of ted_lanes leaves for P's outside pass: the
+// co-optimal flags and inside counts of the rows it computes of each
+// non-leaf keyroot K of x (r0 + 1 to kx - 1, to m for the root), and the
+// counts of tdm laid out as LaneWorkspace::tdm.
+struct LaneCounts {
+  std::vector<int64_t> block_row;   // per keyroot index of x: where its row r0 + 1 is in the blocks; -1: none
+  std::vector<double> tot, other;   // block rows x W x kLanes: all derivations, those not entered by a deletion
+  std::vector<uint32_t> flags;      // block rows x W: the four lanes' flag bytes, lane l in byte l
+  std::vector<double> tdm_count;    // (m+1) x (L+1+W) x kLanes
+  std::vector<double> ones;         // W x kLanes: the first row's counts
+};
+
+struct LaneWorkspace {
+  std::vector<double> fd;         // (m+1) wide rows x W columns x kLanes
+  // Per row i of x: the +inf slot, one slot per leaf keyroot of y (L, the
+  // most of the lanes; slot k at -2 - k), then tdm(i, node of column c) for
+  // every column, as the rows of x's paths define or read it, so that other
+  // rows read it contiguously: (m+1) x (L+1+W) x kLanes.
+  std::vector<double> tdm;
+  std::vector<double> ins, first_row, below_ins;     // W x kLanes
+  std::vector<int64_t> jump_at, def_at, symbol_at;   // W x kLanes gather indices
+  // What the rows on a path of x jump to: always the first row (so, the
+  // same for every keyroot of x), gathered once.
+  std::vector<double> jump_first;                    // W x kLanes
+  std::vector<int64_t> leaf_symbol;                  // L x kLanes
+  std::vector<int64_t> x_symbol;                     // x's labels in postorder
+  std::vector<double> del, below_del;                // x's deletions, sums below (postorder)
+  // Replacement costs by wide column (and by leaf keyroot slot) for each
+  // distinct symbol of x, where x has few: contiguous loads in the rows
+  // instead of a gather per step.
+  std::vector<double> rep_w, leaf_rep_w;
+  std::vector<int64_t> slot_of;                      // symbol -> row of rep_w, -1: none
+  std::vector<int64_t> distinct_symbols;
+  std::vector<int64_t> rep_slot;                     // x node -> its row of rep_w
+  LaneCounts counts;                                 // the counting instance's
+  std::vector<uint8_t> seen;                         // S flags (tie scales)
+  std::vector<int64_t> x_labels_distinct, y_labels_distinct;
+};
 
 // The pairs (xs[pair_x[b]], ys[pair_y[b]]) of a symbol-table call.
 template <typename scalar_t>
@@ -30,6 +96,39 @@ struct SymbolBatch {
 template <typename scalar_t>
 bool symbol_distances_lanes(const SymbolBatch<scalar_t>& in, int64_t cells_per_pair, scalar_t* d,
                             const std::function<void(int64_t, TedWorkspace&)>& scalar_pair);
+
+
+// Co-optimal matrices P with symbol-table costs, pairs that share x (and
+// orientation) four at a time: the inside pass (distances, co-optimal flags,
+// counts) on the lanes, then per pair the scalar kernel's outside pass over
+// the tables its co-optimal mappings pass, restored from the lanes. Same bits
+// as the scalar kernel. Built once per call: y's wide layouts for the pairs
+// that fit, within a memory budget.
+template <typename scalar_t>
+class CooptLanes {
+ public:
+  CooptLanes(const SymbolBatch<scalar_t>& in, double rel_tol);
+  // Whether pair b may run in a lane group; pairs of one group share key(b).
+  bool fits(int64_t b) const { return on_ && key_[b] >= 0; }
+  int64_t key(int64_t b) const { return key_[b]; }
+  // Lane groups of `pairs`: those that fit, by key in order of appearance,
+  // up to four per group; pairs left alone are in none (scalar kernel).
+  void group(const std::vector<int64_t>& pairs, std::vector<std::vector<int64_t>>& groups) const;
+  // P of pairs[0 .. count) (2 <= count <= 4, one key): for each lane in
+  // turn, done(l, ok, distance, ws) with P in ws.p_acc and y's labels in
+  // ws.y_symbol (postorder of the oriented pair, as the scalar kernel leaves
+  // them); ok is false where the pair's counts overflow doubles (nothing
+  // computed: the scalar kernel counts it exactly).
+  void run(const int64_t* pairs, int count, LaneWorkspace& lanes, TedWorkspace& ws,
+           const std::function<void(int, bool, double, TedWorkspace&)>& done) const;
+
+ private:
+  const SymbolBatch<scalar_t>& in_;
+  double rel_tol_;
+  bool on_ = false;
+  std::vector<int64_t> key_;    // x tree * 2 + side, -1: scalar
+  std::vector<WideY> wide_;     // y tree * 2 + side
+};
 
 }  // namespace ted
 }  // namespace bedl

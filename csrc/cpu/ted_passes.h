@@ -523,13 +523,15 @@ struct TedPair {
     }
   }
 
-  // Completion counts; P[event] += inside * outside / all.
+  // Completion counts; P[event] += inside * outside / all. With `needed`,
+  // also marks the table defining each tdm it uses, as ReachOutside does.
   struct CountOutside {
     using Weight = Count;
     Count *any, *ins, *tdm;
     const TedPair& pair;
     const Count& all;
     double* acc;
+    uint8_t* needed;
     Count inside(int64_t cell) const { return pair.total(cell); }
     Count tdm_inside(int64_t cell) const { return pair.cnt.tdm_count[cell]; }
     void deleted(int64_t i, int64_t source, const Count& o) const {
@@ -540,7 +542,9 @@ struct TedPair {
     }
     void replaced(int64_t cell, const Count& o) const { acc[cell] += dp::ratio(pair.cnt.tdm_count[cell] * o, all); }
     static void visited(uint8_t, const Count&) {}
-    static void used_tdm(int64_t, int64_t) {}
+    void used_tdm(int64_t i, int64_t j) const {
+      if (needed != nullptr) needed[pair.x.path_index[i] * pair.y.keyroots.size() + pair.y.path_index[j]] = 1;
+    }
   };
 
   // Reachability: every co-optimal alternative has a positive count. Marks
@@ -572,9 +576,37 @@ struct TedPair {
     void used_tdm(int64_t i, int64_t j) { needed[x_path[i] * ky_count + y_path[j]] = 1; }
   };
 
-  void sweep(int64_t kx, int64_t ky, const Count& all) {
-    CountOutside out{cnt.out_any.data(), cnt.out_ins.data(), cnt.out_tdm.data(), *this, all, ws.p_acc.data()};
+  void sweep(int64_t kx, int64_t ky, const Count& all, uint8_t* mark_needed = nullptr) {
+    CountOutside out{cnt.out_any.data(), cnt.out_ins.data(), cnt.out_tdm.data(), *this, all, ws.p_acc.data(),
+                     mark_needed};
     outside_sweep(kx, ky, out);
+  }
+
+  // The outside pass (P into ws.p_acc) where the inside pass kept every
+  // table: restore(a, b) puts table (a, b)'s flags and counts back (and
+  // cnt.tdm_count holds all tdm counts). The tables some co-optimal mapping
+  // passes are found as it goes: each sweep marks those defining the tdm it
+  // uses, all of which come later in this order.
+  template <class Restore>
+  void outside_restoring(const Count& all, const Restore& restore) {
+    const size_t ky_count = y.keyroots.size();
+    const int64_t cells = (x.n + 1) * w;
+    cnt.tot.resize(cells);
+    cnt.in_other.resize(cells);
+    cnt.out_any.resize(cells);
+    cnt.out_ins.resize(cells);
+    ws.coopt.resize(cells);
+    ws.needed.assign(x.keyroots.size() * ky_count, 0);
+    ws.needed.back() = 1;  // the final table
+    cnt.out_tdm.assign(cells, Count::zero());
+    ws.p_acc.assign(cells, 0.0);
+    for (size_t a = x.keyroots.size(); a-- > 0;) {
+      for (size_t b = ky_count; b-- > 0;) {
+        if (!ws.needed[a * ky_count + b]) continue;
+        restore(a, b);
+        sweep(x.keyroots[a], y.keyroots[b], all, ws.needed.data());
+      }
+    }
   }
 };
 
