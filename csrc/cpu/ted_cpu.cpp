@@ -286,7 +286,7 @@ at::Tensor ted_symbols_grad_cpu(const at::Tensor& symbol_costs_in, const at::Ten
       }
     };
     const SymbolBatch<scalar_t> batch_in{&xs, &ys, px_p, py_p, batch, t, S, xl_p, xptr_p, yl_p, yptr_p};
-    const CooptLanes<scalar_t> lanes(batch_in, rel_tol);
+    const CooptLanes<scalar_t> lanes(batch_in, rel_tol, pair_weight);
     // A block's pairs that share x go through the lanes first (their P kept
     // per pair); then all its pairs are summed in order, the others solved
     // as they come: the same sums in the same order as the scalar kernel's.

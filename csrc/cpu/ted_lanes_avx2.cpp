@@ -36,6 +36,15 @@ inline bool lanes_fit(const TreeIndex& x, const TreeIndex& y) {
   return x.n >= 2 && y.n >= 2 && (x.n + 1) * y.wide_width <= (int64_t{1} << 17);
 }
 
+// P's inside pass on the lanes keeps the flags and counts of every
+// non-leaf keyroot's rows (at most x.work of them), 17 bytes per lane and
+// column: within kLaneCountBudget bytes per thread (comb-shaped x have
+// O(n^2) such rows), else the pair takes the scalar kernel.
+constexpr double kLaneCountBudget = double{1 << 26};  // 64 MB
+inline bool coopt_lanes_fit(const TreeIndex& x, const TreeIndex& y) {
+  return lanes_fit(x, y) && x.work * static_cast<double>(y.wide_width) * kLanes * 17.0 <= kLaneCountBudget;
+}
+
 // Bytes of one WideY (an upper bound), and how many all of a call's may take.
 inline size_t wide_bytes_of(int64_t width, int64_t S) {
   const int64_t per_column = 7 + (S <= WideY::kRepBySymbolLimit ? S : 0);
@@ -742,7 +751,8 @@ void restore_lane_table(const TreeIndex& x, const TreeIndex& y, const WideY& wid
 }  // namespace
 
 template <typename scalar_t>
-CooptLanes<scalar_t>::CooptLanes(const SymbolBatch<scalar_t>& in, double rel_tol) : in_(in), rel_tol_(rel_tol) {
+CooptLanes<scalar_t>::CooptLanes(const SymbolBatch<scalar_t>& in, double rel_tol, const scalar_t* weights)
+    : in_(in), rel_tol_(rel_tol) {
 #ifdef BEDL_X86_SIMD
   if (!dp::simd_avx2()) return;
   const std::vector<OrientedTree>& xs = *in.xs;
@@ -751,12 +761,25 @@ CooptLanes<scalar_t>::CooptLanes(const SymbolBatch<scalar_t>& in, double rel_tol
   std::vector<int8_t> side_of(in.batch, 0);
   std::vector<uint8_t> wanted(ys.size() * 2, 0);
   for (int64_t b = 0; b < in.batch; ++b) {
+    if (weights != nullptr && weights[b] == scalar_t(0)) continue;
     const OrientedTree& xo = xs[in.pair_x[b]];
     const OrientedPair o = orient(xo, ys[in.pair_y[b]]);
-    if (!lanes_fit(o.x, o.y)) continue;
+    if (!coopt_lanes_fit(o.x, o.y)) continue;
     side_of[b] = &o.x == &xo.right ? 1 : 0;
     key_[b] = in.pair_x[b] * 2 + side_of[b];
-    wanted[in.pair_y[b] * 2 + side_of[b]] = 1;
+  }
+  // A key of one pair forms no group.
+  std::vector<int64_t> pairs_of(xs.size() * 2, 0);
+  for (int64_t b = 0; b < in.batch; ++b) {
+    if (key_[b] >= 0) ++pairs_of[key_[b]];
+  }
+  for (int64_t b = 0; b < in.batch; ++b) {
+    if (key_[b] < 0) continue;
+    if (pairs_of[key_[b]] < 2) {
+      key_[b] = -1;
+    } else {
+      wanted[in.pair_y[b] * 2 + side_of[b]] = 1;
+    }
   }
   // y's wide layouts within the memory budget; pairs past it stay scalar.
   std::vector<int64_t> to_build;

@@ -107,7 +107,8 @@ bool symbol_distances_lanes(const SymbolBatch<scalar_t>& in, int64_t cells_per_p
 template <typename scalar_t>
 class CooptLanes {
  public:
-  CooptLanes(const SymbolBatch<scalar_t>& in, double rel_tol);
+  // (Pairs of weight 0, where `weights` are given, never run.)
+  CooptLanes(const SymbolBatch<scalar_t>& in, double rel_tol, const scalar_t* weights = nullptr);
   // Whether pair b may run in a lane group; pairs of one group share key(b).
   bool fits(int64_t b) const { return on_ && key_[b] >= 0; }
   int64_t key(int64_t b) const { return key_[b]; }
