@@ -178,11 +178,12 @@ struct LaneTie {
   __m256d rel_tol, scale;
 };
 
+// Tie::within: gap <= threshold or gap <= rel_tol |value|, as one comparison
+// with the larger bound (the same for values that are not NaN).
 __attribute__((target("avx2"))) inline __m256d lane_within(const LaneTie& tie, __m256d value, __m256d best,
                                                            __m256d threshold, __m256d abs_mask) {
-  const __m256d gap = _mm256_sub_pd(value, best);
-  return _mm256_or_pd(_mm256_cmp_pd(gap, threshold, _CMP_LE_OQ),
-                      _mm256_cmp_pd(gap, _mm256_mul_pd(tie.rel_tol, _mm256_and_pd(value, abs_mask)), _CMP_LE_OQ));
+  const __m256d bound = _mm256_max_pd(threshold, _mm256_mul_pd(tie.rel_tol, _mm256_and_pd(value, abs_mask)));
+  return _mm256_cmp_pd(_mm256_sub_pd(value, best), bound, _CMP_LE_OQ);
 }
 
 // FastCount's product: 0 where either factor is 0 (0 * inf stays 0).
@@ -192,24 +193,17 @@ __attribute__((target("avx2"))) inline __m256d count_product(__m256d a, __m256d 
   return _mm256_andnot_pd(either, _mm256_mul_pd(a, b));
 }
 
-// Bit l of a 4-bit mask as byte l.
-inline uint32_t bytes_of_bits(int bits) {
-  static constexpr uint32_t spread[16] = {0x00000000, 0x00000001, 0x00000100, 0x00000101, 0x00010000, 0x00010001,
-                                          0x00010100, 0x00010101, 0x01000000, 0x01000001, 0x01000100, 0x01000101,
-                                          0x01010000, 0x01010001, 0x01010100, 0x01010101};
-  return spread[bits];
-}
-
 // Four cells' co-optimal flags (Tie::flags) and inside counts (count_entries
 // on FastCount), one cell per lane, to the scalar kernel's bits. Only the
 // deletion enters first and padding columns (insertion cost +inf), as the
 // scalar tables set. Stores the counts and flags; returns the counts not
-// entered by a deletion (the next cell's left_other).
+// entered by a deletion (the next cell's left_other). The flags are packed
+// as the three alternatives' 4-bit lane masks (lane_flags unpacks them).
 __attribute__((target("avx2"))) inline __m256d count_cells(const LaneTie& tie, __m256d del_alt, __m256d ins_alt,
                                                            __m256d match, __m256d best, __m256d ins_cost,
                                                            __m256d up_total, __m256d left_other,
                                                            __m256d match_count, double* total_out,
-                                                           double* other_out, uint32_t* flags_out) {
+                                                           double* other_out, uint16_t* flags_out) {
   const __m256d abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
   const __m256d threshold = _mm256_mul_pd(tie.rel_tol, _mm256_max_pd(_mm256_and_pd(best, abs_mask), tie.scale));
   const __m256d real = _mm256_cmp_pd(ins_cost, _mm256_set1_pd(std::numeric_limits<double>::infinity()), _CMP_LT_OQ);
@@ -219,10 +213,15 @@ __attribute__((target("avx2"))) inline __m256d count_cells(const LaneTie& tie, _
   const __m256d other = _mm256_add_pd(_mm256_and_pd(by_ins, left_other), _mm256_and_pd(by_match, match_count));
   _mm256_storeu_pd(total_out, _mm256_add_pd(_mm256_and_pd(by_del, up_total), other));
   _mm256_storeu_pd(other_out, other);
-  *flags_out = bytes_of_bits(_mm256_movemask_pd(by_del)) * dp::kDel |
-               bytes_of_bits(_mm256_movemask_pd(by_ins)) * dp::kIns |
-               bytes_of_bits(_mm256_movemask_pd(by_match)) * dp::kMatch;
+  *flags_out = static_cast<uint16_t>(_mm256_movemask_pd(by_del) | _mm256_movemask_pd(by_ins) << kLanes |
+                                     _mm256_movemask_pd(by_match) << (2 * kLanes));
   return other;
+}
+
+// Lane l's flags (dp::kDel | kIns | kMatch) from four cells' packed bits.
+inline uint8_t lane_flags(uint16_t packed, int l) {
+  return static_cast<uint8_t>(((packed >> l) & dp::kDel) | ((packed >> (kLanes - 1 + l)) & dp::kIns) |
+                              ((packed >> (2 * kLanes - 2 + l)) & dp::kMatch));
 }
 
 // Distances of the pairs (x, ys[l]) for l < lanes (2 <= lanes <= 4; unused
@@ -425,7 +424,7 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
       [[maybe_unused]] const double* jump_total = nullptr;
       [[maybe_unused]] double* cur_total = nullptr;
       [[maybe_unused]] double* cur_other = nullptr;
-      [[maybe_unused]] uint32_t* cur_flags = nullptr;
+      [[maybe_unused]] uint16_t* cur_flags = nullptr;
       [[maybe_unused]] double* count_i = count_of(i);
       [[maybe_unused]] __m256d left_other = _mm256_setzero_pd();
       if constexpr (kCount) {
@@ -698,55 +697,81 @@ double tie_scale(const scalar_t* table, int64_t S, const std::vector<int64_t>& x
   return scale;
 }
 
-#ifdef BEDL_X86_SIMD
-// Table (a, b)'s flags and inside counts of lane l, from the counting
-// ted_lanes' blocks into the scalar arrays (ws.coopt, cnt.tot, cnt.in_other)
-// over the table's region, as the scalar tables have them on every cell the
-// outside pass can reach: the first row and column by their closed forms,
-// the lanes' rows, and zeros in the last row of tables other than the final
-// one (nothing reaches it: its tdm is read, not its cells). Leaf keyroots'
-// tables (closed forms in the inside pass) are their first row and column.
-void restore_lane_table(const TreeIndex& x, const TreeIndex& y, const WideY& wide, const LaneCounts& lc,
-                        int64_t row_len, int64_t W, int l, size_t a, size_t b, TedWorkspace& ws) {
-  using dp::FastCount;
-  CountBuffers<FastCount>& cnt = ws.fast;
-  const int64_t w = y.n + 1;
+// Lane l's view of one table's flags and inside counts, and of all tdm
+// counts, for TedPair's outside sweep: rows r0 .. kx of the table as
+// pointers into the counting ted_lanes' blocks (column j of lane l at
+// [(j - c0) * kLanes], flags at [j - c0]), with constant rows where the
+// blocks have none: the first row (insertions, one derivation each), and
+// zeros in rows nothing reaches (the last row of tables other than the
+// final one: its tdm is read, not its cells). Leaf keyroots' tables (closed
+// forms in the inside pass) have their first row and column only.
+struct LaneSource {
+  using Count = dp::FastCount;
+  const uint16_t* const* flag_rows;
+  const double* const* total_rows;
+  const double* const* other_rows;
+  int64_t r0, c0;
+  int l;
+  const double* const* tdm_rows;  // per node i of x: lane l's tdm counts, nullptr: one derivation
+  const int64_t* def_of_node;     // y's node -> its tdm position (WideY::def_of_node)
+  uint8_t flags(int64_t i, int64_t j, int64_t) const { return lane_flags(flag_rows[i - r0][j - c0], l); }
+  Count total(int64_t i, int64_t j, int64_t) const { return Count{total_rows[i - r0][(j - c0) * kLanes]}; }
+  Count in_other(int64_t i, int64_t j, int64_t) const { return Count{other_rows[i - r0][(j - c0) * kLanes]}; }
+  Count tdm(int64_t i, int64_t j, int64_t) const {
+    const double* row = tdm_rows[i];
+    return row == nullptr ? Count::one() : Count{row[def_of_node[j] * kLanes]};
+  }
+};
+
+// Constant rows of two columns for the tables of y's leaf keyroots (first
+// column and the keyroot's own): the first row, the rows below it.
+constexpr uint16_t kLeafFirstFlags[2] = {0, 0x0F << kLanes};  // (lane_flags: insertions)
+constexpr uint16_t kLeafBelowFlags[2] = {0x0F, 0};              // deletions
+constexpr double kLeafFirstCounts[2 * kLanes] = {1, 1, 1, 1, 1, 1, 1, 1};
+constexpr double kLeafBelowTotal[2 * kLanes] = {1, 1, 1, 1, 0, 0, 0, 0};
+constexpr double kLeafBelowOther[2 * kLanes] = {0, 0, 0, 0, 0, 0, 0, 0};
+
+// Table (a, b)'s LaneSource for lane l (its row pointers in `rows`).
+inline LaneSource lane_source(const TreeIndex& x, const TreeIndex& y, const WideY& wide, const LaneCounts& lc,
+                              const LaneWorkspace& lanes, int64_t row_len, int64_t W, int l, size_t a, size_t b,
+                              const std::vector<const double*>& tdm_rows, LaneWorkspace::SourceRows& rows) {
   const int64_t kx = x.keyroots[a], ky = y.keyroots[b];
   const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1;
-  uint8_t* flags = ws.coopt.data();
-  FastCount* tot = cnt.tot.data();
-  FastCount* other = cnt.in_other.data();
-  // The first row: insertions, one derivation each; the corner has no flags.
-  flags[r0 * w + c0] = 0;
-  for (int64_t j = c0 + 1; j <= ky; ++j) flags[r0 * w + j] = dp::kIns;
-  for (int64_t j = c0; j <= ky; ++j) tot[r0 * w + j] = other[r0 * w + j] = FastCount::one();
   const int64_t col = wide.table_col[b];
   const int64_t block = lc.block_row[a];
-  const int64_t lanes_end = (block < 0 || col < 0) ? r0 : (kx == x.n && ky == y.n ? kx : kx - 1);
-  for (int64_t i = r0 + 1; i <= kx; ++i) {
-    const int64_t row = i * w;
-    if (i > lanes_end) {
-      // The first column (deletions), then nothing reaches the cells.
-      flags[row + c0] = dp::kDel;
-      tot[row + c0] = FastCount::one();
-      other[row + c0] = FastCount::zero();
-      std::fill(flags + row + c0 + 1, flags + row + ky + 1, uint8_t{0});
-      std::fill(tot + row + c0 + 1, tot + row + ky + 1, FastCount::zero());
-      std::fill(other + row + c0 + 1, other + row + ky + 1, FastCount::zero());
-      continue;
+  const size_t count = static_cast<size_t>(kx - r0 + 1);
+  rows.flags.resize(count);
+  rows.total.resize(count);
+  rows.other.resize(count);
+  if (col < 0) {  // a leaf keyroot of y
+    rows.flags[0] = kLeafFirstFlags;
+    rows.total[0] = rows.other[0] = kLeafFirstCounts + l;
+    for (size_t k = 1; k < count; ++k) {
+      rows.flags[k] = kLeafBelowFlags;
+      rows.total[k] = kLeafBelowTotal + l;
+      rows.other[k] = kLeafBelowOther + l;
     }
-    const int64_t block_row = block + i - r0 - 1;
-    const uint8_t* f = reinterpret_cast<const uint8_t*>(lc.flags.data() + block_row * W) + col * kLanes + l;
-    const double* t = lc.tot.data() + block_row * row_len + col * kLanes + l;
-    const double* o = lc.other.data() + block_row * row_len + col * kLanes + l;
-    for (int64_t j = c0, k = 0; j <= ky; ++j, k += kLanes) {
-      flags[row + j] = f[k];
-      tot[row + j] = FastCount{t[k]};
-      other[row + j] = FastCount{o[k]};
+  } else {
+    const int64_t lanes_end = block < 0 ? r0 : (kx == x.n && ky == y.n ? kx : kx - 1);
+    const int64_t at = col * kLanes + l;
+    rows.flags[0] = lanes.first_row_flags.data() + col;
+    rows.total[0] = rows.other[0] = lc.ones.data() + at;
+    for (int64_t i = r0 + 1; i <= kx; ++i) {
+      const size_t k = static_cast<size_t>(i - r0);
+      if (i > lanes_end) {
+        rows.flags[k] = lanes.zero_flags.data() + col;
+        rows.total[k] = rows.other[k] = lanes.zero_counts.data() + at;
+        continue;
+      }
+      const int64_t block_row = block + i - r0 - 1;
+      rows.flags[k] = lc.flags.data() + block_row * W + col;
+      rows.total[k] = lc.tot.data() + block_row * row_len + at;
+      rows.other[k] = lc.other.data() + block_row * row_len + at;
     }
   }
+  return LaneSource{rows.flags.data(), rows.total.data(), rows.other.data(), r0, c0, l,
+                    tdm_rows.data(), wide.def_of_node.data()};
 }
-#endif  // BEDL_X86_SIMD
 
 }  // namespace
 
@@ -868,6 +893,15 @@ void CooptLanes<scalar_t>::run(const int64_t* pairs, int count, LaneWorkspace& l
   }
   const int64_t row_len = W * kLanes, tdm_row = (L + 1 + W) * kLanes, tdm_start = (L + 1) * kLanes;
   const int64_t m = x.n;
+  // Constant rows: the first row's flags (insertions but in first columns), zeros.
+  lanes.first_row_flags.resize(W);
+  for (int64_t c = 0; c < W; ++c) {
+    int real = 0;
+    for (int k = 0; k < kLanes; ++k) real |= (lanes.ins[c * kLanes + k] < std::numeric_limits<double>::infinity()) << k;
+    lanes.first_row_flags[c] = static_cast<uint16_t>(real << kLanes);
+  }
+  lanes.zero_flags.assign(W, 0);
+  lanes.zero_counts.assign(row_len, 0.0);
   const size_t root = x.keyroots.size() - 1;
   for (int l = 0; l < count; ++l) {
     const TreeIndex& y = *y_of[l];
@@ -878,22 +912,16 @@ void CooptLanes<scalar_t>::run(const int64_t* pairs, int count, LaneWorkspace& l
       done(l, false, 0.0, ws);
       continue;
     }
-    // Every tdm's count: from the lanes' rows of x's paths, ones for x's leaf keyroots.
-    CountBuffers<FastCount>& cnt = ws.fast;
-    cnt.tdm_count.resize((m + 1) * w);
+    // Every tdm's count: the lanes' rows of x's paths; x's leaf keyroots have one derivation.
+    std::vector<const double*>& tdm_rows = lanes.tdm_rows;
+    tdm_rows.assign(m + 1, nullptr);
     for (int64_t i = 1; i <= m; ++i) {
-      FastCount* out = cnt.tdm_count.data() + i * w;
       const int64_t k = x.keyroots[x.path_index[i]];
-      if (x.leftmost[k] == k) {
-        std::fill(out + 1, out + w, FastCount::one());
-        continue;
-      }
-      const double* row = lc.tdm_count.data() + i * tdm_row + tdm_start + l;
-      for (int64_t j = 1; j <= n; ++j) out[j] = FastCount{row[wide.def_of_node[j] * kLanes]};
+      if (x.leftmost[k] != k) tdm_rows[i] = lc.tdm_count.data() + i * tdm_row + tdm_start + l;
     }
-    TedPair<FastCount> pair{x, y, ws, cnt, w, dp::Tie{rel_tol_, scale[l]}};
-    pair.outside_restoring(FastCount{all}, [&](size_t a, size_t b) {
-      restore_lane_table(x, y, wide, lc, row_len, W, l, a, b, ws);
+    TedPair<FastCount> pair{x, y, ws, ws.fast, w, dp::Tie{rel_tol_, scale[l]}};
+    pair.outside_from_kept(FastCount{all}, [&](size_t a, size_t b) {
+      return lane_source(x, y, wide, lc, lanes, row_len, W, l, a, b, tdm_rows, lanes.source_rows);
     });
     ws.y_symbol.resize(w);
     const int64_t* y_labels = in_.y_labels + in_.y_ptr[in_.pair_y[pairs[l]]];

@@ -46,7 +46,7 @@ struct WideY {
 struct LaneCounts {
   std::vector<int64_t> block_row;   // per keyroot index of x: where its row r0 + 1 is in the blocks; -1: none
   std::vector<double> tot, other;   // block rows x W x kLanes: all derivations, those not entered by a deletion
-  std::vector<uint32_t> flags;      // block rows x W: the four lanes' flag bytes, lane l in byte l
+  std::vector<uint16_t> flags;      // block rows x W: the four lanes' flags, packed (lane_flags)
   std::vector<double> tdm_count;    // (m+1) x (L+1+W) x kLanes
   std::vector<double> ones;         // W x kLanes: the first row's counts
 };
@@ -74,6 +74,15 @@ struct LaneWorkspace {
   std::vector<int64_t> distinct_symbols;
   std::vector<int64_t> rep_slot;                     // x node -> its row of rep_w
   LaneCounts counts;                                 // the counting instance's
+  // P's outside pass: constant rows (the first row's flags, zeros) and the
+  // row pointers of the table it sweeps (ted_lanes_avx2.cpp's LaneSource).
+  std::vector<uint16_t> first_row_flags, zero_flags;
+  std::vector<double> zero_counts;
+  std::vector<const double*> tdm_rows;
+  struct SourceRows {
+    std::vector<const uint16_t*> flags;
+    std::vector<const double*> total, other;
+  } source_rows;
   std::vector<uint8_t> seen;                         // S flags (tie scales)
   std::vector<int64_t> x_labels_distinct, y_labels_distinct;
 };

@@ -156,7 +156,7 @@ struct TedPair {
     ws.flags_kept = true;
     ws.p_acc.assign(cells, 0.0);
     ReachOutside out{ws.reach_any.data(), ws.reach_ins.data(), ws.reach_tdm.data(), ws.p_acc.data(), w, false,
-                     needed.data(), x.path_index.data(), y.path_index.data(), ky_count};
+                     needed.data(), x.path_index.data(), y.path_index.data(), ky_count, ws.coopt.data()};
     needed[kx_count * ky_count - 1] = 1;  // the final table
     for (size_t a = kx_count; a-- > 0;) {
       for (size_t b = ky_count; b-- > 0;) {
@@ -468,12 +468,12 @@ struct TedPair {
     }
   }
 
-  // The outside sweep of the table (kx, ky), which must have just been
-  // recomputed with flags (and, for counts, inside counts): pushes outside
-  // weights down its co-optimal edges, from the final cell (or the tdm cells
-  // larger tables used) to the corner. One loop, two instances: Out =
-  // CountOutside (completion counts; accumulates P) and ReachOutside (the
-  // same with booleans: which cells and tdm some co-optimal mapping uses).
+  // The outside sweep of the table (kx, ky), whose co-optimal flags (and,
+  // for counts, inside counts) `out` reads: pushes outside weights down its
+  // co-optimal edges, from the final cell (or the tdm cells larger tables
+  // used) to the corner. One loop, two instances: Out = CountOutside
+  // (completion counts; accumulates P) and ReachOutside (the same with
+  // booleans: which cells and tdm some co-optimal mapping uses).
   template <class Out>
   void outside_sweep(int64_t kx, int64_t ky, Out& out) {
     using W = typename Out::Weight;
@@ -490,57 +490,79 @@ struct TedPair {
       const int64_t li = x.leftmost[i];
       for (int64_t j = ky; j >= c0; --j) {
         const int64_t cell = i * w + j;
-        const uint8_t flags = ws.coopt[cell];
         const int64_t lj = y.leftmost[j];
         const bool defines_tdm = i > r0 && j > c0 && li == r0 + 1 && lj == c0 + 1;
         const W out_d = out_any[cell];  // a deletion may follow anything
         const W out_o = out_any[cell] + out_ins[cell];
         if (!out_o.is_zero()) {
+          const uint8_t flags = out.flags(i, j, cell);
           out.visited(flags, out_d);
           if (flags & kDel) {
             out_any[cell - w] = out_any[cell - w] + out_d;
-            out.deleted(i, cell - w, out_d);
+            out.deleted(i, j, cell, out_d);
           }
           if (flags & kIns) {
             out_ins[cell - 1] = out_ins[cell - 1] + out_o;
-            out.inserted(j, cell - 1, out_o);
+            out.inserted(i, j, cell, out_o);
           }
           if (flags & kMatch) {
             out.used_tdm(i, j);
-            const int64_t source = defines_tdm ? r0 * w + c0 : (li - 1) * w + (lj - 1);
-            out_any[source] = out_any[source] + out_o * out.tdm_inside(cell);
-            out_tdm[cell] = out_tdm[cell] + out_o * out.inside(source);
+            const int64_t si = defines_tdm ? r0 : li - 1, sj = defines_tdm ? c0 : lj - 1;
+            const int64_t source = si * w + sj;
+            out_any[source] = out_any[source] + out_o * out.tdm_inside(i, j, cell);
+            out_tdm[cell] = out_tdm[cell] + out_o * out.inside(si, sj, source);
           }
         }
         // tdm(i, j) is used nowhere after this cell: all its outside weight
         // is in, so the replacement i -> j is final and its inside lies in
         // this table at (i - 1, j - 1).
         if (defines_tdm && !out_tdm[cell].is_zero()) {
-          out.replaced(cell, out_tdm[cell]);
+          out.replaced(i, j, cell, out_tdm[cell]);
           out_any[cell - w - 1] = out_any[cell - w - 1] + out_tdm[cell];
         }
       }
     }
   }
 
-  // Completion counts; P[event] += inside * outside / all. With `needed`,
-  // also marks the table defining each tdm it uses, as ReachOutside does.
+  // A table's flags and inside counts, and all tdm counts, where the scalar
+  // passes leave them: arrays by cell. (The AVX2 lanes read theirs by (i, j)
+  // from their own layout: ted_lanes_avx2.cpp.)
+  struct ArraySource {
+    const uint8_t* coopt;
+    const Count *tot, *other, *tdm_count;
+    uint8_t flags(int64_t, int64_t, int64_t cell) const { return coopt[cell]; }
+    Count total(int64_t, int64_t, int64_t cell) const { return tot[cell]; }
+    Count in_other(int64_t, int64_t, int64_t cell) const { return other[cell]; }
+    Count tdm(int64_t, int64_t, int64_t cell) const { return tdm_count[cell]; }
+  };
+  ArraySource arrays() const {
+    return {ws.coopt.data(), cnt.tot.data(), cnt.in_other.data(), cnt.tdm_count.data()};
+  }
+
+  // Completion counts; P[event] += inside * outside / all, the counts read
+  // from `src`. With `needed`, also marks the table defining each tdm it
+  // uses, as ReachOutside does.
+  template <class Source>
   struct CountOutside {
     using Weight = Count;
     Count *any, *ins, *tdm;
     const TedPair& pair;
+    const Source& src;
     const Count& all;
     double* acc;
     uint8_t* needed;
-    Count inside(int64_t cell) const { return pair.total(cell); }
-    Count tdm_inside(int64_t cell) const { return pair.cnt.tdm_count[cell]; }
-    void deleted(int64_t i, int64_t source, const Count& o) const {
-      acc[i * pair.w] += dp::ratio(pair.total(source) * o, all);
+    uint8_t flags(int64_t i, int64_t j, int64_t cell) const { return src.flags(i, j, cell); }
+    Count inside(int64_t i, int64_t j, int64_t cell) const { return src.total(i, j, cell); }
+    Count tdm_inside(int64_t i, int64_t j, int64_t cell) const { return src.tdm(i, j, cell); }
+    void deleted(int64_t i, int64_t j, int64_t cell, const Count& o) const {
+      acc[i * pair.w] += dp::ratio(src.total(i - 1, j, cell - pair.w) * o, all);
     }
-    void inserted(int64_t j, int64_t source, const Count& o) const {
-      acc[j] += dp::ratio(pair.cnt.in_other[source] * o, all);
+    void inserted(int64_t i, int64_t j, int64_t cell, const Count& o) const {
+      acc[j] += dp::ratio(src.in_other(i, j - 1, cell - 1) * o, all);
     }
-    void replaced(int64_t cell, const Count& o) const { acc[cell] += dp::ratio(pair.cnt.tdm_count[cell] * o, all); }
+    void replaced(int64_t i, int64_t j, int64_t cell, const Count& o) const {
+      acc[cell] += dp::ratio(src.tdm(i, j, cell) * o, all);
+    }
     static void visited(uint8_t, const Count&) {}
     void used_tdm(int64_t i, int64_t j) const {
       if (needed != nullptr) needed[pair.x.path_index[i] * pair.y.keyroots.size() + pair.y.path_index[j]] = 1;
@@ -562,13 +584,15 @@ struct TedPair {
     uint8_t* needed;  // keyroot pairs, row-major
     const int64_t *x_path, *y_path;  // a node's keyroot index (TreeIndex::path_index)
     size_t ky_count;
-    static dp::Reach inside(int64_t) { return dp::Reach::one(); }
-    static dp::Reach tdm_inside(int64_t) { return dp::Reach::one(); }
-    void deleted(int64_t i, int64_t, dp::Reach o) {
+    const uint8_t* coopt;
+    uint8_t flags(int64_t, int64_t, int64_t cell) const { return coopt[cell]; }
+    static dp::Reach inside(int64_t, int64_t, int64_t) { return dp::Reach::one(); }
+    static dp::Reach tdm_inside(int64_t, int64_t, int64_t) { return dp::Reach::one(); }
+    void deleted(int64_t i, int64_t, int64_t, dp::Reach o) {
       if (!o.is_zero()) acc[i * w] += 1.0;
     }
-    void inserted(int64_t j, int64_t, dp::Reach) { acc[j] += 1.0; }
-    void replaced(int64_t cell, dp::Reach) { acc[cell] += 1.0; }
+    void inserted(int64_t, int64_t j, int64_t, dp::Reach) { acc[j] += 1.0; }
+    void replaced(int64_t, int64_t, int64_t cell, dp::Reach) { acc[cell] += 1.0; }
     void visited(uint8_t flags, dp::Reach out_d) {
       const int ways = ((flags & kDel) && !out_d.is_zero()) + ((flags & kIns) != 0) + ((flags & kMatch) != 0);
       branched |= flags != 0 && ways != 1;
@@ -576,26 +600,24 @@ struct TedPair {
     void used_tdm(int64_t i, int64_t j) { needed[x_path[i] * ky_count + y_path[j]] = 1; }
   };
 
-  void sweep(int64_t kx, int64_t ky, const Count& all, uint8_t* mark_needed = nullptr) {
-    CountOutside out{cnt.out_any.data(), cnt.out_ins.data(), cnt.out_tdm.data(), *this, all, ws.p_acc.data(),
-                     mark_needed};
+  template <class Source>
+  void sweep(int64_t kx, int64_t ky, const Count& all, const Source& src, uint8_t* mark_needed = nullptr) {
+    CountOutside<Source> out{cnt.out_any.data(), cnt.out_ins.data(), cnt.out_tdm.data(), *this, src,
+                             all, ws.p_acc.data(), mark_needed};
     outside_sweep(kx, ky, out);
   }
 
   // The outside pass (P into ws.p_acc) where the inside pass kept every
-  // table: restore(a, b) puts table (a, b)'s flags and counts back (and
-  // cnt.tdm_count holds all tdm counts). The tables some co-optimal mapping
-  // passes are found as it goes: each sweep marks those defining the tdm it
-  // uses, all of which come later in this order.
-  template <class Restore>
-  void outside_restoring(const Count& all, const Restore& restore) {
+  // table: source_of(a, b) reads table (a, b)'s flags and counts (and all
+  // tdm counts). The tables some co-optimal mapping passes are found as it
+  // goes: each sweep marks those defining the tdm it uses, all of which come
+  // later in this order.
+  template <class SourceOf>
+  void outside_from_kept(const Count& all, const SourceOf& source_of) {
     const size_t ky_count = y.keyroots.size();
     const int64_t cells = (x.n + 1) * w;
-    cnt.tot.resize(cells);
-    cnt.in_other.resize(cells);
     cnt.out_any.resize(cells);
     cnt.out_ins.resize(cells);
-    ws.coopt.resize(cells);
     ws.needed.assign(x.keyroots.size() * ky_count, 0);
     ws.needed.back() = 1;  // the final table
     cnt.out_tdm.assign(cells, Count::zero());
@@ -603,8 +625,7 @@ struct TedPair {
     for (size_t a = x.keyroots.size(); a-- > 0;) {
       for (size_t b = ky_count; b-- > 0;) {
         if (!ws.needed[a * ky_count + b]) continue;
-        restore(a, b);
-        sweep(x.keyroots[a], y.keyroots[b], all, ws.needed.data());
+        sweep(x.keyroots[a], y.keyroots[b], all, source_of(a, b), ws.needed.data());
       }
     }
   }
@@ -652,7 +673,7 @@ bool ted_coopt(const TreeIndex& x, const TreeIndex& y, const dp::Tie& tie, TedWo
       } else {
         pair.template table<true, true>(x.keyroots[a], y.keyroots[b]);
       }
-      pair.sweep(x.keyroots[a], y.keyroots[b], all);
+      pair.sweep(x.keyroots[a], y.keyroots[b], all, pair.arrays());
     }
   }
   return true;
