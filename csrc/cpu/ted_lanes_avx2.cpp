@@ -840,19 +840,31 @@ CooptLanes<scalar_t>::CooptLanes(const SymbolBatch<scalar_t>& in, double rel_tol
 template <typename scalar_t>
 void CooptLanes<scalar_t>::group(const std::vector<int64_t>& pairs, std::vector<std::vector<int64_t>>& groups) const {
   groups.clear();
-  std::unordered_map<int64_t, size_t> open;  // key -> its group still taking pairs
+  // By key, then by y's width (lanes of similar width pad less).
+  struct Entry {
+    int64_t key, width, pair;
+  };
+  std::vector<Entry> entries;
   for (int64_t b : pairs) {
-    if (!fits(b)) continue;
-    auto it = open.find(key_[b]);
-    if (it == open.end() || groups[it->second].size() == static_cast<size_t>(kLanes)) {
-      open[key_[b]] = groups.size();
-      groups.push_back({b});
-    } else {
-      groups[it->second].push_back(b);
-    }
+    if (fits(b)) entries.push_back({key_[b], wide_[in_.pair_y[b] * 2 + key_[b] % 2].width, b});
   }
-  groups.erase(std::remove_if(groups.begin(), groups.end(), [](const std::vector<int64_t>& g) { return g.size() < 2; }),
-               groups.end());
+  std::sort(entries.begin(), entries.end(), [](const Entry& p, const Entry& q) {
+    return std::tie(p.key, p.width, p.pair) < std::tie(q.key, q.width, q.pair);
+  });
+  for (size_t k = 0; k < entries.size();) {
+    size_t end = k;
+    while (end < entries.size() && entries[end].key == entries[k].key) ++end;
+    // Groups of four, but 4 + 1 as 3 + 2 (a pair alone takes the scalar kernel).
+    for (size_t left = end - k; left >= 2;) {
+      const size_t size = left == 5 ? 3 : std::min<size_t>(left, kLanes);
+      std::vector<int64_t> g;
+      for (size_t n = 0; n < size; ++n) g.push_back(entries[k + n].pair);
+      groups.push_back(std::move(g));
+      k += size;
+      left -= size;
+    }
+    k = end;
+  }
 }
 
 template <typename scalar_t>

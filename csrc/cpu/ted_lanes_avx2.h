@@ -3,7 +3,6 @@
 #pragma once
 
 #include <functional>
-#include <unordered_map>
 #include <vector>
 
 #include "dp_common.h"
@@ -121,8 +120,8 @@ class CooptLanes {
   // Whether pair b may run in a lane group; pairs of one group share key(b).
   bool fits(int64_t b) const { return on_ && key_[b] >= 0; }
   int64_t key(int64_t b) const { return key_[b]; }
-  // Lane groups of `pairs`: those that fit, by key in order of appearance,
-  // up to four per group; pairs left alone are in none (scalar kernel).
+  // Lane groups of `pairs`: those that fit, by key and y's width, two to
+  // four per group; pairs left alone are in none (scalar kernel).
   void group(const std::vector<int64_t>& pairs, std::vector<std::vector<int64_t>>& groups) const;
   // P of pairs[0 .. count) (2 <= count <= 4, one key): for each lane in
   // turn, done(l, ok, distance, ws) with P in ws.p_acc and y's labels in
