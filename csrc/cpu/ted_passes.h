@@ -149,6 +149,7 @@ struct TedPair {
     const int64_t cells = (x.n + 1) * w;
     needed.assign(kx_count * ky_count, 0);
     ws.reach_any.resize(cells);  // (each sweep clears its own region of these two)
+    ws.reach_end.resize(x.n + 1);
     ws.reach_ins.resize(cells);
     ws.reach_tdm.assign(cells, dp::Reach::zero());
     ws.flag_offset.assign(kx_count * ky_count, -1);
@@ -485,10 +486,32 @@ struct TedPair {
       std::fill(out_any + i * w + c0, out_any + i * w + ky + 1, W::zero());
       std::fill(out_ins + i * w + c0, out_ins + i * w + ky + 1, W::zero());
     }
-    if (kx == x.n && ky == y.n) out_any[kx * w + ky] = W::one();
+    // Each row's rightmost cell that outside weight can have reached (or
+    // whose tdm larger tables used); the cells right of it have none, so
+    // each row is swept from there. Weight enters a row only through the
+    // pushes below, each of which moves its end.
+    int64_t* reach_end = ws.reach_end.data();
+    for (int64_t i = r0; i <= kx; ++i) reach_end[i] = c0 - 1;
+    if (kx == x.n && ky == y.n) {
+      out_any[kx * w + ky] = W::one();
+      reach_end[kx] = ky;
+    }
+    {
+      int64_t len_x, len_y;
+      const int64_t* px = path_of(x, x.path_index[kx], &len_x);
+      const int64_t* py = path_of(y, y.path_index[ky], &len_y);
+      for (int64_t s = 0; s < len_x; ++s) {
+        for (int64_t t = len_y; t-- > 0;) {
+          if (!out_tdm[px[s] * w + py[t]].is_zero()) {
+            reach_end[px[s]] = std::max(reach_end[px[s]], py[t]);
+            break;
+          }
+        }
+      }
+    }
     for (int64_t i = kx; i >= r0; --i) {
       const int64_t li = x.leftmost[i];
-      for (int64_t j = ky; j >= c0; --j) {
+      for (int64_t j = reach_end[i]; j >= c0; --j) {
         const int64_t cell = i * w + j;
         const int64_t lj = y.leftmost[j];
         const bool defines_tdm = i > r0 && j > c0 && li == r0 + 1 && lj == c0 + 1;
@@ -499,6 +522,7 @@ struct TedPair {
           out.visited(flags, out_d);
           if (flags & kDel) {
             out_any[cell - w] = out_any[cell - w] + out_d;
+            reach_end[i - 1] = std::max(reach_end[i - 1], j);
             out.deleted(i, j, cell, out_d);
           }
           if (flags & kIns) {
@@ -510,6 +534,7 @@ struct TedPair {
             const int64_t si = defines_tdm ? r0 : li - 1, sj = defines_tdm ? c0 : lj - 1;
             const int64_t source = si * w + sj;
             out_any[source] = out_any[source] + out_o * out.tdm_inside(i, j, cell);
+            reach_end[si] = std::max(reach_end[si], sj);
             out_tdm[cell] = out_tdm[cell] + out_o * out.inside(si, sj, source);
           }
         }
@@ -519,6 +544,7 @@ struct TedPair {
         if (defines_tdm && !out_tdm[cell].is_zero()) {
           out.replaced(i, j, cell, out_tdm[cell]);
           out_any[cell - w - 1] = out_any[cell - w - 1] + out_tdm[cell];
+          reach_end[i - 1] = std::max(reach_end[i - 1], j - 1);
         }
       }
     }
@@ -618,6 +644,7 @@ struct TedPair {
     const int64_t cells = (x.n + 1) * w;
     cnt.out_any.resize(cells);
     cnt.out_ins.resize(cells);
+    ws.reach_end.resize(x.n + 1);
     ws.needed.assign(x.keyroots.size() * ky_count, 0);
     ws.needed.back() = 1;  // the final table
     cnt.out_tdm.assign(cells, Count::zero());
@@ -645,6 +672,7 @@ bool ted_coopt(const TreeIndex& x, const TreeIndex& y, const dp::Tie& tie, TedWo
   cnt.out_any.resize(cells);
   cnt.out_ins.resize(cells);
   ws.coopt.resize(cells);
+  ws.reach_end.resize(m + 1);
   TedPair<Count> pair{x, y, ws, cnt, w, tie};
   // Counting costs several times the distance per cell, and P needs the counts
   // of only the tables that its co-optimal mappings pass (about a fifth of the

@@ -42,6 +42,7 @@ struct TedWorkspace {
   std::vector<int64_t> rep_col;
   std::vector<uint8_t> needed;    // keyroot pairs whose inside counts P needs (see ted_coopt)
   std::vector<dp::Reach> reach_any, reach_ins, reach_tdm;  // mark_needed's boolean outside pass
+  std::vector<int64_t> reach_end;  // the outside sweeps' rightmost reached cell per row (m+1)
   // Co-optimal flags of the needed tables, kept by mark_needed (region by
   // region, row-major) unless they exceed kFlagStoreLimit; -1: not kept.
   std::vector<uint8_t> flag_store;
