@@ -1,5 +1,6 @@
-// Tree distances with symbol-table costs, four pairs at a time in the lanes
-// of AVX2 vectors (same bits as the scalar kernel; see ted_lanes_avx2.cpp).
+// Tree distances and P's inside pass with symbol-table costs, four pairs that
+// share x at a time in the lanes of AVX2 vectors (same bits as the scalar
+// kernel; see ted_lanes_avx2.cpp).
 #pragma once
 
 #include <functional>

@@ -24,9 +24,10 @@
 // mappings of equal cost, so each pair runs in the orientation whose keyroot
 // tables are smaller (left paths for right-heavy trees and vice versa).
 //
-// Distances alone with symbol-table costs (pairwise matrices) run four pairs
-// that share x at a time where the processor has AVX2 (ted_lanes_avx2.cpp),
-// to the same bits.
+// With symbol-table costs, pairs that share x (pairwise matrices) run the
+// distance pass, or P's inside pass over every table, four at a time where
+// the processor has AVX2 (ted_lanes_avx2.cpp), to the same bits; each pair's
+// outside pass then reads the lanes' tables (outside_from_kept).
 //
 // Over 600 lines: one algorithm's passes (distance, co-optimal flags, inside
 // counts, the boolean and counting outside sweeps) share TedPair's state and
