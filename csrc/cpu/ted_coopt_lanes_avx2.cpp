@@ -263,8 +263,8 @@ void CooptLanes<scalar_t>::run(const int64_t* pairs, int count, LaneWorkspace& l
     for (int k = 0; k < kLanes; ++k) real |= (lanes.ins[c * kLanes + k] < std::numeric_limits<double>::infinity()) << k;
     lanes.first_row_flags[c] = static_cast<uint16_t>(real << kLanes);
   }
-  lanes.zero_flags.assign(W, 0);
-  lanes.zero_counts.assign(row_len, 0.0);
+  if (static_cast<int64_t>(lanes.zero_flags.size()) < W) lanes.zero_flags.assign(W, 0);  // (never written)
+  if (static_cast<int64_t>(lanes.zero_counts.size()) < row_len) lanes.zero_counts.assign(row_len, 0.0);
   const size_t root = x.keyroots.size() - 1;
   for (int l = 0; l < count; ++l) {
     const TreeIndex& y = *y_of[l];
