@@ -1,6 +1,6 @@
 // Tree distances and P's inside pass with symbol-table costs, four pairs that
 // share x at a time in the lanes of AVX2 vectors (same bits as the scalar
-// kernel; see ted_lanes_avx2.cpp).
+// kernel; see ted_lanes_kernel.h, ted_lanes_avx2.cpp, ted_coopt_lanes_avx2.cpp).
 #pragma once
 
 #include <functional>
@@ -75,7 +75,7 @@ struct LaneWorkspace {
   std::vector<int64_t> rep_slot;                     // x node -> its row of rep_w
   LaneCounts counts;                                 // the counting instance's
   // P's outside pass: constant rows (the first row's flags, zeros) and the
-  // row pointers of the table it sweeps (ted_lanes_avx2.cpp's LaneSource).
+  // row pointers of the table it sweeps (ted_coopt_lanes_avx2.cpp's LaneSource).
   std::vector<uint16_t> first_row_flags, zero_flags;
   std::vector<double> zero_counts;
   std::vector<const double*> tdm_rows;
@@ -106,11 +106,10 @@ template <typename scalar_t>
 bool symbol_distances_lanes(const SymbolBatch<scalar_t>& in, int64_t cells_per_pair, scalar_t* d,
                             const std::function<void(int64_t, TedWorkspace&)>& scalar_pair);
 
-
 // Co-optimal matrices P with symbol-table costs, pairs that share x (and
 // orientation) four at a time: the inside pass (distances, co-optimal flags,
 // counts) on the lanes, then per pair the scalar kernel's outside pass over
-// the tables its co-optimal mappings pass, restored from the lanes. Same bits
+// the tables its co-optimal mappings pass, read from the lanes' rows. Same bits
 // as the scalar kernel. Built once per call: y's wide layouts for the pairs
 // that fit, within a memory budget.
 template <typename scalar_t>
@@ -118,9 +117,8 @@ class CooptLanes {
  public:
   // (Pairs of weight 0, where `weights` are given, never run.)
   CooptLanes(const SymbolBatch<scalar_t>& in, double rel_tol, const scalar_t* weights = nullptr);
-  // Whether pair b may run in a lane group; pairs of one group share key(b).
+  // Whether pair b may run in a lane group.
   bool fits(int64_t b) const { return on_ && key_[b] >= 0; }
-  int64_t key(int64_t b) const { return key_[b]; }
   // Lane groups of `pairs`: those that fit, by key and y's width, two to
   // four per group; pairs left alone are in none (scalar kernel).
   void group(const std::vector<int64_t>& pairs, std::vector<std::vector<int64_t>>& groups) const;
@@ -136,7 +134,7 @@ class CooptLanes {
   const SymbolBatch<scalar_t>& in_;
   double rel_tol_;
   bool on_ = false;
-  std::vector<int64_t> key_;    // x tree * 2 + side, -1: scalar
+  std::vector<int64_t> key_;    // x tree * 2 + side (a group's pairs share it), -1: scalar
   std::vector<WideY> wide_;     // y tree * 2 + side
 };
 

@@ -26,7 +26,7 @@
 //
 // With symbol-table costs, pairs that share x (pairwise matrices) run the
 // distance pass, or P's inside pass over every table, four at a time where
-// the processor has AVX2 (ted_lanes_avx2.cpp), to the same bits; each pair's
+// the processor has AVX2 (ted_lanes_kernel.h), to the same bits; each pair's
 // outside pass then reads the lanes' tables (outside_from_kept).
 //
 // Over 600 lines: one algorithm's passes (distance, co-optimal flags, inside
@@ -553,7 +553,7 @@ struct TedPair {
 
   // A table's flags and inside counts, and all tdm counts, where the scalar
   // passes leave them: arrays by cell. (The AVX2 lanes read theirs by (i, j)
-  // from their own layout: ted_lanes_avx2.cpp.)
+  // from their own layout: ted_coopt_lanes_avx2.cpp.)
   struct ArraySource {
     const uint8_t* coopt;
     const Count *tot, *other, *tdm_count;
