@@ -678,12 +678,13 @@ at::Tensor sed_symbols_grad_cpu(const at::Tensor& symbol_costs_in, const at::Ten
       const int64_t m = sp.m, n = sp.n, w = n + 1;
       const int64_t *x = sp.x, *y = sp.y;
       const double* acc = gws.pair.p_acc.data();  // row i < m: x[i], row m: insertions; column n: deletions
-      const bool plain = gws.sums.plain_for(weight);
       for (int64_t i = 0; i <= m; ++i) {
         const int64_t row = (i < m ? x[i] : gap) * S;
         const double* a = acc + i * w;
-        for (int64_t j = 0; j < n; ++j) gws.sums.add_weighted(row + y[j], weight, a[j], plain);
-        if (i < m) gws.sums.add_weighted(row + gap, weight, a[n], plain);
+        for (int64_t j = 0; j < n; ++j) {
+          if (a[j] != 0.0) gws.sums.add(row + y[j], weight * a[j]);
+        }
+        if (i < m && a[n] != 0.0) gws.sums.add(row + gap, weight * a[n]);
       }
     };
     // The tie scale and costs exactly as sed_symbols with need_coopt: the same P.

@@ -12,7 +12,6 @@
 
 #include "dp_common.h"
 
-#include <cmath>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -24,52 +23,27 @@ namespace dp {
 // block's list merges the many repeats of the same label pairs.
 constexpr int64_t kGradBlockPairs = 16;
 
-// A block's sums over a (S, S) table, dense for adding, listed for emptying
-// (small tables are emptied entry by entry instead: no list to keep).
+// A block's sums over a (S, S) table, dense for adding, listed for emptying.
 struct LabelSums {
-  static constexpr int64_t kDenseCells = 1024;
   std::vector<double> sum;
   std::vector<uint8_t> seen;
   std::vector<int64_t> touched;
-  bool dense = false;
 
   void resize(int64_t cells) {
     if (static_cast<int64_t>(sum.size()) == cells) return;
     sum.assign(cells, 0.0);
     seen.assign(cells, 0);
     touched.clear();
-    dense = cells <= kDenseCells;
   }
   void add(int64_t entry, double value) {
-    if (!dense && !seen[entry]) {
+    if (!seen[entry]) {
       seen[entry] = 1;
       touched.push_back(entry);
     }
     sum[entry] += value;
   }
-  // Whether add_weighted may add without looking at p: a dense table and a
-  // finite weight, so that weight * 0 is a zero (which changes no sum).
-  bool plain_for(double weight) const { return dense && std::isfinite(weight); }
-  // weight * p where p != 0, the entries P touches; with `plain` (plain_for)
-  // without a branch on p, which mispredicts on P's scattered zeros.
-  void add_weighted(int64_t entry, double weight, double p, bool plain) {
-    if (plain) {
-      sum[entry] += weight * p;
-    } else if (p != 0.0) {
-      add(entry, weight * p);
-    }
-  }
-  // Moves the sums into `out` (entry, value) and clears them: in order of
-  // first touch, or of entry where dense (leaving out zeros). Either order
-  // gives the same totals: each entry's blocks are added in block order.
+  // Moves the sums into `out` (entry, value) in order of first touch and clears them.
   void drain(std::vector<std::pair<int64_t, double>>& out) {
-    if (dense) {
-      for (int64_t entry = 0; entry < static_cast<int64_t>(sum.size()); ++entry) {
-        if (sum[entry] != 0.0) out.emplace_back(entry, sum[entry]);
-        sum[entry] = 0.0;
-      }
-      return;
-    }
     out.reserve(touched.size());
     for (int64_t entry : touched) {
       out.emplace_back(entry, sum[entry]);

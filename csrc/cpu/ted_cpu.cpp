@@ -273,13 +273,16 @@ at::Tensor ted_symbols_grad_cpu(const at::Tensor& symbol_costs_in, const at::Ten
       const TreeIndex &x = pair.x, &y = pair.y;
       const int64_t* x_labels = xl_p + xptr_p[px_p[b]];
       const int64_t m = x.n, n = y.n, w = n + 1;
-      const bool plain = sums.plain_for(weight);
-      for (int64_t j = 1; j <= n; ++j) sums.add_weighted(gap * S + y_symbol[j], weight, acc[j], plain);
+      for (int64_t j = 1; j <= n; ++j) {
+        if (acc[j] != 0.0) sums.add(gap * S + y_symbol[j], weight * acc[j]);
+      }
       for (int64_t i = 1; i <= m; ++i) {
         const int64_t row = x_labels[x.pre_of_post[i]] * S;
         const double* a = acc + i * w;
-        sums.add_weighted(row + gap, weight, a[0], plain);
-        for (int64_t j = 1; j <= n; ++j) sums.add_weighted(row + y_symbol[j], weight, a[j], plain);
+        if (a[0] != 0.0) sums.add(row + gap, weight * a[0]);
+        for (int64_t j = 1; j <= n; ++j) {
+          if (a[j] != 0.0) sums.add(row + y_symbol[j], weight * a[j]);
+        }
       }
     };
     const SymbolBatch<scalar_t> batch_in{&xs, &ys, px_p, py_p, batch, t, S, xl_p, xptr_p, yl_p, yptr_p};
