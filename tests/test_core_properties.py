@@ -698,6 +698,16 @@ def test_simd_lanes_equal_scalar_kernel(symbols, simd_lanes):
                 assert torch.equal(scalar, lanes)
 
 
+def _scalar_and_lanes_agree(ext, fn):
+    """fn() (a tuple of tensors) on the scalar kernels and on the AVX2 lanes: the same bits."""
+    ext.set_simd_enabled(False)
+    scalar = fn()
+    ext.set_simd_enabled(True)
+    lanes = fn()
+    for a, b in zip(scalar, lanes):
+        assert a.dtype == b.dtype and torch.equal(a, b)
+
+
 def test_tree_coopt_lanes_equal_scalar_kernel(simd_lanes):
     """Co-optimal matrices P and the symbol-table gradient of trees run their inside pass
     (distances, co-optimal flags, counts) four pairs at a time on the AVX2 lanes where pairs
@@ -728,12 +738,7 @@ def test_tree_coopt_lanes_equal_scalar_kernel(simd_lanes):
     ]
 
     def both(fn):
-        ext.set_simd_enabled(False)
-        scalar = fn()
-        ext.set_simd_enabled(True)
-        lanes = fn()
-        for a, b in zip(scalar, lanes):
-            assert a.dtype == b.dtype and torch.equal(a, b)
+        _scalar_and_lanes_agree(ext, fn)
 
     # x shared by runs of 1-6 consecutive pairs, then pairs of all different x
     xs = [X[k] for k, run in enumerate([1, 2, 3, 4, 5, 6]) for _ in range(run)] + X[6:12]
@@ -775,12 +780,7 @@ def test_sequence_lanes_equal_scalar_kernel(simd_lanes):
     ]
 
     def both(fn):
-        ext.set_simd_enabled(False)
-        scalar = fn()
-        ext.set_simd_enabled(True)
-        lanes = fn()
-        for a, b in zip(scalar, lanes):
-            assert a.dtype == b.dtype and torch.equal(a, b)
+        _scalar_and_lanes_agree(ext, fn)
 
     weights = torch.as_tensor(rng.random((len(seqs), 7)))
     weights[:, 2] = 0.0  # pairs of weight 0 leave gaps in the lane groups
