@@ -73,7 +73,10 @@ def default_rel_tol(dtype: torch.dtype) -> float:
 
     1e-9 for float64 and 1e-5 for float32 (rounding in float32 costs, e.g. from an
     embedding, is around 1e-7 relative), times the magnitude involved: the larger
-    of the two path costs and of the pair's largest absolute cost.
+    of the two path costs and of the pair's largest absolute cost. P counts each
+    co-optimal mapping in one order of its edits, so a tolerance below the costs'
+    rounding (0 for costs such as 0.1 and 0.2) can leave a pair none; the kernels
+    then raise ValueError naming the pair.
     """
     return 1e-9 if dtype == torch.float64 else 1e-5
 

@@ -696,3 +696,35 @@ def test_pseudo_distances_that_overflow_are_value_errors():
     with pytest.raises(ValueError, match=r"pseudo distances of pairs \[0\] overflowed"):
         bedl_torch.pairwise_distances([["a", "a"]], [["a"]], cost, mode="pseudo",
                                       reference_cost=zero)
+
+
+def test_rel_tol_too_small_for_the_costs_rounding_is_a_value_error():
+    """Each co-optimal mapping is counted in one order of its edits. With rel_tol=0 and costs
+    whose sums round (0.1, 0.2, 0.3), that order can cost an ulp more than another one, so no
+    mapping survives the tie test: a ValueError naming the pair and rel_tol, not an internal
+    error. The default tolerance counts the same pair (P's rows of x sum to 1)."""
+
+    class Table(bedl_torch.SymbolCost):
+        def __init__(self, table):
+            super().__init__(["a", "b"])
+            self.register_buffer("table", table)
+
+        def symbol_table(self):
+            return self.table
+
+        def forward(self, x_idx, y_idx):
+            return self.table[x_idx[:, :, None], y_idx[:, None, :]]
+
+    x = Tree(["b", "b", "a", "b", "b", "a"], [[1, 3, 5], [2], [], [4], [], []])
+    y = Tree(["a", "a"], [[1], []])
+    cost = Table(torch.tensor([[0.0, 0.3, 0.1], [0.3, 0.0, 0.2], [0.1, 0.2, 0.0]], dtype=torch.float64))
+    batch = bedl_torch.PairBatch([x], [y])
+    with torch.no_grad():
+        with pytest.raises(ValueError, match=r"pair of 6 and 2 nodes: no co-optimal mapping .* rel_tol=0"):
+            batch.coopt(cost, rel_tol=0.0)
+        d, P = batch.coopt(cost)
+    assert torch.allclose(P[0, :6, :3].sum(dim=1), torch.ones(6, dtype=torch.float64))
+    # matching y's two a's costs 0.3 at least (x's a's are not ancestor and descendant), and
+    # every mapping then deletes 0.6 of b's and 0.1 of a; matching one a instead inserts the
+    # other (0.1) and deletes 0.8 of b's and 0.1 of a: all cost 1.0
+    assert torch.isclose(d[0], torch.tensor(1.0, dtype=torch.float64))

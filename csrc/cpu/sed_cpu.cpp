@@ -364,10 +364,12 @@ double sed_solve_coopt(const scalar_t* c, int64_t m, int64_t n, int64_t stride, 
                        SedWorkspace& ws) {
   double distance;
   if (!sed_counted(c, m, n, stride, tie, ws.fast, ws, &distance)) {
-    // Cannot fail for costs within the overflow rule (some alternative of each cell is its minimum).
+    // Counts with exponents do not overflow, so none means that the tie test
+    // kept no alignment (as for trees: ted_solve).
     const bool counted = sed_counted(c, m, n, stride, tie, ws.exact, ws, &distance);
-    TORCH_CHECK(counted, "internal error: no co-optimal alignment was counted for sequences of ", m,
-                " and ", n, " symbols");
+    TORCH_CHECK_VALUE(counted, "sequences of ", m, " and ", n, " symbols: no co-optimal alignment survives the tie test at rel_tol=",
+                      tie.rel_tol, " (rounding in sums of these costs tells equal-cost orders of edits apart); "
+                      "use a larger rel_tol, e.g. the default (1e-9 for float64, 1e-5 for float32)");
   }
   return distance;
 }

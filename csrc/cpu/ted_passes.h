@@ -723,9 +723,14 @@ inline double ted_solve(const TreeIndex& x, const TreeIndex& y, bool need_coopt,
   // Counts as doubles unless they overflow (massive ties in large trees).
   double distance;
   if (!ted_coopt(x, y, tie, ws, ws.fast, &distance)) {
-    // Cannot fail for costs within the overflow rule (some alternative of each cell is its minimum).
+    // Counts with exponents do not overflow, so none means that the tie test
+    // kept no mapping: each is counted in one order of its edits (insertions
+    // before deletions), and rounding can make exactly that order cost more
+    // than another; a tolerance of a few ulps keeps it.
     const bool counted = ted_coopt(x, y, tie, ws, ws.exact, &distance);
-    TORCH_CHECK(counted, "internal error: no co-optimal mapping was counted for a pair of ", x.n, " and ", y.n, " nodes");
+    TORCH_CHECK_VALUE(counted, "pair of ", x.n, " and ", y.n, " nodes: no co-optimal mapping survives the tie test at rel_tol=",
+                      tie.rel_tol, " (rounding in sums of these costs tells equal-cost orders of edits apart); "
+                      "use a larger rel_tol, e.g. the default (1e-9 for float64, 1e-5 for float32)");
   }
   return distance;
 }
