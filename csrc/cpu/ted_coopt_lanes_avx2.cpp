@@ -1,7 +1,7 @@
 // P of trees with symbol-table costs where pairs share x: the inside pass
 // four pairs at a time with AVX2 (ted_lanes<true>, ted_lanes_kernel.h), then
 // each pair's outside pass (TedPair::outside_from_kept) on the lanes' kept
-// rows through a LaneSource.
+// rows through a LaneSource. (TreeLanes' planning is in ted_lanes_avx2.cpp.)
 #include "ted_lanes_avx2.h"
 #include "ted_lanes_kernel.h"
 #include "ted_passes.h"
@@ -127,100 +127,8 @@ inline LaneSource lane_source(const TreeIndex& x, const TreeIndex& y, const Wide
 }  // namespace
 
 template <typename scalar_t>
-CooptLanes<scalar_t>::CooptLanes(const SymbolBatch<scalar_t>& in, double rel_tol, const scalar_t* weights)
-    : in_(in), rel_tol_(rel_tol) {
-#ifdef BEDL_X86_SIMD
-  if (!dp::simd_avx2()) return;
-  const std::vector<OrientedTree>& xs = *in.xs;
-  const std::vector<OrientedTree>& ys = *in.ys;
-  key_.assign(in.batch, -1);
-  std::vector<int8_t> side_of(in.batch, 0);
-  std::vector<uint8_t> wanted(ys.size() * 2, 0);
-  for (int64_t b = 0; b < in.batch; ++b) {
-    if (weights != nullptr && weights[b] == scalar_t(0)) continue;
-    const OrientedTree& xo = xs[in.pair_x[b]];
-    const OrientedPair o = orient(xo, ys[in.pair_y[b]]);
-    if (!coopt_lanes_fit(o.x, o.y)) continue;
-    side_of[b] = &o.x == &xo.right ? 1 : 0;
-    key_[b] = in.pair_x[b] * 2 + side_of[b];
-  }
-  // A key of one pair forms no group.
-  std::vector<int64_t> pairs_of(xs.size() * 2, 0);
-  for (int64_t b = 0; b < in.batch; ++b) {
-    if (key_[b] >= 0) ++pairs_of[key_[b]];
-  }
-  for (int64_t b = 0; b < in.batch; ++b) {
-    if (key_[b] < 0) continue;
-    if (pairs_of[key_[b]] < 2) {
-      key_[b] = -1;
-    } else {
-      wanted[in.pair_y[b] * 2 + side_of[b]] = 1;
-    }
-  }
-  // y's wide layouts within the memory budget; pairs past it stay scalar.
-  std::vector<int64_t> to_build;
-  size_t bytes = 0;
-  for (size_t k = 0; k < wanted.size(); ++k) {
-    if (!wanted[k]) continue;
-    const OrientedTree& yo = ys[k / 2];
-    const size_t more = wide_bytes_of((k % 2 ? yo.right : yo.left).wide_width, in.symbols);
-    if (bytes + more > kWideBudget) {
-      wanted[k] = 0;
-      continue;
-    }
-    bytes += more;
-    to_build.push_back(static_cast<int64_t>(k));
-  }
-  for (int64_t b = 0; b < in.batch; ++b) {
-    if (key_[b] >= 0 && !wanted[in.pair_y[b] * 2 + side_of[b]]) key_[b] = -1;
-  }
-  wide_.resize(ys.size() * 2);
-  at::parallel_for(0, static_cast<int64_t>(to_build.size()), 16, [&](int64_t begin, int64_t end) {
-    for (int64_t n = begin; n < end; ++n) {
-      const int64_t k = to_build[n], tree = k / 2;
-      const OrientedTree& yo = ys[tree];
-      build_wide(k % 2 ? yo.right : yo.left, in.y_labels + in.y_ptr[tree], in.table, in.symbols, wide_[k]);
-    }
-  });
-  on_ = true;
-#else
-  (void)rel_tol_;
-#endif
-}
-
-template <typename scalar_t>
-void CooptLanes<scalar_t>::group(const std::vector<int64_t>& pairs, std::vector<std::vector<int64_t>>& groups) const {
-  groups.clear();
-  // By key, then by y's width (lanes of similar width pad less).
-  struct Entry {
-    int64_t key, width, pair;
-  };
-  std::vector<Entry> entries;
-  for (int64_t b : pairs) {
-    if (fits(b)) entries.push_back({key_[b], wide_[in_.pair_y[b] * 2 + key_[b] % 2].width, b});
-  }
-  std::sort(entries.begin(), entries.end(), [](const Entry& p, const Entry& q) {
-    return std::tie(p.key, p.width, p.pair) < std::tie(q.key, q.width, q.pair);
-  });
-  for (size_t k = 0; k < entries.size();) {
-    size_t end = k;
-    while (end < entries.size() && entries[end].key == entries[k].key) ++end;
-    // Groups of four, but 4 + 1 as 3 + 2 (a pair alone takes the scalar kernel).
-    for (size_t left = end - k; left >= 2;) {
-      const size_t size = left == 5 ? 3 : std::min<size_t>(left, kLanes);
-      std::vector<int64_t> g;
-      for (size_t n = 0; n < size; ++n) g.push_back(entries[k + n].pair);
-      groups.push_back(std::move(g));
-      k += size;
-      left -= size;
-    }
-    k = end;
-  }
-}
-
-template <typename scalar_t>
-void CooptLanes<scalar_t>::run(const int64_t* pairs, int count, LaneWorkspace& lanes, TedWorkspace& ws,
-                               const std::function<void(int, bool, double, TedWorkspace&)>& done) const {
+void TreeLanes<scalar_t>::coopt(const int64_t* pairs, int count, LaneWorkspace& lanes, TedWorkspace& ws,
+                                const std::function<void(int, bool, double, TedWorkspace&)>& done) const {
 #ifdef BEDL_X86_SIMD
   using dp::FastCount;
   const std::vector<OrientedTree>& xs = *in_.xs;
@@ -296,8 +204,10 @@ void CooptLanes<scalar_t>::run(const int64_t* pairs, int count, LaneWorkspace& l
 #endif
 }
 
-template class CooptLanes<float>;
-template class CooptLanes<double>;
+template void TreeLanes<float>::coopt(const int64_t*, int, LaneWorkspace&, TedWorkspace&,
+                                      const std::function<void(int, bool, double, TedWorkspace&)>&) const;
+template void TreeLanes<double>::coopt(const int64_t*, int, LaneWorkspace&, TedWorkspace&,
+                                       const std::function<void(int, bool, double, TedWorkspace&)>&) const;
 
 }  // namespace ted
 }  // namespace bedl

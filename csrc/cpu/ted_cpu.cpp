@@ -10,7 +10,6 @@
 #include "symbol_grad.h"
 #include "tree_index.h"
 
-#include <algorithm>
 #include <tuple>
 #include <vector>
 
@@ -92,7 +91,7 @@ struct TreeGradWorkspace {
   std::vector<Kept> kept;  // by position in the block
 
   template <typename scalar_t>
-  void plan(int64_t begin, int64_t end, const scalar_t* weight, const CooptLanes<scalar_t>& lanes_of) {
+  void plan(int64_t begin, int64_t end, const scalar_t* weight, const TreeLanes<scalar_t>& lanes_of) {
     kept.resize(end - begin);
     for (Kept& k : kept) k.valid = false;
     std::vector<int64_t> pairs;
@@ -109,48 +108,6 @@ struct TreeGradWorkspace {
   }
   const Kept* kept_of(int64_t position) const { return kept[position].valid ? &kept[position] : nullptr; }
 };
-
-// P of a whole batch: lane groups of pairs that share x through CooptLanes
-// (each lane's P handed to write(b, distance, ws)), the other pairs (and any
-// whose counts overflow doubles) through scalar_pair; false (nothing done)
-// where no group forms.
-template <typename scalar_t, typename ScalarPair, typename Write>
-bool coopt_by_lanes(const SymbolBatch<scalar_t>& in, double rel_tol, int64_t cells_per_pair,
-                    const ScalarPair& scalar_pair, const Write& write) {
-  const CooptLanes<scalar_t> lanes(in, rel_tol);
-  std::vector<int64_t> pairs(in.batch);
-  for (int64_t b = 0; b < in.batch; ++b) pairs[b] = b;
-  std::vector<std::vector<int64_t>> groups;
-  lanes.group(pairs, groups);
-  if (groups.empty()) return false;
-  std::vector<uint8_t> in_group(in.batch, 0);
-  for (const auto& g : groups) {
-    for (int64_t b : g) in_group[b] = 1;
-  }
-  std::vector<int64_t> singles;
-  for (int64_t b = 0; b < in.batch; ++b) {
-    if (!in_group[b]) singles.push_back(b);
-  }
-  struct Workspaces {
-    TedWorkspace ted;
-    LaneWorkspace lanes;
-  };
-  const int64_t g_count = static_cast<int64_t>(groups.size());
-  dp::for_each_pair<Workspaces>(g_count + static_cast<int64_t>(singles.size()), cells_per_pair * 2,
-                                [&](int64_t k, Workspaces& ws) {
-                                  if (k >= g_count) return scalar_pair(singles[k - g_count], ws.ted);
-                                  const std::vector<int64_t>& g = groups[k];
-                                  lanes.run(g.data(), static_cast<int>(g.size()), ws.lanes, ws.ted,
-                                            [&](int l, bool ok, double distance, TedWorkspace& pair_ws) {
-                                              if (ok) {
-                                                write(g[l], distance, pair_ws);
-                                              } else {
-                                                scalar_pair(g[l], pair_ws);
-                                              }
-                                            });
-                                });
-  return true;
-}
 
 // The checked inputs of the symbol-table tree kernels, their trees indexed,
 // and the batch's extent.
@@ -220,15 +177,24 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cpu(
       if (need_coopt) write_coopt(x, y, ws, p + b * rows * cols, cols);
     };
     const SymbolBatch<scalar_t> lanes_in{&xs, &ys, px_p, py_p, batch, t, S, xl_p, xptr_p, yl_p, yptr_p};
-    if (!need_coopt && symbol_distances_lanes(lanes_in, rows * cols, d, one_pair)) return;
-    if (need_coopt && coopt_by_lanes(lanes_in, rel_tol, rows * cols, one_pair,
-                                     [&](int64_t b, double distance, TedWorkspace& ws) {
-                                       const OrientedPair pair = orient(xs[px_p[b]], ys[py_p[b]]);
-                                       d[b] = static_cast<scalar_t>(distance);
-                                       write_coopt(pair.x, pair.y, ws, p + b * rows * cols, cols);
-                                     })) {
-      return;
-    }
+    using Lanes = TreeLanes<scalar_t>;
+    const Lanes lanes(lanes_in, need_coopt ? Lanes::Use::kCoopt : Lanes::Use::kDistances, rel_tol);
+    auto group_fn = [&](const std::vector<int64_t>& g, LanesAndScalar& ws) {
+      const int count = static_cast<int>(g.size());
+      if (!need_coopt) {
+        double out[kLanes];
+        lanes.distances(g.data(), count, ws.lanes, out);
+        for (int l = 0; l < count; ++l) d[g[l]] = static_cast<scalar_t>(out[l]);
+        return;
+      }
+      lanes.coopt(g.data(), count, ws.lanes, ws.ted, [&](int l, bool ok, double distance, TedWorkspace& pair_ws) {
+        if (!ok) return one_pair(g[l], pair_ws);
+        const OrientedPair pair = orient(xs[px_p[g[l]]], ys[py_p[g[l]]]);
+        d[g[l]] = static_cast<scalar_t>(distance);
+        write_coopt(pair.x, pair.y, pair_ws, p + g[l] * rows * cols, cols);
+      });
+    };
+    if (for_each_lane_group(lanes, batch, rows * cols, group_fn, one_pair)) return;
     dp::for_each_pair<TedWorkspace>(batch, rows * cols, one_pair);
   });
   return {dist, coopt};
@@ -286,7 +252,7 @@ at::Tensor ted_symbols_grad_cpu(const at::Tensor& symbol_costs_in, const at::Ten
       }
     };
     const SymbolBatch<scalar_t> batch_in{&xs, &ys, px_p, py_p, batch, t, S, xl_p, xptr_p, yl_p, yptr_p};
-    const CooptLanes<scalar_t> lanes(batch_in, rel_tol, pair_weight);
+    const TreeLanes<scalar_t> lanes(batch_in, TreeLanes<scalar_t>::Use::kCoopt, rel_tol, pair_weight);
     // A block's pairs that share x go through the lanes first (their P kept
     // per pair); then all its pairs are summed in order, the others solved
     // as they come: the same sums in the same order as the scalar kernel's.
@@ -296,10 +262,10 @@ at::Tensor ted_symbols_grad_cpu(const at::Tensor& symbol_costs_in, const at::Ten
           TreeGradWorkspace& g = gws.pair;
           g.plan(begin, end, pair_weight, lanes);
           for (const auto& group : g.groups) {
-            lanes.run(group.data(), static_cast<int>(group.size()), g.lanes, g.ted,
-                      [&](int l, bool ok, double, TedWorkspace& ws) {
-                        if (ok) g.keep(group[l] - begin, ws);
-                      });
+            lanes.coopt(group.data(), static_cast<int>(group.size()), g.lanes, g.ted,
+                        [&](int l, bool ok, double, TedWorkspace& ws) {
+                          if (ok) g.keep(group[l] - begin, ws);
+                        });
           }
           for (int64_t b = begin; b < end; ++b) {
             if (pair_weight[b] == scalar_t(0)) continue;

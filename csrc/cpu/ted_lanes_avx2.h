@@ -99,36 +99,34 @@ struct SymbolBatch {
   const int64_t *x_labels, *x_ptr, *y_labels, *y_ptr;  // labels in preorder, per tree from ptr
 };
 
-// Distances of all pairs into d: lane groups here, the pairs that do not fit
-// the lanes through scalar_pair(b, workspace). False (nothing done) where the
-// AVX2 paths are off or the processor lacks AVX2.
+// Pairs of a symbol-table call that share x (and orientation), four at a time
+// on the AVX2 lanes. Built once per call: which pairs may run in groups, and
+// y's wide layouts within a memory budget. Then per group its distances, or
+// its co-optimal matrices P: the inside pass on the lanes, then per pair the
+// scalar kernel's outside pass over the tables its co-optimal mappings pass,
+// read from the lanes' rows. Same bits as the scalar kernel.
 template <typename scalar_t>
-bool symbol_distances_lanes(const SymbolBatch<scalar_t>& in, int64_t cells_per_pair, scalar_t* d,
-                            const std::function<void(int64_t, TedWorkspace&)>& scalar_pair);
-
-// Co-optimal matrices P with symbol-table costs, pairs that share x (and
-// orientation) four at a time: the inside pass (distances, co-optimal flags,
-// counts) on the lanes, then per pair the scalar kernel's outside pass over
-// the tables its co-optimal mappings pass, read from the lanes' rows. Same bits
-// as the scalar kernel. Built once per call: y's wide layouts for the pairs
-// that fit, within a memory budget.
-template <typename scalar_t>
-class CooptLanes {
+class TreeLanes {
  public:
-  // (Pairs of weight 0, where `weights` are given, never run.)
-  CooptLanes(const SymbolBatch<scalar_t>& in, double rel_tol, const scalar_t* weights = nullptr);
-  // Whether pair b may run in a lane group.
+  // What the groups compute: P also keeps the rows of every keyroot of x
+  // (within a memory bound: coopt_lanes_fit).
+  enum class Use { kDistances, kCoopt };
+  // Pairs of weight 0, where `weights` are given, never run.
+  TreeLanes(const SymbolBatch<scalar_t>& in, Use use, double rel_tol = 0.0, const scalar_t* weights = nullptr);
+  // Whether pair b may run in a lane group (false everywhere where the AVX2 paths are off).
   bool fits(int64_t b) const { return on_ && key_[b] >= 0; }
   // Lane groups of `pairs`: those that fit, by key and y's width, two to
   // four per group; pairs left alone are in none (scalar kernel).
   void group(const std::vector<int64_t>& pairs, std::vector<std::vector<int64_t>>& groups) const;
-  // P of pairs[0 .. count) (2 <= count <= 4, one key): for each lane in
+  // Distances of pairs[0 .. count) (2 <= count <= 4, one key) into out.
+  void distances(const int64_t* pairs, int count, LaneWorkspace& lanes, double* out) const;
+  // P of pairs[0 .. count) (Use::kCoopt): for each lane in
   // turn, done(l, ok, distance, ws) with P in ws.p_acc and y's labels in
   // ws.y_symbol (postorder of the oriented pair, as the scalar kernel leaves
   // them); ok is false where the pair's counts overflow doubles (nothing
   // computed: the scalar kernel counts it exactly).
-  void run(const int64_t* pairs, int count, LaneWorkspace& lanes, TedWorkspace& ws,
-           const std::function<void(int, bool, double, TedWorkspace&)>& done) const;
+  void coopt(const int64_t* pairs, int count, LaneWorkspace& lanes, TedWorkspace& ws,
+             const std::function<void(int, bool, double, TedWorkspace&)>& done) const;
 
  private:
   const SymbolBatch<scalar_t>& in_;
@@ -137,6 +135,40 @@ class CooptLanes {
   std::vector<int64_t> key_;    // x tree * 2 + side (a group's pairs share it), -1: scalar
   std::vector<WideY> wide_;     // y tree * 2 + side
 };
+
+// A thread's workspaces for lane groups and the pairs beside them.
+struct LanesAndScalar {
+  TedWorkspace ted;
+  LaneWorkspace lanes;
+};
+
+// A whole batch: its lane groups through group_fn(group, workspaces), the
+// other pairs through scalar_pair(b, ted workspace); false (nothing done)
+// where no group forms.
+template <typename scalar_t, class GroupFn, class ScalarPair>
+bool for_each_lane_group(const TreeLanes<scalar_t>& lanes, int64_t batch, int64_t cells_per_pair,
+                         const GroupFn& group_fn, const ScalarPair& scalar_pair) {
+  std::vector<int64_t> pairs(batch);
+  for (int64_t b = 0; b < batch; ++b) pairs[b] = b;
+  std::vector<std::vector<int64_t>> groups;
+  lanes.group(pairs, groups);
+  if (groups.empty()) return false;
+  std::vector<uint8_t> in_group(batch, 0);
+  for (const auto& g : groups) {
+    for (int64_t b : g) in_group[b] = 1;
+  }
+  std::vector<int64_t> singles;
+  for (int64_t b = 0; b < batch; ++b) {
+    if (!in_group[b]) singles.push_back(b);
+  }
+  const int64_t g_count = static_cast<int64_t>(groups.size());
+  dp::for_each_pair<LanesAndScalar>(g_count + static_cast<int64_t>(singles.size()), cells_per_pair * 2,
+                                    [&](int64_t k, LanesAndScalar& ws) {
+                                      if (k >= g_count) return scalar_pair(singles[k - g_count], ws.ted);
+                                      group_fn(groups[k], ws);
+                                    });
+  return true;
+}
 
 }  // namespace ted
 }  // namespace bedl
