@@ -20,7 +20,7 @@ using namespace lanes;
 
 template <typename scalar_t>
 TreeLanes<scalar_t>::TreeLanes(const SymbolBatch<scalar_t>& in, Use use, double rel_tol, const scalar_t* weights)
-    : in_(in), rel_tol_(rel_tol) {
+    : in_(in), use_(use), rel_tol_(rel_tol) {
 #ifdef BEDL_X86_SIMD
   if (!dp::simd_avx2()) return;
   const std::vector<OrientedTree>& xs = *in.xs;
@@ -87,22 +87,43 @@ void TreeLanes<scalar_t>::group(const std::vector<int64_t>& pairs, std::vector<s
   struct Entry {
     int64_t key, width, pair;
   };
+  // Whole batches by key with a counting sort (their keys are few and dense),
+  // then by width within each key's short run; a gradient's blocks of a few
+  // pairs with one sort.
+  const size_t key_count = in_.xs->size() * 2;
   std::vector<Entry> entries;
-  for (int64_t b : pairs) {
-    if (fits(b)) entries.push_back({key_[b], wide_[in_.pair_y[b] * 2 + key_[b] % 2].width, b});
+  auto by_width = [](const Entry& p, const Entry& q) { return std::tie(p.width, p.pair) < std::tie(q.width, q.pair); };
+  if (pairs.size() * 4 < key_count) {
+    for (int64_t b : pairs) {
+      if (fits(b)) entries.push_back({key_[b], wide_[in_.pair_y[b] * 2 + key_[b] % 2].width, b});
+    }
+    std::sort(entries.begin(), entries.end(), [&](const Entry& p, const Entry& q) {
+      return p.key < q.key || (p.key == q.key && by_width(p, q));
+    });
+  } else {
+    std::vector<int64_t> bucket_end(key_count + 1, 0);  // keys counted, then bucket ends
+    for (int64_t b : pairs) {
+      if (fits(b)) ++bucket_end[key_[b] + 1];
+    }
+    for (size_t k = 1; k < bucket_end.size(); ++k) bucket_end[k] += bucket_end[k - 1];
+    entries.resize(bucket_end.back());
+    for (int64_t b : pairs) {
+      if (fits(b)) entries[bucket_end[key_[b]]++] = {key_[b], wide_[in_.pair_y[b] * 2 + key_[b] % 2].width, b};
+    }
+    for (size_t key = 0, begin = 0; key < key_count; begin = bucket_end[key++]) {
+      std::sort(entries.begin() + begin, entries.begin() + bucket_end[key], by_width);
+    }
   }
-  std::sort(entries.begin(), entries.end(), [](const Entry& p, const Entry& q) {
-    return std::tie(p.key, p.width, p.pair) < std::tie(q.key, q.width, q.pair);
-  });
+  groups.reserve(entries.size() / 2);
   for (size_t k = 0; k < entries.size();) {
     size_t end = k;
     while (end < entries.size() && entries[end].key == entries[k].key) ++end;
-    // Groups of four, but 4 + 1 as 3 + 2 (a pair alone takes the scalar kernel).
+    // Groups of four. A pair alone takes the scalar kernel: for P (several
+    // times the cost of a lane group's share) 4 + 1 run as 3 + 2 instead.
     for (size_t left = end - k; left >= 2;) {
-      const size_t size = left == 5 ? 3 : std::min<size_t>(left, kLanes);
-      std::vector<int64_t> g;
-      for (size_t n = 0; n < size; ++n) g.push_back(entries[k + n].pair);
-      groups.push_back(std::move(g));
+      const size_t size = left == 5 && use_ == Use::kCoopt ? 3 : std::min<size_t>(left, kLanes);
+      groups.emplace_back(size);
+      for (size_t n = 0; n < size; ++n) groups.back()[n] = entries[k + n].pair;
       k += size;
       left -= size;
     }

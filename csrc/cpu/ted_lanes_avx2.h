@@ -116,7 +116,8 @@ class TreeLanes {
   // Whether pair b may run in a lane group (false everywhere where the AVX2 paths are off).
   bool fits(int64_t b) const { return on_ && key_[b] >= 0; }
   // Lane groups of `pairs`: those that fit, by key and y's width, two to
-  // four per group; pairs left alone are in none (scalar kernel).
+  // four per group; pairs left alone are in none (scalar kernel). For P, 4 + 1
+  // pairs of a key run as 3 + 2.
   void group(const std::vector<int64_t>& pairs, std::vector<std::vector<int64_t>>& groups) const;
   // Distances of pairs[0 .. count) (2 <= count <= 4, one key) into out.
   void distances(const int64_t* pairs, int count, LaneWorkspace& lanes, double* out) const;
@@ -130,6 +131,7 @@ class TreeLanes {
 
  private:
   const SymbolBatch<scalar_t>& in_;
+  Use use_;
   double rel_tol_;
   bool on_ = false;
   std::vector<int64_t> key_;    // x tree * 2 + side (a group's pairs share it), -1: scalar
