@@ -32,6 +32,11 @@ sed_symbols_cpu = _ops.sed_symbols
 # the (S, S) gradient of sum_b pair_weights[b] * distance_b in the symbol table
 ted_symbols_grad_cpu = _ops.ted_symbols_grad
 sed_symbols_grad_cpu = _ops.sed_symbols_grad
+# (distances (B,), ptr (B+1,), entry (E,), value (E,)): each pair's P summed by label pair,
+# and the (S, S) sum of those lists weighted per pair (the backward of the former)
+ted_symbols_sums_cpu = _ops.ted_symbols_sums
+sed_symbols_sums_cpu = _ops.sed_symbols_sums
+weighted_pair_sums_cpu = _ops.weighted_pair_sums
 # (soft distances (B,), expected alignments (B, M1, N1) or an empty tensor) at a temperature
 ted_soft_cpu = _ops.ted_soft
 sed_soft_cpu = _ops.sed_soft
@@ -85,6 +90,30 @@ def _ted_symbols_grad_fake(table, x_labels, x_sizes, x_ptr, y_labels, y_sizes, y
 @torch.library.register_fake("bedl_torch::sed_symbols_grad")
 def _sed_symbols_grad_fake(table, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, pair_weights, rel_tol):
     return table.new_empty(table.shape)
+
+
+def _sums_outputs(table, batch):
+    # how many entries the lists hold (or none, past the bound) is known only from the data
+    ctx = torch.library.get_ctx()
+    entries = ctx.new_dynamic_size()
+    return (table.new_empty((batch,)), table.new_empty((ctx.new_dynamic_size(),), dtype=torch.long),
+            table.new_empty((entries,), dtype=torch.long), table.new_empty((entries,), dtype=torch.float64))
+
+
+@torch.library.register_fake("bedl_torch::ted_symbols_sums")
+def _ted_symbols_sums_fake(table, x_labels, x_sizes, x_ptr, y_labels, y_sizes, y_ptr, pair_x, pair_y,
+                           rel_tol, max_entries):
+    return _sums_outputs(table, pair_x.shape[0])
+
+
+@torch.library.register_fake("bedl_torch::sed_symbols_sums")
+def _sed_symbols_sums_fake(table, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, rel_tol, max_entries):
+    return _sums_outputs(table, pair_x.shape[0])
+
+
+@torch.library.register_fake("bedl_torch::weighted_pair_sums")
+def _weighted_pair_sums_fake(sum_ptr, sum_entry, sum_value, pair_weights, symbols):
+    return pair_weights.new_empty((symbols, symbols))
 
 
 @torch.library.register_fake("bedl_torch::ted_soft")

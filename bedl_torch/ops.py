@@ -66,6 +66,18 @@ _CHUNK_CELLS = 1 << 22
 # tiles reuse freed heap memory instead of faulting in fresh pages (about as slow as the
 # table's matrix product).
 _LOCAL_TABLE_CELLS = 2000 * 2000
+# Most entries (16 bytes each: 128 MiB) of the per-pair lists of P by label pair that the
+# forward of a symbol table requiring grad keeps for its backward; the bound counts each
+# pair's (distinct x labels + 1)(distinct y labels + 1) - 1. Beyond it, backward recomputes P.
+_PAIR_SUM_ENTRIES = 1 << 23
+# Whether forward keeps those lists: where most pairs got a nonzero gradient in the last
+# backward through the same cost module (at least this fraction of them: below it, computing
+# P for every pair in forward costs more than a distance pass plus P of the few pairs that
+# backward needs, as with a GLVQ loss that reads two distances per row). True or False
+# decides for every call instead.
+_LISTS_MIN_NONZERO = 0.75
+_BACKWARD_LISTS: Optional[bool] = None
+_dense_backward = weakref.WeakKeyDictionary()  # cost module -> its last backward's weights were dense
 
 
 def default_rel_tol(dtype: torch.dtype) -> float:
@@ -448,6 +460,21 @@ class PairBatch:
         return _ext.sed_symbols_cpu(t, xl, self.x_table.ptr, yl, self.y_table.ptr,
                                     self.pair_x, self.pair_y, need_coopt, rel_tol)
 
+    def _run_symbol_sums(self, view: _SymbolView, rel_tol: float):
+        """Distances with each pair's P listed by label pair (for the backward), or only the
+        distances (and empty lists) where the lists could exceed ``_PAIR_SUM_ENTRIES``."""
+        t = view.table.detach()
+        if t.device.type != "cpu":
+            t = t.cpu()
+        xl = view.flat_labels(self.x_table)
+        yl = view.flat_labels(self.y_table)
+        if self.kind == "tree":
+            return _ext.ted_symbols_sums_cpu(t, xl, self.x_table.sizes, self.x_table.ptr, yl,
+                                             self.y_table.sizes, self.y_table.ptr, self.pair_x,
+                                             self.pair_y, rel_tol, _PAIR_SUM_ENTRIES)
+        return _ext.sed_symbols_sums_cpu(t, xl, self.x_table.ptr, yl, self.y_table.ptr,
+                                         self.pair_x, self.pair_y, rel_tol, _PAIR_SUM_ENTRIES)
+
     def _symbol_view(self, cost, unknown: str) -> Optional[_SymbolView]:
         """How the kernels can gather this batch's costs from a symbol table: the module's
         whole table, or a local one over the batch's symbols where that is smaller than the
@@ -628,19 +655,33 @@ class _EditDistanceFn(torch.autograd.Function):
 
 
 class _SymbolEditDistanceFn(torch.autograd.Function):
-    """Distances from a symbol cost table. Forward computes the distances alone (the fast
-    kernels); backward runs the gradient kernel, which recomputes each pair's co-optimal
-    matrix P and sums ``grad_d * P`` into the table's entries without keeping P. Where P is
-    requested too (``want_coopt``), backward scatters that P instead."""
+    """Distances from a symbol cost table. Where the table requires grad and the last backward
+    through the same cost module weighted most pairs (``_LISTS_MIN_NONZERO``), forward computes
+    each pair's co-optimal matrix P with its distance and keeps only P summed by label pair
+    (a few entries per pair), so that backward merely weights and adds them (as torchaudio's
+    RNN-T loss computes its gradient in forward). Otherwise (few weighted pairs, or lists that
+    could grow past ``_PAIR_SUM_ENTRIES``), forward computes the distances alone and backward
+    runs the gradient kernel, which computes the lists of the pairs of nonzero weight: the
+    same bits either way. Where P is requested too (``want_coopt``), backward scatters that P."""
 
     @staticmethod
     def forward(ctx, table, batch: PairBatch, view: _SymbolView, rel_tol: float, want_coopt: bool):
-        d, p = batch._run_symbols(view, want_coopt, rel_tol)
+        sums = None
+        lists = _BACKWARD_LISTS if _BACKWARD_LISTS is not None else _dense_backward.get(view.cost, False)
+        if ctx.needs_input_grad[0] and not want_coopt and lists:
+            d, *sums = batch._run_symbol_sums(view, rel_tol)
+            p = d.new_empty((0,))
+            if not sums[0].numel():
+                sums = None
+        else:
+            d, p = batch._run_symbols(view, want_coopt, rel_tol)
         if ctx.needs_input_grad[0]:
             ctx.batch, ctx.view, ctx.rel_tol, ctx.want_coopt = batch, view, rel_tol, want_coopt
-            ctx.table_shape = table.shape
-            # the table as of forward (autograd refuses backward if it changed in place since)
-            ctx.save_for_backward(p if want_coopt else table)
+            ctx.table_shape, ctx.table_dtype = table.shape, table.dtype
+            ctx.from_sums = sums is not None
+            # P, the sums, or the table as of forward (autograd refuses backward if it
+            # changed in place since)
+            ctx.save_for_backward(*(sums if sums is not None else [p if want_coopt else table]))
         d = d.to(table.device)
         p = p.to(table.device)
         if want_coopt:
@@ -649,12 +690,18 @@ class _SymbolEditDistanceFn(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_d, grad_p):
-        (saved,) = ctx.saved_tensors
+        saved = ctx.saved_tensors
         batch, view = ctx.batch, ctx.view
-        if ctx.want_coopt:
-            grad = _SymbolEditDistanceFn._scatter_coopt(saved.cpu(), grad_d, batch, view, ctx.table_shape[0])
+        if not ctx.want_coopt:
+            nonzero = int(torch.count_nonzero(grad_d))
+            _dense_backward[view.cost] = nonzero >= _LISTS_MIN_NONZERO * grad_d.numel()
+        if ctx.from_sums:
+            weights = grad_d.detach().to("cpu", ctx.table_dtype).reshape(-1)
+            grad = _ext.weighted_pair_sums_cpu(*saved, weights, ctx.table_shape[0])
+        elif ctx.want_coopt:
+            grad = _SymbolEditDistanceFn._scatter_coopt(saved[0].cpu(), grad_d, batch, view, ctx.table_shape[0])
         else:
-            table = saved.detach().cpu()
+            table = saved[0].detach().cpu()
             weights = grad_d.detach().to("cpu", table.dtype).reshape(-1)
             xl = view.flat_labels(batch.x_table)
             yl = view.flat_labels(batch.y_table)

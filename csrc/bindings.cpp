@@ -21,6 +21,13 @@ TORCH_LIBRARY(bedl_torch, m) {
         "Tensor pair_weights, float rel_tol) -> Tensor");
   m.def("sed_symbols_grad(Tensor symbol_costs, Tensor x_labels, Tensor x_ptr, Tensor y_labels, "
         "Tensor y_ptr, Tensor pair_x, Tensor pair_y, Tensor pair_weights, float rel_tol) -> Tensor");
+  m.def("ted_symbols_sums(Tensor symbol_costs, Tensor x_labels, Tensor x_sizes, Tensor x_ptr, "
+        "Tensor y_labels, Tensor y_sizes, Tensor y_ptr, Tensor pair_x, Tensor pair_y, float rel_tol, "
+        "int max_entries) -> (Tensor, Tensor, Tensor, Tensor)");
+  m.def("sed_symbols_sums(Tensor symbol_costs, Tensor x_labels, Tensor x_ptr, Tensor y_labels, Tensor y_ptr, "
+        "Tensor pair_x, Tensor pair_y, float rel_tol, int max_entries) -> (Tensor, Tensor, Tensor, Tensor)");
+  m.def("weighted_pair_sums(Tensor sum_ptr, Tensor sum_entry, Tensor sum_value, Tensor pair_weights, "
+        "int symbols) -> Tensor");
   m.def("ted_soft(Tensor costs, Tensor x_sizes, Tensor x_ptr, Tensor y_sizes, Tensor y_ptr, "
         "Tensor pair_x, Tensor pair_y, float temperature, bool need_grad) -> (Tensor, Tensor)");
   m.def("sed_soft(Tensor costs, Tensor x_len, Tensor y_len, float temperature, bool need_grad) -> (Tensor, Tensor)");
@@ -33,6 +40,9 @@ TORCH_LIBRARY_IMPL(bedl_torch, CPU, m) {
   m.impl("sed_symbols", &bedl::sed_symbols_cpu);
   m.impl("ted_symbols_grad", &bedl::ted_symbols_grad_cpu);
   m.impl("sed_symbols_grad", &bedl::sed_symbols_grad_cpu);
+  m.impl("ted_symbols_sums", &bedl::ted_symbols_sums_cpu);
+  m.impl("sed_symbols_sums", &bedl::sed_symbols_sums_cpu);
+  m.impl("weighted_pair_sums", &bedl::weighted_pair_sums_cpu);
   m.impl("ted_soft", &bedl::ted_soft_cpu);
   m.impl("sed_soft", &bedl::sed_soft_cpu);
 }

@@ -93,6 +93,29 @@ at::Tensor sed_symbols_grad_cpu(const at::Tensor& symbol_costs,
                                 const at::Tensor& pair_weights,
                                 double rel_tol);
 
+// Distances with each pair's P listed by label pair, for a backward that
+// only weights them (weighted_pair_sums_cpu): (distances (B,), ptr (B + 1,),
+// entry (E,), value (E,) float64), pair b's sums at [ptr[b], ptr[b + 1]),
+// entry a * S + c (x label a, y label c, S - 1 the gap). The same P as the
+// kernels above with need_coopt. Where the lists could exceed max_entries
+// (each pair's room: (distinct x labels + 1)(distinct y labels + 1) - 1),
+// only the distances, and ptr, entry and value empty.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ted_symbols_sums_cpu(
+    const at::Tensor& symbol_costs, const at::Tensor& x_labels, const at::Tensor& x_sizes, const at::Tensor& x_ptr,
+    const at::Tensor& y_labels, const at::Tensor& y_sizes, const at::Tensor& y_ptr, const at::Tensor& pair_x,
+    const at::Tensor& pair_y, double rel_tol, int64_t max_entries);
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sed_symbols_sums_cpu(
+    const at::Tensor& symbol_costs, const at::Tensor& x_labels, const at::Tensor& x_ptr, const at::Tensor& y_labels,
+    const at::Tensor& y_ptr, const at::Tensor& pair_x, const at::Tensor& pair_y, double rel_tol,
+    int64_t max_entries);
+
+// sum_b pair_weights[b] * (pair b's sums) as an (S, S) table of pair_weights'
+// dtype, from the lists of ted_symbols_sums_cpu / sed_symbols_sums_cpu;
+// summed in float64 pair by pair, in order (the same bits for any thread count).
+at::Tensor weighted_pair_sums_cpu(const at::Tensor& sum_ptr, const at::Tensor& sum_entry,
+                                  const at::Tensor& sum_value, const at::Tensor& pair_weights, int64_t symbols);
+
 // Soft (temperature) edit distances: -T log sum_M exp(-cost(M) / T) over all
 // valid mappings (trees, the arguments of ted_cpu) or alignments (sequences,
 // those of sed_cpu), temperature finite and > 0. Returns the soft distances

@@ -50,7 +50,7 @@ def _cosine(n_words=12, dim=4, seed=0, zero_word=True):
 
 def _spy_symbol_kernels(monkeypatch):
     calls = []
-    for name in ("ted_symbols_cpu", "sed_symbols_cpu"):
+    for name in ("ted_symbols_cpu", "sed_symbols_cpu", "ted_symbols_sums_cpu", "sed_symbols_sums_cpu"):
         orig = getattr(_ext, name)
 
         def wrapped(table, *args, _orig=orig):

@@ -96,3 +96,16 @@ def test_opcheck_symbol_grad(op, kind):
                           test_utils=["test_schema", "test_autograd_registration", "test_faketensor",
                                       "test_aot_dispatch_dynamic"])
     assert getattr(_ext, f"{op}_cpu") is getattr(torch.ops.bedl_torch, op)
+
+
+@pytest.mark.parametrize("kind", ["tree", "seq"])
+def test_opcheck_symbol_sums(kind):
+    args = list(_symbol_args(kind, False)[:-2])
+    op = getattr(torch.ops.bedl_torch, "ted_symbols_sums" if kind == "tree" else "sed_symbols_sums")
+    utils = ["test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic"]
+    for max_entries in (1 << 20, 0):  # the lists, or none
+        torch.library.opcheck(op.default, (*args, 1e-9, max_entries), test_utils=utils)
+    d, ptr, entry, value = op(*args, 1e-9, 1 << 20)
+    weights = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)
+    torch.library.opcheck(torch.ops.bedl_torch.weighted_pair_sums.default, (ptr, entry, value, weights, 4),
+                          test_utils=utils)

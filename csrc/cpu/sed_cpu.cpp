@@ -12,8 +12,8 @@
 // lanes (sed_lanes.h) with the same expressions per lane: the same bits.
 #include "../edit_distance.h"
 #include "dp_common.h"
+#include "pair_sums.h"
 #include "sed_lanes.h"
-#include "symbol_grad.h"
 
 #include <vector>
 
@@ -41,6 +41,8 @@ struct SedWorkspace {
   std::vector<double> cost;                 // a pair's costs gathered from a symbol table
   std::vector<double> ins_skew;             // insertion costs as the AVX2 strips read them
   sed::SedLanes lanes;                      // four pairs' inside passes at once (AVX2)
+  dp::PairLabelSums label_sums;             // a pair's P by label pair (the symbol-table gradient's lists)
+  std::vector<int64_t> label_col;           // y's label slots in label_sums
 };
 
 // One pair's inside counts and flags for the outside pass: cell (i, j) at
@@ -604,6 +606,94 @@ struct SymbolGroup {
 
 }  // namespace
 
+namespace {
+
+// The pairs `order` of ss: their distances into d and, with need_coopt,
+// their P, left in ws.p_acc for on_p(b, pair, ws). The lanes take four
+// pairs of `order` at a time.
+template <typename scalar_t, class OnP>
+void run_symbol_sequences(const SymbolSequences& ss, const std::vector<int64_t>& order, double rel_tol,
+                          bool need_coopt, scalar_t* d, const OnP& on_p) {
+  const int64_t S = ss.in.symbols;
+  const scalar_t* t = ss.in.table.data_ptr<scalar_t>();
+  auto pair = [&](int64_t k, SedWorkspace& ws) {
+    const int64_t b = order[k];
+    const SymbolPair sp = ss.pair(b);
+    const int64_t m = sp.m, n = sp.n;
+    const double scale = need_coopt ? fill_symbols<true>(t, S, sp.x, m, sp.y, n, ws)
+                                    : fill_symbols<false>(t, S, sp.x, m, sp.y, n, ws);
+    const double* cb = ws.cost.data();
+    if (!need_coopt) {
+      d[b] = static_cast<scalar_t>(sed_distance(cb, m, n, n + 1, ws));
+      return;
+    }
+    d[b] = static_cast<scalar_t>(sed_solve_coopt(cb, m, n, n + 1, dp::Tie{rel_tol, scale}, ws));
+    on_p(b, sp, ws);
+  };
+  auto group = [&](int64_t k0, int count, SedWorkspace& ws) {
+    const int64_t* pairs = order.data() + k0;
+    const SymbolGroup grp(ss, pairs, count);
+    if (!sed::lanes_pay(count, grp.m, grp.n)) {
+      for (int l = 0; l < count; ++l) pair(k0 + l, ws);
+      return;
+    }
+    if (!need_coopt) {
+      sed_distance_lanes(count, grp.m, grp.n, ws, [&](int l) { grp.gather<false>(t, S, l, ws); },
+                         [&](int l, double distance) { d[pairs[l]] = static_cast<scalar_t>(distance); });
+      return;
+    }
+    sed_coopt_lanes(
+        count, grp.m, grp.n, rel_tol, ws, [&](int l) { grp.gather<true>(t, S, l, ws); },
+        [&](int l) {
+          const double scale = grp.fill(t, S, l, ws);
+          return sed_solve_coopt(ws.cost.data(), grp.m[l], grp.n[l], grp.n[l] + 1, dp::Tie{rel_tol, scale}, ws);
+        },
+        [&](int l, double distance) {
+          d[pairs[l]] = static_cast<scalar_t>(distance);
+          on_p(pairs[l], ss.pair(pairs[l]), ws);
+        });
+  };
+  for_each_pair_or_group(static_cast<int64_t>(order.size()), ss.rows * ss.cols, dp::simd_avx2(), pair, group);
+}
+
+// Pair b's P (ws.p_acc: row i < m is x[i], row m insertions; column n
+// deletions) by label pair into out, cell by cell.
+inline void list_sequence_pair(int64_t S, int64_t b, const SymbolPair& sp, SedWorkspace& ws,
+                               dp::PairSumsOut& out) {
+  const int64_t m = sp.m, n = sp.n, w = n + 1;
+  const double* acc = ws.p_acc.data();
+  dp::PairLabelSums& sums = ws.label_sums;
+  sums.start(S, m, [&](int64_t i) { return sp.x[i]; }, n, [&](int64_t j) { return sp.y[j]; });
+  std::vector<int64_t>& col = ws.label_col;
+  col.resize(w);
+  for (int64_t j = 0; j < n; ++j) col[j] = sums.y_col(sp.y[j]);
+  col[n] = sums.gap_col();
+  for (int64_t i = 0; i <= m; ++i) {
+    const int64_t row = i < m ? sums.x_row(sp.x[i]) : sums.gap_row();
+    const double* a = acc + i * w;
+    const int64_t end = i < m ? w : n;  // (no gap against gap)
+    for (int64_t j = 0; j < end; ++j) {
+      if (a[j] != 0.0) sums.add(row + col[j], a[j]);
+    }
+  }
+  out.take(b, sums);
+}
+
+std::vector<int64_t> all_pairs(int64_t batch) {
+  std::vector<int64_t> out(batch);
+  for (int64_t b = 0; b < batch; ++b) out[b] = b;
+  return out;
+}
+
+std::vector<int64_t> list_bounds(const SymbolSequences& ss) {
+  return dp::pair_sum_bounds(ss.in, [&](int64_t b) {
+    const SymbolPair sp = ss.pair(b);
+    return std::make_pair(sp.m, sp.n);
+  });
+}
+
+}  // namespace
+
 std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_costs_in,
                                                    const at::Tensor& x_labels,
                                                    const at::Tensor& x_ptr,
@@ -614,52 +704,42 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_cost
                                                    double rel_tol) {
   const SymbolSequences ss(symbol_costs_in, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, rel_tol);
   const dp::SymbolInputs& in = ss.in;
-  const int64_t S = in.symbols, batch = in.batch, rows = ss.rows, cols = ss.cols;
+  const int64_t batch = in.batch, rows = ss.rows, cols = ss.cols;
   const at::Tensor& table = in.table;
   at::Tensor dist = at::empty({batch}, table.options());
   at::Tensor coopt = need_coopt ? at::zeros({batch, rows, cols}, table.options())
                                 : at::empty({0}, table.options());
   AT_DISPATCH_FLOATING_TYPES(table.scalar_type(), "sed_symbols_cpu", [&] {
     ss.check_overflow<scalar_t>(in.max_abs);
-    const scalar_t* t = table.data_ptr<scalar_t>();
-    scalar_t* d = dist.data_ptr<scalar_t>();
     scalar_t* p = need_coopt ? coopt.data_ptr<scalar_t>() : nullptr;
-    auto pair = [&](int64_t b, SedWorkspace& ws) {
-      const SymbolPair sp = ss.pair(b);
-      const int64_t m = sp.m, n = sp.n;
-      const double scale = need_coopt ? fill_symbols<true>(t, S, sp.x, m, sp.y, n, ws)
-                                      : fill_symbols<false>(t, S, sp.x, m, sp.y, n, ws);
-      const double* cb = ws.cost.data();
-      d[b] = static_cast<scalar_t>(
-          need_coopt ? sed_coopt(cb, m, n, n + 1, dp::Tie{rel_tol, scale}, p + b * rows * cols, cols, ws)
-                     : sed_distance(cb, m, n, n + 1, ws));
-    };
-    auto group = [&](int64_t b0, int count, SedWorkspace& ws) {
-      const int64_t pairs[sed::kLanes] = {b0, b0 + 1, b0 + 2, b0 + 3};
-      const SymbolGroup grp(ss, pairs, count);
-      if (!sed::lanes_pay(count, grp.m, grp.n)) {
-        for (int l = 0; l < count; ++l) pair(b0 + l, ws);
-        return;
-      }
-      if (!need_coopt) {
-        sed_distance_lanes(count, grp.m, grp.n, ws, [&](int l) { grp.gather<false>(t, S, l, ws); },
-                           [&](int l, double distance) { d[b0 + l] = static_cast<scalar_t>(distance); });
-        return;
-      }
-      sed_coopt_lanes(
-          count, grp.m, grp.n, rel_tol, ws, [&](int l) { grp.gather<true>(t, S, l, ws); },
-          [&](int l) {
-            const double scale = grp.fill(t, S, l, ws);
-            return sed_solve_coopt(ws.cost.data(), grp.m[l], grp.n[l], grp.n[l] + 1, dp::Tie{rel_tol, scale}, ws);
-          },
-          [&](int l, double distance) {
-            d[b0 + l] = static_cast<scalar_t>(distance);
-            write_p(ws, grp.m[l], grp.n[l], p + (b0 + l) * rows * cols, cols);
-          });
-    };
-    for_each_pair_or_group(batch, rows * cols, dp::simd_avx2(), pair, group);
+    run_symbol_sequences(ss, all_pairs(batch), rel_tol, need_coopt, dist.data_ptr<scalar_t>(),
+                         [&](int64_t b, const SymbolPair& sp, SedWorkspace& ws) {
+                           write_p(ws, sp.m, sp.n, p + b * rows * cols, cols);
+                         });
   });
   return {dist, coopt};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sed_symbols_sums_cpu(
+    const at::Tensor& symbol_costs_in, const at::Tensor& x_labels, const at::Tensor& x_ptr,
+    const at::Tensor& y_labels, const at::Tensor& y_ptr, const at::Tensor& pair_x, const at::Tensor& pair_y,
+    double rel_tol, int64_t max_entries) {
+  const SymbolSequences ss(symbol_costs_in, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, rel_tol);
+  const dp::SymbolInputs& in = ss.in;
+  const std::vector<int64_t> order = all_pairs(in.batch);
+  dp::PairSumsOut out;
+  const bool with_sums = out.plan(order, list_bounds(ss), max_entries);
+  at::Tensor dist = at::empty({in.batch}, in.table.options());
+  AT_DISPATCH_FLOATING_TYPES(in.table.scalar_type(), "sed_symbols_sums_cpu", [&] {
+    ss.check_overflow<scalar_t>(in.max_abs);
+    run_symbol_sequences(ss, order, rel_tol, with_sums, dist.data_ptr<scalar_t>(),
+                         [&](int64_t b, const SymbolPair& sp, SedWorkspace& ws) {
+                           list_sequence_pair(in.symbols, b, sp, ws, out);
+                         });
+  });
+  if (!with_sums) return {dist, at::empty({0}, at::kLong), at::empty({0}, at::kLong), at::empty({0}, at::kDouble)};
+  auto [ptr, entry, value] = out.tensors();
+  return {dist, ptr, entry, value};
 }
 
 at::Tensor sed_symbols_grad_cpu(const at::Tensor& symbol_costs_in, const at::Tensor& x_labels,
@@ -668,61 +748,19 @@ at::Tensor sed_symbols_grad_cpu(const at::Tensor& symbol_costs_in, const at::Ten
                                 const at::Tensor& pair_weights, double rel_tol) {
   const SymbolSequences ss(symbol_costs_in, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, rel_tol);
   const dp::SymbolInputs& in = ss.in;
-  const int64_t S = in.symbols, batch = in.batch, gap = S - 1;
-  const at::Tensor weights = dp::check_pair_weights(pair_weights, in.table, batch);
+  const at::Tensor weights = dp::check_pair_weights(pair_weights, in.table, in.batch);
   at::Tensor grad;
   AT_DISPATCH_FLOATING_TYPES(in.table.scalar_type(), "sed_symbols_grad_cpu", [&] {
     ss.check_overflow<scalar_t>(in.max_abs);
-    const scalar_t* t = in.table.data_ptr<scalar_t>();
-    // Adds pair b's P (in ws.p_acc) times `weight` to the block's sums by label pair.
-    auto add_sums = [&](int64_t b, double weight, dp::GradWorkspace<SedWorkspace>& gws) {
-      const SymbolPair sp = ss.pair(b);
-      const int64_t m = sp.m, n = sp.n, w = n + 1;
-      const int64_t *x = sp.x, *y = sp.y;
-      const double* acc = gws.pair.p_acc.data();  // row i < m: x[i], row m: insertions; column n: deletions
-      for (int64_t i = 0; i <= m; ++i) {
-        const int64_t row = (i < m ? x[i] : gap) * S;
-        const double* a = acc + i * w;
-        for (int64_t j = 0; j < n; ++j) {
-          if (a[j] != 0.0) gws.sums.add(row + y[j], weight * a[j]);
-        }
-        if (i < m && a[n] != 0.0) gws.sums.add(row + gap, weight * a[n]);
-      }
-    };
-    // The tie scale and costs exactly as sed_symbols with need_coopt: the same P.
-    auto solve = [&](const SymbolGroup& grp, int l, SedWorkspace& ws) {
-      const double scale = grp.fill(t, S, l, ws);
-      return sed_solve_coopt(ws.cost.data(), grp.m[l], grp.n[l], grp.n[l] + 1, dp::Tie{rel_tol, scale}, ws);
-    };
-    const scalar_t* wt = weights.data_ptr<scalar_t>();
-    const bool lanes = dp::simd_avx2();
-    // A block's pairs of nonzero weight in order, four at a time through the lanes.
-    auto block_sums = [&](int64_t begin, int64_t end, dp::GradWorkspace<SedWorkspace>& gws) {
-      SedWorkspace& ws = gws.pair;
-      int64_t pairs[sed::kLanes];
-      int count = 0;
-      auto flush = [&] {
-        const SymbolGroup grp(ss, pairs, count);
-        auto pair_done = [&](int l, double) { add_sums(pairs[l], static_cast<double>(wt[pairs[l]]), gws); };
-        if (lanes && sed::lanes_pay(count, grp.m, grp.n)) {
-          sed_coopt_lanes(
-              count, grp.m, grp.n, rel_tol, ws,
-              [&](int l) { grp.gather<true>(t, S, l, ws); },
-              [&](int l) { return solve(grp, l, ws); }, pair_done);
-        } else {
-          for (int l = 0; l < count; ++l) pair_done(l, solve(grp, l, ws));
-        }
-        count = 0;
-      };
-      for (int64_t b = begin; b < end; ++b) {
-        if (static_cast<double>(wt[b]) == 0.0) continue;  // adds nothing
-        pairs[count++] = b;
-        if (count == sed::kLanes) flush();
-      }
-      if (count > 0) flush();
-    };
-    grad = dp::weighted_label_sums_by_block<scalar_t, SedWorkspace>(S, batch, ss.rows * ss.cols, in.table.options(),
-                                                                   block_sums);
+    std::vector<scalar_t> unused(in.batch);  // (the distances)
+    grad = dp::weighted_lists_grad<scalar_t>(
+        in.symbols, list_bounds(ss), weights.data_ptr<scalar_t>(), in.table.options(),
+        [&](const std::vector<int64_t>& order, dp::PairSumsOut& out) {
+          run_symbol_sequences(ss, order, rel_tol, true, unused.data(),
+                               [&](int64_t b, const SymbolPair& sp, SedWorkspace& ws) {
+                                 list_sequence_pair(in.symbols, b, sp, ws, out);
+                               });
+        });
   });
   return grad;
 }

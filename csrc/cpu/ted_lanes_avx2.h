@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <algorithm>
 #include <vector>
 
 #include "dp_common.h"
@@ -144,23 +145,21 @@ struct LanesAndScalar {
   LaneWorkspace lanes;
 };
 
-// A whole batch: its lane groups through group_fn(group, workspaces), the
-// other pairs through scalar_pair(b, ted workspace); false (nothing done)
-// where no group forms.
+// The pairs `pairs` of a batch: their lane groups through group_fn(group,
+// workspaces), the other pairs through scalar_pair(b, ted workspace); false
+// (nothing done) where no group forms.
 template <typename scalar_t, class GroupFn, class ScalarPair>
-bool for_each_lane_group(const TreeLanes<scalar_t>& lanes, int64_t batch, int64_t cells_per_pair,
-                         const GroupFn& group_fn, const ScalarPair& scalar_pair) {
-  std::vector<int64_t> pairs(batch);
-  for (int64_t b = 0; b < batch; ++b) pairs[b] = b;
+bool for_each_lane_group(const TreeLanes<scalar_t>& lanes, const std::vector<int64_t>& pairs,
+                         int64_t cells_per_pair, const GroupFn& group_fn, const ScalarPair& scalar_pair) {
   std::vector<std::vector<int64_t>> groups;
   lanes.group(pairs, groups);
   if (groups.empty()) return false;
-  std::vector<uint8_t> in_group(batch, 0);
+  std::vector<uint8_t> in_group(*std::max_element(pairs.begin(), pairs.end()) + 1, 0);
   for (const auto& g : groups) {
     for (int64_t b : g) in_group[b] = 1;
   }
   std::vector<int64_t> singles;
-  for (int64_t b = 0; b < batch; ++b) {
+  for (int64_t b : pairs) {
     if (!in_group[b]) singles.push_back(b);
   }
   const int64_t g_count = static_cast<int64_t>(groups.size());

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "dp_common.h"
+#include "pair_sums.h"
 
 namespace bedl {
 namespace ted {
@@ -48,6 +49,8 @@ struct TedWorkspace {
   std::vector<uint8_t> flag_store;
   std::vector<int64_t> flag_offset;
   bool flags_kept = false;
+  dp::PairLabelSums label_sums;  // a pair's P by label pair (the symbol-table gradient's lists)
+  std::vector<int64_t> label_col;  // y's label slots in label_sums, in postorder
 };
 
 }  // namespace ted

@@ -1,0 +1,227 @@
+// Each pair's co-optimal matrix P summed by label pair, listed per pair:
+// what the gradient with respect to a symbol table needs of a pair, whatever
+// weight the loss later gives it. The forward of a distance matrix whose
+// table requires grad computes these beside the distances (one counting pass
+// instead of a distance pass now and a counting pass in backward); backward
+// only weights and adds them (weighted_pair_sums_cpu).
+//
+// Layout (CSR over pairs): pair b's sums are entry[ptr[b] .. ptr[b + 1]),
+// entry a * S + c for x label a and y label c (S - 1: the gap, deletions in
+// the gap column, insertions in the gap row), value the sum of P over the
+// cells of that label pair, in double, listed by x's labels in order of
+// first appearance (in preorder for trees), then the gap, and within them
+// y's the same way; only nonzero sums.
+#pragma once
+
+#include "dp_common.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <tuple>
+#include <vector>
+
+namespace bedl {
+namespace dp {
+
+// Per thread: one pair's sums over its own labels, dense (x's distinct
+// labels and the gap) x (y's and the gap).
+class PairLabelSums {
+ public:
+  // Starts a pair whose x has labels x_label(0 .. m-1) and y y_label(0 .. n-1).
+  template <class XLabel, class YLabel>
+  void start(int64_t S, int64_t m, const XLabel& x_label, int64_t n, const YLabel& y_label) {
+    S_ = S;
+    if (static_cast<int64_t>(x_slot_.size()) < S) {
+      x_slot_.resize(S, -1);
+      y_slot_.resize(S, -1);
+    }
+    distinct(m, x_label, x_slot_, x_symbols_);
+    distinct(n, y_label, y_slot_, y_symbols_);
+    cols_ = static_cast<int64_t>(y_symbols_.size()) + 1;
+    sum_.assign((x_symbols_.size() + 1) * cols_, 0.0);
+  }
+  // Slots: the row of x's label a (the gap row: insertions) plus the column
+  // of y's label c (the gap column: deletions).
+  int64_t x_row(int64_t a) const { return x_slot_[a] * cols_; }
+  int64_t gap_row() const { return static_cast<int64_t>(x_symbols_.size()) * cols_; }
+  int64_t y_col(int64_t c) const { return y_slot_[c]; }
+  int64_t gap_col() const { return cols_ - 1; }
+  void add(int64_t slot, double value) { sum_[slot] += value; }
+
+  // Lists the nonzero sums into entry/value (room for bound() of them);
+  // returns how many, and clears the label slots.
+  int64_t emit(int64_t* entry, double* value) {
+    int64_t count = 0;
+    const int64_t rows = static_cast<int64_t>(x_symbols_.size()) + 1;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t a = r + 1 < rows ? x_symbols_[r] : S_ - 1;
+      for (int64_t c = 0; c < cols_; ++c) {
+        const double v = sum_[r * cols_ + c];
+        if (v == 0.0) continue;
+        entry[count] = a * S_ + (c + 1 < cols_ ? y_symbols_[c] : S_ - 1);
+        value[count++] = v;
+      }
+    }
+    for (int64_t a : x_symbols_) x_slot_[a] = -1;
+    for (int64_t c : y_symbols_) y_slot_[c] = -1;
+    return count;
+  }
+
+ private:
+  template <class Label>
+  static void distinct(int64_t n, const Label& label, std::vector<int64_t>& slot, std::vector<int64_t>& out) {
+    out.clear();
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t a = label(k);
+      if (slot[a] < 0) {
+        slot[a] = static_cast<int64_t>(out.size());
+        out.push_back(a);
+      }
+    }
+  }
+  int64_t S_ = 0, cols_ = 0;
+  std::vector<int64_t> x_slot_, y_slot_, x_symbols_, y_symbols_;
+  std::vector<double> sum_;
+};
+
+// Distinct labels of each of T label lists (list t: labels[ptr[t] .. ptr[t + 1])).
+inline std::vector<int64_t> distinct_counts(const int64_t* labels, const int64_t* ptr, int64_t T, int64_t S) {
+  std::vector<int64_t> out(T, 0);
+  std::vector<int64_t> seen(S, -1);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t k = ptr[t]; k < ptr[t + 1]; ++k) {
+      if (seen[labels[k]] != t) {
+        seen[labels[k]] = t;
+        ++out[t];
+      }
+    }
+  }
+  return out;
+}
+
+// Each pair's room for its list: (distinct x labels + 1) (distinct y labels
+// + 1) - 1 (no gap against gap), at most its cells but one; sizes(b) gives
+// pair b's (|x|, |y|).
+template <class Sizes>
+std::vector<int64_t> pair_sum_bounds(const SymbolInputs& in, const Sizes& sizes) {
+  const int64_t* xl = in.x_labels.data_ptr<int64_t>();
+  const int64_t* yl = in.y_labels.data_ptr<int64_t>();
+  const std::vector<int64_t> dx = distinct_counts(xl, in.x_ptr.data_ptr<int64_t>(), in.x_ptr.size(0) - 1, in.symbols);
+  const std::vector<int64_t> dy = distinct_counts(yl, in.y_ptr.data_ptr<int64_t>(), in.y_ptr.size(0) - 1, in.symbols);
+  const int64_t* px = in.pair_x.data_ptr<int64_t>();
+  const int64_t* py = in.pair_y.data_ptr<int64_t>();
+  std::vector<int64_t> out(in.batch);
+  for (int64_t b = 0; b < in.batch; ++b) {
+    const auto [m, n] = sizes(b);
+    out[b] = std::min((dx[px[b]] + 1) * (dy[py[b]] + 1), (m + 1) * (n + 1)) - 1;
+  }
+  return out;
+}
+
+// Lists of some of a batch's pairs (`order`: their indices, each once): a
+// slot per pair of room for its largest possible list, filled by the pairs
+// in any order and on any thread (take), then read in `order`.
+class PairSumsOut {
+ public:
+  // False where the slots would exceed max_entries in all (nothing allocated).
+  bool plan(const std::vector<int64_t>& order, const std::vector<int64_t>& bounds, int64_t max_entries) {
+    order_ = order;
+    start_.assign(order.size() + 1, 0);
+    if (slot_of_.size() < bounds.size()) slot_of_.resize(bounds.size(), -1);
+    for (size_t k = 0; k < order.size(); ++k) {
+      start_[k + 1] = start_[k] + bounds[order[k]];
+      if (start_[k + 1] > max_entries) return false;
+      slot_of_[order[k]] = static_cast<int64_t>(k);
+    }
+    entry_.resize(start_.back());
+    value_.resize(start_.back());
+    count_.assign(order.size(), 0);
+    return true;
+  }
+  // Pair b's list, from `sums` (that pair just summed).
+  void take(int64_t b, PairLabelSums& sums) {
+    const int64_t k = slot_of_[b];
+    count_[k] = sums.emit(entry_.data() + start_[k], value_.data() + start_[k]);
+  }
+
+  // total[entry] += weight[b] * value over the pairs in order, each pair's list in order.
+  template <typename scalar_t>
+  void add_weighted(const scalar_t* weight, std::vector<double>& total) const {
+    for (size_t k = 0; k < order_.size(); ++k) {
+      const double w = static_cast<double>(weight[order_[k]]);
+      for (int64_t at = start_[k]; at < start_[k] + count_[k]; ++at) total[entry_[at]] += w * value_[at];
+    }
+  }
+
+  // (ptr (B + 1,), entry (E,), value (E,) float64) over the pairs in order.
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> tensors() const {
+    const int64_t B = static_cast<int64_t>(order_.size());
+    at::Tensor ptr = at::empty({B + 1}, at::kLong);
+    int64_t* p = ptr.data_ptr<int64_t>();
+    p[0] = 0;
+    for (int64_t k = 0; k < B; ++k) p[k + 1] = p[k] + count_[k];
+    at::Tensor entry = at::empty({p[B]}, at::kLong);
+    at::Tensor value = at::empty({p[B]}, at::kDouble);
+    for (int64_t k = 0; k < B; ++k) {
+      std::copy_n(entry_.data() + start_[k], count_[k], entry.data_ptr<int64_t>() + p[k]);
+      std::copy_n(value_.data() + start_[k], count_[k], value.data_ptr<double>() + p[k]);
+    }
+    return {ptr, entry, value};
+  }
+
+ private:
+  std::vector<int64_t> order_, slot_of_, start_, count_, entry_;
+  std::vector<double> value_;
+};
+
+// Pair weights: a dense CPU (batch,) tensor of the table's dtype.
+inline at::Tensor check_pair_weights(const at::Tensor& weights, const at::Tensor& table, int64_t batch) {
+  TORCH_CHECK_VALUE(weights.device().is_cpu() && weights.layout() == at::kStrided,
+                    "pair_weights must be a dense CPU tensor");
+  TORCH_CHECK_TYPE(weights.scalar_type() == table.scalar_type(), "pair_weights must have the dtype of symbol_costs (",
+                   table.scalar_type(), "), got ", weights.scalar_type());
+  TORCH_CHECK_VALUE(weights.dim() == 1 && weights.size(0) == batch, "pair_weights must have shape (", batch,
+                    ",) (one weight per pair), got ", weights.sizes());
+  return weights.contiguous();
+}
+
+// Entries of lists computed at a time by the gradient kernels (16 bytes each:
+// 64 MB), which add them up chunk by chunk.
+constexpr int64_t kGradChunkEntries = int64_t{1} << 22;
+
+// The (S, S) gradient sum_b weight[b] * (pair b's list) over the pairs of
+// nonzero weight, in the table's dtype: lists(order, out) computes the lists
+// of the pairs `order` into out (planned), chunk after chunk of at most
+// kGradChunkEntries entries of room (at least one pair), each chunk's then
+// added pair by pair in order. The same bits as weighted_pair_sums_cpu on the
+// lists of all pairs, for any thread count and chunking.
+template <typename scalar_t, class Lists>
+at::Tensor weighted_lists_grad(int64_t S, const std::vector<int64_t>& bounds, const scalar_t* weight,
+                               const at::TensorOptions& options, const Lists& lists) {
+  std::vector<double> total(S * S, 0.0);
+  PairSumsOut out;
+  std::vector<int64_t> chunk;
+  int64_t room = 0;
+  auto flush = [&] {
+    out.plan(chunk, bounds, std::numeric_limits<int64_t>::max());
+    lists(chunk, out);
+    out.add_weighted(weight, total);
+    chunk.clear();
+    room = 0;
+  };
+  for (int64_t b = 0; b < static_cast<int64_t>(bounds.size()); ++b) {
+    if (weight[b] == scalar_t(0)) continue;  // adds nothing
+    if (!chunk.empty() && room + bounds[b] > kGradChunkEntries) flush();
+    chunk.push_back(b);
+    room += bounds[b];
+  }
+  if (!chunk.empty()) flush();
+  at::Tensor grad = at::empty({S, S}, options);
+  scalar_t* g = grad.data_ptr<scalar_t>();
+  for (int64_t k = 0; k < S * S; ++k) g[k] = static_cast<scalar_t>(total[k]);
+  return grad;
+}
+
+}  // namespace dp
+}  // namespace bedl
