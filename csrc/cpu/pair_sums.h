@@ -17,104 +17,115 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <memory>
 #include <tuple>
 #include <vector>
 
 namespace bedl {
 namespace dp {
 
+// The distinct labels of each of T label lists (list t: labels[ptr[t] ..
+// ptr[t + 1]), preorder for trees), in order of first appearance, and each
+// position's index among them: built once per call, read by every pair.
+struct LabelSlots {
+  std::vector<int64_t> slot;      // per position, like labels
+  std::vector<int64_t> distinct;  // list t's at [begin[t], begin[t + 1])
+  std::vector<int64_t> begin;
+
+  LabelSlots(const int64_t* labels, const int64_t* ptr, int64_t T, int64_t S) {
+    slot.resize(ptr[T]);
+    begin.assign(T + 1, 0);
+    std::vector<int64_t> slot_of(S, -1);
+    for (int64_t t = 0; t < T; ++t) {
+      begin[t] = static_cast<int64_t>(distinct.size());
+      for (int64_t k = ptr[t]; k < ptr[t + 1]; ++k) {
+        int64_t& s = slot_of[labels[k]];
+        if (s < 0) {
+          s = static_cast<int64_t>(distinct.size()) - begin[t];
+          distinct.push_back(labels[k]);
+        }
+        slot[k] = s;
+      }
+      for (int64_t d = begin[t]; d < static_cast<int64_t>(distinct.size()); ++d) slot_of[distinct[d]] = -1;
+    }
+    begin[T] = static_cast<int64_t>(distinct.size());
+  }
+  int64_t count(int64_t t) const { return begin[t + 1] - begin[t]; }
+};
+
 // Per thread: one pair's sums over its own labels, dense (x's distinct
 // labels and the gap) x (y's and the gap).
 class PairLabelSums {
  public:
-  // Starts a pair whose x has labels x_label(0 .. m-1) and y y_label(0 .. n-1).
-  template <class XLabel, class YLabel>
-  void start(int64_t S, int64_t m, const XLabel& x_label, int64_t n, const YLabel& y_label) {
+  // Starts the pair of x list tx and y list ty.
+  void start(int64_t S, const LabelSlots& x, int64_t tx, const LabelSlots& y, int64_t ty) {
     S_ = S;
-    if (static_cast<int64_t>(x_slot_.size()) < S) {
-      x_slot_.resize(S, -1);
-      y_slot_.resize(S, -1);
-    }
-    distinct(m, x_label, x_slot_, x_symbols_);
-    distinct(n, y_label, y_slot_, y_symbols_);
-    cols_ = static_cast<int64_t>(y_symbols_.size()) + 1;
-    sum_.assign((x_symbols_.size() + 1) * cols_, 0.0);
+    x_symbols_ = x.distinct.data() + x.begin[tx];
+    y_symbols_ = y.distinct.data() + y.begin[ty];
+    rows_ = x.count(tx) + 1;
+    cols_ = y.count(ty) + 1;
+    sum_.resize(rows_ * cols_);
+    std::fill(sum_.begin(), sum_.end(), 0.0);
   }
-  // Slots: the row of x's label a (the gap row: insertions) plus the column
-  // of y's label c (the gap column: deletions).
-  int64_t x_row(int64_t a) const { return x_slot_[a] * cols_; }
-  int64_t gap_row() const { return static_cast<int64_t>(x_symbols_.size()) * cols_; }
-  int64_t y_col(int64_t c) const { return y_slot_[c]; }
+  // Slots: the row of x's label slot s (the gap row: insertions) plus the
+  // column of y's label slot s (the gap column: deletions).
+  int64_t x_row(int64_t s) const { return s * cols_; }
+  int64_t gap_row() const { return (rows_ - 1) * cols_; }
   int64_t gap_col() const { return cols_ - 1; }
-  void add(int64_t slot, double value) { sum_[slot] += value; }
+  // The sums by slot, to add into (a cell's P at slot x_row + y column;
+  // adding a cell whose P is 0 changes no sum: P >= 0 and the sums start at +0).
+  double* sums() { return sum_.data(); }
 
-  // Lists the nonzero sums into entry/value (room for bound() of them);
-  // returns how many, and clears the label slots.
-  int64_t emit(int64_t* entry, double* value) {
+  // Lists the nonzero sums into entry/value (room for the pair's bound);
+  // returns how many.
+  int64_t emit(int64_t* entry, double* value) const {
     int64_t count = 0;
-    const int64_t rows = static_cast<int64_t>(x_symbols_.size()) + 1;
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t a = r + 1 < rows ? x_symbols_[r] : S_ - 1;
+    for (int64_t r = 0; r < rows_; ++r) {
+      const int64_t a = (r + 1 < rows_ ? x_symbols_[r] : S_ - 1) * S_;
+      const double* row = sum_.data() + r * cols_;
       for (int64_t c = 0; c < cols_; ++c) {
-        const double v = sum_[r * cols_ + c];
-        if (v == 0.0) continue;
-        entry[count] = a * S_ + (c + 1 < cols_ ? y_symbols_[c] : S_ - 1);
-        value[count++] = v;
+        if (row[c] == 0.0) continue;
+        entry[count] = a + (c + 1 < cols_ ? y_symbols_[c] : S_ - 1);
+        value[count++] = row[c];
       }
     }
-    for (int64_t a : x_symbols_) x_slot_[a] = -1;
-    for (int64_t c : y_symbols_) y_slot_[c] = -1;
     return count;
   }
 
  private:
-  template <class Label>
-  static void distinct(int64_t n, const Label& label, std::vector<int64_t>& slot, std::vector<int64_t>& out) {
-    out.clear();
-    for (int64_t k = 0; k < n; ++k) {
-      const int64_t a = label(k);
-      if (slot[a] < 0) {
-        slot[a] = static_cast<int64_t>(out.size());
-        out.push_back(a);
-      }
-    }
-  }
-  int64_t S_ = 0, cols_ = 0;
-  std::vector<int64_t> x_slot_, y_slot_, x_symbols_, y_symbols_;
+  int64_t S_ = 0, rows_ = 0, cols_ = 0;
+  const int64_t *x_symbols_ = nullptr, *y_symbols_ = nullptr;
   std::vector<double> sum_;
 };
 
-// Distinct labels of each of T label lists (list t: labels[ptr[t] .. ptr[t + 1])).
-inline std::vector<int64_t> distinct_counts(const int64_t* labels, const int64_t* ptr, int64_t T, int64_t S) {
-  std::vector<int64_t> out(T, 0);
-  std::vector<int64_t> seen(S, -1);
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t k = ptr[t]; k < ptr[t + 1]; ++k) {
-      if (seen[labels[k]] != t) {
-        seen[labels[k]] = t;
-        ++out[t];
-      }
-    }
+// row[col[j]] += p[j] for j < n: one row of a pair's P into its sums by
+// slot. P is mostly zeros (adding 0 changes no sum), so blocks of four
+// zeros are skipped at once.
+inline void add_p_row(double* row, const int64_t* col, const double* p, int64_t n) {
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    uint64_t bits[4];
+    std::memcpy(bits, p + j, sizeof(bits));
+    if ((bits[0] | bits[1] | bits[2] | bits[3]) == 0) continue;
+    for (int k = 0; k < 4; ++k) row[col[j + k]] += p[j + k];
   }
-  return out;
+  for (; j < n; ++j) row[col[j]] += p[j];
 }
 
 // Each pair's room for its list: (distinct x labels + 1) (distinct y labels
 // + 1) - 1 (no gap against gap), at most its cells but one; sizes(b) gives
 // pair b's (|x|, |y|).
 template <class Sizes>
-std::vector<int64_t> pair_sum_bounds(const SymbolInputs& in, const Sizes& sizes) {
-  const int64_t* xl = in.x_labels.data_ptr<int64_t>();
-  const int64_t* yl = in.y_labels.data_ptr<int64_t>();
-  const std::vector<int64_t> dx = distinct_counts(xl, in.x_ptr.data_ptr<int64_t>(), in.x_ptr.size(0) - 1, in.symbols);
-  const std::vector<int64_t> dy = distinct_counts(yl, in.y_ptr.data_ptr<int64_t>(), in.y_ptr.size(0) - 1, in.symbols);
+std::vector<int64_t> pair_sum_bounds(const SymbolInputs& in, const LabelSlots& x, const LabelSlots& y,
+                                     const Sizes& sizes) {
   const int64_t* px = in.pair_x.data_ptr<int64_t>();
   const int64_t* py = in.pair_y.data_ptr<int64_t>();
   std::vector<int64_t> out(in.batch);
   for (int64_t b = 0; b < in.batch; ++b) {
     const auto [m, n] = sizes(b);
-    out[b] = std::min((dx[px[b]] + 1) * (dy[py[b]] + 1), (m + 1) * (n + 1)) - 1;
+    out[b] = std::min((x.count(px[b]) + 1) * (y.count(py[b]) + 1), (m + 1) * (n + 1)) - 1;
   }
   return out;
 }
@@ -134,15 +145,18 @@ class PairSumsOut {
       if (start_[k + 1] > max_entries) return false;
       slot_of_[order[k]] = static_cast<int64_t>(k);
     }
-    entry_.resize(start_.back());
-    value_.resize(start_.back());
+    if (capacity_ < start_.back()) {  // (left uninitialised: each pair writes its own)
+      capacity_ = start_.back();
+      entry_.reset(new int64_t[capacity_]);
+      value_.reset(new double[capacity_]);
+    }
     count_.assign(order.size(), 0);
     return true;
   }
   // Pair b's list, from `sums` (that pair just summed).
   void take(int64_t b, PairLabelSums& sums) {
     const int64_t k = slot_of_[b];
-    count_[k] = sums.emit(entry_.data() + start_[k], value_.data() + start_[k]);
+    count_[k] = sums.emit(entry_.get() + start_[k], value_.get() + start_[k]);
   }
 
   // total[entry] += weight[b] * value over the pairs in order, each pair's list in order.
@@ -164,15 +178,17 @@ class PairSumsOut {
     at::Tensor entry = at::empty({p[B]}, at::kLong);
     at::Tensor value = at::empty({p[B]}, at::kDouble);
     for (int64_t k = 0; k < B; ++k) {
-      std::copy_n(entry_.data() + start_[k], count_[k], entry.data_ptr<int64_t>() + p[k]);
-      std::copy_n(value_.data() + start_[k], count_[k], value.data_ptr<double>() + p[k]);
+      std::copy_n(entry_.get() + start_[k], count_[k], entry.data_ptr<int64_t>() + p[k]);
+      std::copy_n(value_.get() + start_[k], count_[k], value.data_ptr<double>() + p[k]);
     }
     return {ptr, entry, value};
   }
 
  private:
-  std::vector<int64_t> order_, slot_of_, start_, count_, entry_;
-  std::vector<double> value_;
+  std::vector<int64_t> order_, slot_of_, start_, count_;
+  int64_t capacity_ = 0;
+  std::unique_ptr<int64_t[]> entry_;
+  std::unique_ptr<double[]> value_;
 };
 
 // Pair weights: a dense CPU (batch,) tensor of the table's dtype.

@@ -656,26 +656,31 @@ void run_symbol_sequences(const SymbolSequences& ss, const std::vector<int64_t>&
   for_each_pair_or_group(static_cast<int64_t>(order.size()), ss.rows * ss.cols, dp::simd_avx2(), pair, group);
 }
 
+// The sequences' label slots (x's and y's).
+struct SequenceSlots {
+  dp::LabelSlots x, y;
+  explicit SequenceSlots(const dp::SymbolInputs& in)
+      : x(in.x_labels.data_ptr<int64_t>(), in.x_ptr.data_ptr<int64_t>(), in.x_ptr.size(0) - 1, in.symbols),
+        y(in.y_labels.data_ptr<int64_t>(), in.y_ptr.data_ptr<int64_t>(), in.y_ptr.size(0) - 1, in.symbols) {}
+};
+
 // Pair b's P (ws.p_acc: row i < m is x[i], row m insertions; column n
 // deletions) by label pair into out, cell by cell.
-inline void list_sequence_pair(int64_t S, int64_t b, const SymbolPair& sp, SedWorkspace& ws,
-                               dp::PairSumsOut& out) {
+inline void list_sequence_pair(const SymbolSequences& ss, const SequenceSlots& labels, int64_t b,
+                               const SymbolPair& sp, SedWorkspace& ws, dp::PairSumsOut& out) {
+  const int64_t tx = ss.pair_x[b], ty = ss.pair_y[b];
+  const int64_t* x_slot = labels.x.slot.data() + ss.x_ptr[tx];
+  const int64_t* y_slot = labels.y.slot.data() + ss.y_ptr[ty];
   const int64_t m = sp.m, n = sp.n, w = n + 1;
   const double* acc = ws.p_acc.data();
   dp::PairLabelSums& sums = ws.label_sums;
-  sums.start(S, m, [&](int64_t i) { return sp.x[i]; }, n, [&](int64_t j) { return sp.y[j]; });
+  sums.start(ss.in.symbols, labels.x, tx, labels.y, ty);
   std::vector<int64_t>& col = ws.label_col;
-  col.resize(w);
-  for (int64_t j = 0; j < n; ++j) col[j] = sums.y_col(sp.y[j]);
-  col[n] = sums.gap_col();
-  for (int64_t i = 0; i <= m; ++i) {
-    const int64_t row = i < m ? sums.x_row(sp.x[i]) : sums.gap_row();
-    const double* a = acc + i * w;
-    const int64_t end = i < m ? w : n;  // (no gap against gap)
-    for (int64_t j = 0; j < end; ++j) {
-      if (a[j] != 0.0) sums.add(row + col[j], a[j]);
-    }
-  }
+  col.assign(y_slot, y_slot + n);
+  col.push_back(sums.gap_col());
+  double* sum = sums.sums();
+  for (int64_t i = 0; i < m; ++i) dp::add_p_row(sum + sums.x_row(x_slot[i]), col.data(), acc + i * w, w);
+  dp::add_p_row(sum + sums.gap_row(), col.data(), acc + m * w, n);  // (no gap against gap)
   out.take(b, sums);
 }
 
@@ -685,8 +690,8 @@ std::vector<int64_t> all_pairs(int64_t batch) {
   return out;
 }
 
-std::vector<int64_t> list_bounds(const SymbolSequences& ss) {
-  return dp::pair_sum_bounds(ss.in, [&](int64_t b) {
+std::vector<int64_t> list_bounds(const SymbolSequences& ss, const SequenceSlots& labels) {
+  return dp::pair_sum_bounds(ss.in, labels.x, labels.y, [&](int64_t b) {
     const SymbolPair sp = ss.pair(b);
     return std::make_pair(sp.m, sp.n);
   });
@@ -727,14 +732,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sed_symbols_sums_cpu(
   const SymbolSequences ss(symbol_costs_in, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, rel_tol);
   const dp::SymbolInputs& in = ss.in;
   const std::vector<int64_t> order = all_pairs(in.batch);
+  const SequenceSlots labels(in);
   dp::PairSumsOut out;
-  const bool with_sums = out.plan(order, list_bounds(ss), max_entries);
+  const bool with_sums = out.plan(order, list_bounds(ss, labels), max_entries);
   at::Tensor dist = at::empty({in.batch}, in.table.options());
   AT_DISPATCH_FLOATING_TYPES(in.table.scalar_type(), "sed_symbols_sums_cpu", [&] {
     ss.check_overflow<scalar_t>(in.max_abs);
     run_symbol_sequences(ss, order, rel_tol, with_sums, dist.data_ptr<scalar_t>(),
                          [&](int64_t b, const SymbolPair& sp, SedWorkspace& ws) {
-                           list_sequence_pair(in.symbols, b, sp, ws, out);
+                           list_sequence_pair(ss, labels, b, sp, ws, out);
                          });
   });
   if (!with_sums) return {dist, at::empty({0}, at::kLong), at::empty({0}, at::kLong), at::empty({0}, at::kDouble)};
@@ -753,12 +759,13 @@ at::Tensor sed_symbols_grad_cpu(const at::Tensor& symbol_costs_in, const at::Ten
   AT_DISPATCH_FLOATING_TYPES(in.table.scalar_type(), "sed_symbols_grad_cpu", [&] {
     ss.check_overflow<scalar_t>(in.max_abs);
     std::vector<scalar_t> unused(in.batch);  // (the distances)
+    const SequenceSlots labels(in);
     grad = dp::weighted_lists_grad<scalar_t>(
-        in.symbols, list_bounds(ss), weights.data_ptr<scalar_t>(), in.table.options(),
+        in.symbols, list_bounds(ss, labels), weights.data_ptr<scalar_t>(), in.table.options(),
         [&](const std::vector<int64_t>& order, dp::PairSumsOut& out) {
           run_symbol_sequences(ss, order, rel_tol, true, unused.data(),
                                [&](int64_t b, const SymbolPair& sp, SedWorkspace& ws) {
-                                 list_sequence_pair(in.symbols, b, sp, ws, out);
+                                 list_sequence_pair(ss, labels, b, sp, ws, out);
                                });
         });
   });

@@ -102,11 +102,23 @@ struct SymbolTrees : dp::BatchExtent {
     for (int64_t b = 0; b < in.batch; ++b) out[b] = b;
     return out;
   }
-  // Each pair's room for its list of P by label pair.
-  std::vector<int64_t> list_bounds() const {
+  // The trees' label slots (x's and y's), and each pair's room for its list
+  // of P by label pair.
+  struct Slots {
+    dp::LabelSlots x, y;
+  };
+  Slots label_slots() const {
+    auto slots = [&](const at::Tensor& labels, const at::Tensor& ptr) {
+      return dp::LabelSlots(labels.data_ptr<int64_t>(), ptr.data_ptr<int64_t>(), ptr.size(0) - 1, in.symbols);
+    };
+    return {slots(in.x_labels, in.x_ptr), slots(in.y_labels, in.y_ptr)};
+  }
+  std::vector<int64_t> list_bounds(const Slots& labels) const {
     const int64_t* px = in.pair_x.data_ptr<int64_t>();
     const int64_t* py = in.pair_y.data_ptr<int64_t>();
-    return dp::pair_sum_bounds(in, [&](int64_t b) { return std::make_pair(trees.xs[px[b]].left.n, trees.ys()[py[b]].left.n); });
+    return dp::pair_sum_bounds(in, labels.x, labels.y, [&](int64_t b) {
+      return std::make_pair(trees.xs[px[b]].left.n, trees.ys()[py[b]].left.n);
+    });
   }
   template <typename scalar_t>
   SymbolBatch<scalar_t> lanes_input() const {
@@ -169,30 +181,25 @@ void run_symbol_trees(const SymbolTrees& st, const TreeLanes<scalar_t>& lanes, c
                                   [&](int64_t k, TedWorkspace& ws) { one_pair(order[k], ws); });
 }
 
-// Pair b's P (ws.p_acc, y's labels in postorder in ws.y_symbol) by label
-// pair into out: insertions, then x's rows, cell by cell.
-inline void list_tree_pair(const SymbolTrees& st, int64_t b, const TreeIndex& x, const TreeIndex& y,
-                           TedWorkspace& ws, dp::PairSumsOut& out) {
+// Pair b's P (ws.p_acc) by label pair into out: insertions, then x's rows,
+// cell by cell; labels: st's label slots.
+inline void list_tree_pair(const SymbolTrees& st, const SymbolTrees::Slots& labels, int64_t b, const TreeIndex& x,
+                           const TreeIndex& y, TedWorkspace& ws, dp::PairSumsOut& out) {
   const dp::SymbolInputs& in = st.in;
-  const int64_t* xl = in.x_labels.data_ptr<int64_t>() + in.x_ptr.data_ptr<int64_t>()[in.pair_x.data_ptr<int64_t>()[b]];
-  const int64_t* yl = in.y_labels.data_ptr<int64_t>() + in.y_ptr.data_ptr<int64_t>()[in.pair_y.data_ptr<int64_t>()[b]];
+  const int64_t tx = in.pair_x.data_ptr<int64_t>()[b], ty = in.pair_y.data_ptr<int64_t>()[b];
+  const int64_t* x_slot = labels.x.slot.data() + in.x_ptr.data_ptr<int64_t>()[tx];
+  const int64_t* y_slot = labels.y.slot.data() + in.y_ptr.data_ptr<int64_t>()[ty];
   const int64_t m = x.n, n = y.n, w = n + 1;
   const double* acc = ws.p_acc.data();
   dp::PairLabelSums& sums = ws.label_sums;
-  sums.start(in.symbols, m, [&](int64_t i) { return xl[i]; }, n, [&](int64_t j) { return yl[j]; });
+  sums.start(in.symbols, labels.x, tx, labels.y, ty);
   std::vector<int64_t>& col = ws.label_col;  // y's column slots in postorder
   col.resize(w);
   col[0] = sums.gap_col();
-  for (int64_t j = 1; j <= n; ++j) col[j] = sums.y_col(ws.y_symbol[j]);
-  const int64_t gap_row = sums.gap_row();
-  for (int64_t j = 1; j <= n; ++j) sums.add(gap_row + col[j], acc[j]);
-  for (int64_t i = 1; i <= m; ++i) {
-    const int64_t row = sums.x_row(xl[x.pre_of_post[i]]);
-    const double* a = acc + i * w;
-    for (int64_t j = 0; j <= n; ++j) {
-      if (a[j] != 0.0) sums.add(row + col[j], a[j]);
-    }
-  }
+  for (int64_t j = 1; j <= n; ++j) col[j] = y_slot[y.pre_of_post[j]];
+  double* sum = sums.sums();
+  dp::add_p_row(sum + sums.gap_row(), col.data() + 1, acc + 1, n);
+  for (int64_t i = 1; i <= m; ++i) dp::add_p_row(sum + sums.x_row(x_slot[x.pre_of_post[i]]), col.data(), acc + i * w, w);
   out.take(b, sums);
 }
 
@@ -232,8 +239,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ted_symbols_sums_cpu(
                        rel_tol);
   const dp::SymbolInputs& in = st.in;
   const std::vector<int64_t> order = st.all_pairs();
+  const SymbolTrees::Slots labels = st.label_slots();
   dp::PairSumsOut out;
-  const bool with_sums = out.plan(order, st.list_bounds(), max_entries);
+  const bool with_sums = out.plan(order, st.list_bounds(labels), max_entries);
   at::Tensor dist = at::empty({in.batch}, in.table.options());
   AT_DISPATCH_FLOATING_TYPES(in.table.scalar_type(), "ted_symbols_sums_cpu", [&] {
     st.check_overflow<scalar_t>(in.max_abs);
@@ -242,7 +250,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ted_symbols_sums_cpu(
                                                         : TreeLanes<scalar_t>::Use::kDistances, rel_tol);
     run_symbol_trees(st, lanes, order, rel_tol, with_sums, dist.data_ptr<scalar_t>(),
                      [&](int64_t b, const TreeIndex& x, const TreeIndex& y, TedWorkspace& ws) {
-                       list_tree_pair(st, b, x, y, ws, out);
+                       list_tree_pair(st, labels, b, x, y, ws, out);
                      });
   });
   if (!with_sums) return {dist, at::empty({0}, at::kLong), at::empty({0}, at::kLong), at::empty({0}, at::kDouble)};
@@ -265,12 +273,13 @@ at::Tensor ted_symbols_grad_cpu(const at::Tensor& symbol_costs_in, const at::Ten
     const SymbolBatch<scalar_t> lanes_in = st.lanes_input<scalar_t>();
     const TreeLanes<scalar_t> lanes(lanes_in, TreeLanes<scalar_t>::Use::kCoopt, rel_tol, weight);
     std::vector<scalar_t> unused(in.batch);  // (the distances)
+    const SymbolTrees::Slots labels = st.label_slots();
     grad = dp::weighted_lists_grad<scalar_t>(
-        in.symbols, st.list_bounds(), weight, in.table.options(),
+        in.symbols, st.list_bounds(labels), weight, in.table.options(),
         [&](const std::vector<int64_t>& order, dp::PairSumsOut& out) {
           run_symbol_trees(st, lanes, order, rel_tol, true, unused.data(),
                            [&](int64_t b, const TreeIndex& x, const TreeIndex& y, TedWorkspace& ws) {
-                             list_tree_pair(st, b, x, y, ws, out);
+                             list_tree_pair(st, labels, b, x, y, ws, out);
                            });
         });
   });

@@ -34,6 +34,9 @@
 // are kept together so that their expressions can be compared side by side.
 #pragma once
 
+#include <cstring>
+#include <vector>
+
 #include "dp_common.h"
 #include "tree_index.h"
 #include "ted_workspace.h"
@@ -44,6 +47,25 @@ namespace ted {
 using dp::kDel;
 using dp::kIns;
 using dp::kMatch;
+
+// fn(a, b) for the set entries of `needed` (keyroot pairs, row-major with
+// ky_count per row of x's keyroot a), from the last to the first, eight
+// clear entries at a time (most are clear); fn may set earlier entries.
+template <class Fn>
+inline void for_each_needed_backwards(const std::vector<uint8_t>& needed, size_t ky_count, const Fn& fn) {
+  const uint8_t* flag = needed.data();
+  for (int64_t k = static_cast<int64_t>(needed.size()) - 1; k >= 0; --k) {
+    if (k >= 7) {
+      uint64_t word;
+      std::memcpy(&word, flag + k - 7, sizeof(word));
+      if (word == 0) {
+        k -= 7;
+        continue;
+      }
+    }
+    if (flag[k]) fn(static_cast<size_t>(k) / ky_count, static_cast<size_t>(k) % ky_count);
+  }
+}
 
 template <typename Count>
 struct TedPair {
@@ -160,15 +182,12 @@ struct TedPair {
     ReachOutside out{ws.reach_any.data(), ws.reach_ins.data(), ws.reach_tdm.data(), ws.p_acc.data(), w, false,
                      needed.data(), x.path_index.data(), y.path_index.data(), ky_count, ws.coopt.data()};
     needed[kx_count * ky_count - 1] = 1;  // the final table
-    for (size_t a = kx_count; a-- > 0;) {
-      for (size_t b = ky_count; b-- > 0;) {
-        if (!needed[a * ky_count + b]) continue;
-        const int64_t kx = x.keyroots[a], ky = y.keyroots[b];
-        table<false, true>(kx, ky);
-        outside_sweep(kx, ky, out);
-        if (ws.flags_kept) keep_flags(kx, ky, a * ky_count + b);
-      }
-    }
+    for_each_needed_backwards(needed, ky_count, [&](size_t a, size_t b) {
+      const int64_t kx = x.keyroots[a], ky = y.keyroots[b];
+      table<false, true>(kx, ky);
+      outside_sweep(kx, ky, out);
+      if (ws.flags_kept) keep_flags(kx, ky, a * ky_count + b);
+    });
     return !out.branched;
   }
 
@@ -650,12 +669,9 @@ struct TedPair {
     ws.needed.back() = 1;  // the final table
     cnt.out_tdm.assign(cells, Count::zero());
     ws.p_acc.assign(cells, 0.0);
-    for (size_t a = x.keyroots.size(); a-- > 0;) {
-      for (size_t b = ky_count; b-- > 0;) {
-        if (!ws.needed[a * ky_count + b]) continue;
-        sweep(x.keyroots[a], y.keyroots[b], all, source_of(a, b), ws.needed.data());
-      }
-    }
+    for_each_needed_backwards(ws.needed, ky_count, [&](size_t a, size_t b) {
+      sweep(x.keyroots[a], y.keyroots[b], all, source_of(a, b), ws.needed.data());
+    });
   }
 };
 
@@ -693,18 +709,15 @@ bool ted_coopt(const TreeIndex& x, const TreeIndex& y, const dp::Tie& tie, TedWo
   if (!all.usable_total()) return false;
   cnt.out_tdm.assign(cells, Count::zero());
   ws.p_acc.assign(cells, 0.0);
-  for (size_t a = x.keyroots.size(); a-- > 0;) {
-    for (size_t b = y.keyroots.size(); b-- > 0;) {
-      if (!ws.needed[a * y.keyroots.size() + b]) continue;
-      const uint8_t* f = pair.kept_flags(a, b);
-      if (f != nullptr) {
-        if (!pair.restore_table(a, b, f)) pair.template count_table<true>(x.keyroots[a], y.keyroots[b], f);
-      } else {
-        pair.template table<true, true>(x.keyroots[a], y.keyroots[b]);
-      }
-      pair.sweep(x.keyroots[a], y.keyroots[b], all, pair.arrays());
+  for_each_needed_backwards(ws.needed, y.keyroots.size(), [&](size_t a, size_t b) {
+    const uint8_t* f = pair.kept_flags(a, b);
+    if (f != nullptr) {
+      if (!pair.restore_table(a, b, f)) pair.template count_table<true>(x.keyroots[a], y.keyroots[b], f);
+    } else {
+      pair.template table<true, true>(x.keyroots[a], y.keyroots[b]);
     }
-  }
+    pair.sweep(x.keyroots[a], y.keyroots[b], all, pair.arrays());
+  });
   return true;
 }
 
