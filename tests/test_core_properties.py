@@ -714,7 +714,8 @@ def test_tree_coopt_lanes_equal_scalar_kernel(simd_lanes):
     share x, then each pair's outside pass from the lanes' tables; the scalar kernel runs one
     pair at a time. Both give the same bits: sizes 1-40 with paths, stars and combs, groups of
     2-4 lanes beside pairs left alone, zero pair weights, float32 and float64 tables, ties
-    (integer tables, and a table where every mapping ties) and asymmetric costs."""
+    (integer tables, and a table where every mapping ties), asymmetric costs, and costs below
+    0 (the lanes' general tie test) beside costs >= 0 with -0.0 (the short one)."""
     ext = simd_lanes
     rng = np.random.default_rng(17)
     alphabet = list("abc")
@@ -735,7 +736,12 @@ def test_tree_coopt_lanes_equal_scalar_kernel(simd_lanes):
         _TableCost(alphabet, torch.as_tensor(rng.integers(0, 3, (U, U)), dtype=torch.float64)),
         _TableCost(alphabet, torch.as_tensor(rng.random((U, U)), dtype=torch.float32)),
         _TableCost(alphabet, every_mapping_ties),
+        # costs below 0 take the lanes' general tie test; costs >= 0 (-0.0 included) the short one
+        _TableCost(alphabet, torch.as_tensor(rng.integers(-1, 2, (U, U)), dtype=torch.float64)),
+        _TableCost(alphabet, torch.as_tensor(rng.integers(0, 3, (U, U)), dtype=torch.float64).where(
+            torch.as_tensor(rng.random((U, U))) < 0.5, torch.tensor(-0.0, dtype=torch.float64))),
     ]
+    assert any(float(c.symbol_table().detach().min()) < 0 for c in costs)
 
     def both(fn):
         _scalar_and_lanes_agree(ext, fn)

@@ -155,7 +155,11 @@ void TreeLanes<scalar_t>::coopt(const int64_t* pairs, int count, LaneWorkspace& 
     scale[l] = tie_scale(in_.table, S, lanes.x_labels_distinct, lanes.y_labels_distinct);
   }
   double distance[kLanes];
-  ted_lanes<true>(x, y_wide, count, in_.table, S, x_labels, lanes, distance, rel_tol_, scale);
+  if (nonnegative_) {
+    ted_lanes<true, true>(x, y_wide, count, in_.table, S, x_labels, lanes, distance, rel_tol_, scale);
+  } else {
+    ted_lanes<true, false>(x, y_wide, count, in_.table, S, x_labels, lanes, distance, rel_tol_, scale);
+  }
   const LaneCounts& lc = lanes.counts;
   int64_t W = 0, L = 0;
   for (int l = 0; l < kLanes; ++l) {

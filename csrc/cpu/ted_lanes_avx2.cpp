@@ -23,6 +23,10 @@ TreeLanes<scalar_t>::TreeLanes(const SymbolBatch<scalar_t>& in, Use use, double 
     : in_(in), use_(use), rel_tol_(rel_tol) {
 #ifdef BEDL_X86_SIMD
   if (!dp::simd_avx2()) return;
+  if (use == Use::kCoopt) {
+    nonnegative_ = true;
+    for (int64_t k = 0; k < in.symbols * in.symbols; ++k) nonnegative_ &= !(in.table[k] < scalar_t(0));
+  }
   const std::vector<OrientedTree>& xs = *in.xs;
   const std::vector<OrientedTree>& ys = *in.ys;
   key_.assign(in.batch, -1);

@@ -135,6 +135,7 @@ class TreeLanes {
   Use use_;
   double rel_tol_;
   bool on_ = false;
+  bool nonnegative_ = false;  // every cost of the table >= 0 (P's shorter tie test)
   std::vector<int64_t> key_;    // x tree * 2 + side (a group's pairs share it), -1: scalar
   std::vector<WideY> wide_;     // y tree * 2 + side
 };

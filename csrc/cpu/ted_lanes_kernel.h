@@ -188,6 +188,15 @@ __attribute__((target("avx2"))) inline __m256d lane_within(const LaneTie& tie, _
   return _mm256_cmp_pd(_mm256_sub_pd(value, best), bound, _CMP_LE_OQ);
 }
 
+// lane_within where every cost is >= 0: then 0 <= best <= value, so the
+// bound max(rel_tol max(|best|, scale), rel_tol |value|) is rel_tol *
+// max(scale, value) exactly (rounding a product by rel_tol >= 0 is
+// monotone), which needs neither the cell's threshold nor absolute values.
+__attribute__((target("avx2"))) inline __m256d nonnegative_within(const LaneTie& tie, __m256d value, __m256d best) {
+  const __m256d bound = _mm256_mul_pd(tie.rel_tol, _mm256_max_pd(tie.scale, value));
+  return _mm256_cmp_pd(_mm256_sub_pd(value, best), bound, _CMP_LE_OQ);
+}
+
 // FastCount's product: 0 where either factor is 0 (0 * inf stays 0).
 __attribute__((target("avx2"))) inline __m256d count_product(__m256d a, __m256d b) {
   const __m256d zero = _mm256_setzero_pd();
@@ -201,17 +210,26 @@ __attribute__((target("avx2"))) inline __m256d count_product(__m256d a, __m256d 
 // scalar tables set. Stores the counts and flags; returns the counts not
 // entered by a deletion (the next cell's left_other). The flags are packed
 // as the three alternatives' 4-bit lane masks (lane_flags unpacks them).
+// kNonnegative: every cost is >= 0 (nonnegative_within, the same flags).
+template <bool kNonnegative>
 __attribute__((target("avx2"))) inline __m256d count_cells(const LaneTie& tie, __m256d del_alt, __m256d ins_alt,
                                                            __m256d match, __m256d best, __m256d ins_cost,
                                                            __m256d up_total, __m256d left_other,
                                                            __m256d match_count, double* total_out,
                                                            double* other_out, uint16_t* flags_out) {
-  const __m256d abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
-  const __m256d threshold = _mm256_mul_pd(tie.rel_tol, _mm256_max_pd(_mm256_and_pd(best, abs_mask), tie.scale));
   const __m256d real = _mm256_cmp_pd(ins_cost, _mm256_set1_pd(std::numeric_limits<double>::infinity()), _CMP_LT_OQ);
-  const __m256d by_del = lane_within(tie, del_alt, best, threshold, abs_mask);
-  const __m256d by_ins = _mm256_and_pd(lane_within(tie, ins_alt, best, threshold, abs_mask), real);
-  const __m256d by_match = _mm256_and_pd(lane_within(tie, match, best, threshold, abs_mask), real);
+  __m256d by_del, by_ins, by_match;
+  if constexpr (kNonnegative) {
+    by_del = nonnegative_within(tie, del_alt, best);
+    by_ins = _mm256_and_pd(nonnegative_within(tie, ins_alt, best), real);
+    by_match = _mm256_and_pd(nonnegative_within(tie, match, best), real);
+  } else {
+    const __m256d abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
+    const __m256d threshold = _mm256_mul_pd(tie.rel_tol, _mm256_max_pd(_mm256_and_pd(best, abs_mask), tie.scale));
+    by_del = lane_within(tie, del_alt, best, threshold, abs_mask);
+    by_ins = _mm256_and_pd(lane_within(tie, ins_alt, best, threshold, abs_mask), real);
+    by_match = _mm256_and_pd(lane_within(tie, match, best, threshold, abs_mask), real);
+  }
   const __m256d other = _mm256_add_pd(_mm256_and_pd(by_ins, left_other), _mm256_and_pd(by_match, match_count));
   _mm256_storeu_pd(total_out, _mm256_add_pd(_mm256_and_pd(by_del, up_total), other));
   _mm256_storeu_pd(other_out, other);
@@ -229,8 +247,9 @@ inline uint8_t lane_flags(uint16_t packed, int l) {
 // Distances of the pairs (x, ys[l]) for l < lanes (2 <= lanes <= 4; unused
 // lanes repeat the last pair) into out[l]; x_labels in preorder. With kCount
 // also their co-optimal flags and inside counts (ws.counts), ties decided
-// with rel_tol and the lanes' cost scales `scale`.
-template <bool kCount, typename scalar_t>
+// with rel_tol and the lanes' cost scales `scale` (kNonnegative: where every
+// cost of the table is >= 0, a shorter tie test with the same flags).
+template <bool kCount, bool kNonnegative = false, typename scalar_t>
 __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* const* ys,
                                                int lanes, const scalar_t* table, int64_t S,
                                                const int64_t* x_labels, LaneWorkspace& ws,
@@ -448,7 +467,7 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
           _mm256_storeu_pd(cur + c, left);
           if constexpr (kCount) {
             const __m256d match_count = count_product(gather4(jump_total, jump_at + c), _mm256_loadu_pd(count_i + c));
-            left_other = count_cells(tie, del_alt, ins_alt, match, left, ins_cost, _mm256_loadu_pd(up_total + c),
+            left_other = count_cells<kNonnegative>(tie, del_alt, ins_alt, match, left, ins_cost, _mm256_loadu_pd(up_total + c),
                                      left_other, match_count, cur_total + c, cur_other + c, cur_flags + c / kLanes);
           }
         }
@@ -465,7 +484,7 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
           left = dp::best_of4(del_alt, match, ins_alt);
           _mm256_storeu_pd(cur + c, left);
           if constexpr (kCount) {
-            left_other = count_cells(tie, del_alt, ins_alt, match, left, ins_cost, _mm256_loadu_pd(up_total + c),
+            left_other = count_cells<kNonnegative>(tie, del_alt, ins_alt, match, left, ins_cost, _mm256_loadu_pd(up_total + c),
                                      left_other, gather4(jump_total, jump_at + c), cur_total + c, cur_other + c,
                                      cur_flags + c / kLanes);
           }
@@ -494,7 +513,7 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
             _mm256_storeu_pd(count_i + c, tv_count);
             diag_count = up_count;
             // (the first row's one times tv_count)
-            left_other = count_cells(tie, del_alt, ins_alt, match, left, ins_cost, up_count, left_other,
+            left_other = count_cells<kNonnegative>(tie, del_alt, ins_alt, match, left, ins_cost, up_count, left_other,
                                      count_product(one, tv_count), cur_total + c, cur_other + c,
                                      cur_flags + c / kLanes);
           }
