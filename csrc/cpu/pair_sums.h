@@ -100,18 +100,24 @@ class PairLabelSums {
   std::vector<double> sum_;
 };
 
-// row[col[j]] += p[j] for j < n: one row of a pair's P into its sums by
-// slot. P is mostly zeros (adding 0 changes no sum), so blocks of four
-// zeros are skipped at once.
-inline void add_p_row(double* row, const int64_t* col, const double* p, int64_t n) {
+// row[col[j]] += p[j] for j < n, then p[j] = 0: one row of a pair's P into
+// its sums by slot, leaving P's buffer zero for the next pair. P is mostly
+// zeros (adding 0 changes no sum), so blocks of four zeros are skipped at once.
+inline void take_p_row(double* row, const int64_t* col, double* p, int64_t n) {
   int64_t j = 0;
   for (; j + 4 <= n; j += 4) {
     uint64_t bits[4];
     std::memcpy(bits, p + j, sizeof(bits));
     if ((bits[0] | bits[1] | bits[2] | bits[3]) == 0) continue;
-    for (int k = 0; k < 4; ++k) row[col[j + k]] += p[j + k];
+    for (int k = 0; k < 4; ++k) {
+      row[col[j + k]] += p[j + k];
+      p[j + k] = 0.0;
+    }
   }
-  for (; j < n; ++j) row[col[j]] += p[j];
+  for (; j < n; ++j) {
+    row[col[j]] += p[j];
+    p[j] = 0.0;
+  }
 }
 
 // Each pair's room for its list: (distinct x labels + 1) (distinct y labels

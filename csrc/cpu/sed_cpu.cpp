@@ -672,15 +672,15 @@ inline void list_sequence_pair(const SymbolSequences& ss, const SequenceSlots& l
   const int64_t* x_slot = labels.x.slot.data() + ss.x_ptr[tx];
   const int64_t* y_slot = labels.y.slot.data() + ss.y_ptr[ty];
   const int64_t m = sp.m, n = sp.n, w = n + 1;
-  const double* acc = ws.p_acc.data();
+  double* acc = ws.p_acc.data();
   dp::PairLabelSums& sums = ws.label_sums;
   sums.start(ss.in.symbols, labels.x, tx, labels.y, ty);
   std::vector<int64_t>& col = ws.label_col;
   col.assign(y_slot, y_slot + n);
   col.push_back(sums.gap_col());
   double* sum = sums.sums();
-  for (int64_t i = 0; i < m; ++i) dp::add_p_row(sum + sums.x_row(x_slot[i]), col.data(), acc + i * w, w);
-  dp::add_p_row(sum + sums.gap_row(), col.data(), acc + m * w, n);  // (no gap against gap)
+  for (int64_t i = 0; i < m; ++i) dp::take_p_row(sum + sums.x_row(x_slot[i]), col.data(), acc + i * w, w);
+  dp::take_p_row(sum + sums.gap_row(), col.data(), acc + m * w, n);  // (no gap against gap)
   out.take(b, sums);
 }
 

@@ -190,7 +190,7 @@ inline void list_tree_pair(const SymbolTrees& st, const SymbolTrees::Slots& labe
   const int64_t* x_slot = labels.x.slot.data() + in.x_ptr.data_ptr<int64_t>()[tx];
   const int64_t* y_slot = labels.y.slot.data() + in.y_ptr.data_ptr<int64_t>()[ty];
   const int64_t m = x.n, n = y.n, w = n + 1;
-  const double* acc = ws.p_acc.data();
+  double* acc = ws.p_acc.data();
   dp::PairLabelSums& sums = ws.label_sums;
   sums.start(in.symbols, labels.x, tx, labels.y, ty);
   std::vector<int64_t>& col = ws.label_col;  // y's column slots in postorder
@@ -198,8 +198,10 @@ inline void list_tree_pair(const SymbolTrees& st, const SymbolTrees::Slots& labe
   col[0] = sums.gap_col();
   for (int64_t j = 1; j <= n; ++j) col[j] = y_slot[y.pre_of_post[j]];
   double* sum = sums.sums();
-  dp::add_p_row(sum + sums.gap_row(), col.data() + 1, acc + 1, n);
-  for (int64_t i = 1; i <= m; ++i) dp::add_p_row(sum + sums.x_row(x_slot[x.pre_of_post[i]]), col.data(), acc + i * w, w);
+  acc[0] = 0.0;  // (P's unused corner)
+  dp::take_p_row(sum + sums.gap_row(), col.data() + 1, acc + 1, n);
+  for (int64_t i = 1; i <= m; ++i) dp::take_p_row(sum + sums.x_row(x_slot[x.pre_of_post[i]]), col.data(), acc + i * w, w);
+  ws.p_acc_zero = true;
   out.take(b, sums);
 }
 

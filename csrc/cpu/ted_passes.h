@@ -48,6 +48,14 @@ using dp::kDel;
 using dp::kIns;
 using dp::kMatch;
 
+// The outside sweeps' tdm weights at `cells` or more entries, all zero: each
+// pass leaves them so (outside_sweep clears every entry it consumes), so
+// they are cleared only where they grow.
+template <typename W>
+inline void zero_filled(std::vector<W>& weights, int64_t cells) {
+  if (static_cast<int64_t>(weights.size()) < cells) weights.resize(cells, W::zero());
+}
+
 // fn(a, b) for the set entries of `needed` (keyroot pairs, row-major with
 // ky_count per row of x's keyroot a), from the last to the first, eight
 // clear entries at a time (most are clear); fn may set earlier entries.
@@ -174,11 +182,11 @@ struct TedPair {
     ws.reach_any.resize(cells);  // (each sweep clears its own region of these two)
     ws.reach_end.resize(x.n + 1);
     ws.reach_ins.resize(cells);
-    ws.reach_tdm.assign(cells, dp::Reach::zero());
+    zero_filled(ws.reach_tdm, cells);
     ws.flag_offset.assign(kx_count * ky_count, -1);
     ws.flag_store.clear();
     ws.flags_kept = true;
-    ws.p_acc.assign(cells, 0.0);
+    ws.clear_p_acc(cells);
     ReachOutside out{ws.reach_any.data(), ws.reach_ins.data(), ws.reach_tdm.data(), ws.p_acc.data(), w, false,
                      needed.data(), x.path_index.data(), y.path_index.data(), ky_count, ws.coopt.data()};
     needed[kx_count * ky_count - 1] = 1;  // the final table
@@ -564,6 +572,7 @@ struct TedPair {
         if (defines_tdm && !out_tdm[cell].is_zero()) {
           out.replaced(i, j, cell, out_tdm[cell]);
           out_any[cell - w - 1] = out_any[cell - w - 1] + out_tdm[cell];
+          out_tdm[cell] = W::zero();  // (every used tdm ends here: the array is all zero after a pass)
           reach_end[i - 1] = std::max(reach_end[i - 1], j - 1);
         }
       }
@@ -667,8 +676,8 @@ struct TedPair {
     ws.reach_end.resize(x.n + 1);
     ws.needed.assign(x.keyroots.size() * ky_count, 0);
     ws.needed.back() = 1;  // the final table
-    cnt.out_tdm.assign(cells, Count::zero());
-    ws.p_acc.assign(cells, 0.0);
+    zero_filled(cnt.out_tdm, cells);
+    ws.clear_p_acc(cells);
     for_each_needed_backwards(ws.needed, ky_count, [&](size_t a, size_t b) {
       sweep(x.keyroots[a], y.keyroots[b], all, source_of(a, b), ws.needed.data());
     });
@@ -707,8 +716,8 @@ bool ted_coopt(const TreeIndex& x, const TreeIndex& y, const dp::Tie& tie, TedWo
   *distance = ws.fd[m * w + n];  // the outside pass reuses fd
   const Count all = pair.total(m * w + n);
   if (!all.usable_total()) return false;
-  cnt.out_tdm.assign(cells, Count::zero());
-  ws.p_acc.assign(cells, 0.0);
+  zero_filled(cnt.out_tdm, cells);
+  ws.clear_p_acc(cells);
   for_each_needed_backwards(ws.needed, y.keyroots.size(), [&](size_t a, size_t b) {
     const uint8_t* f = pair.kept_flags(a, b);
     if (f != nullptr) {

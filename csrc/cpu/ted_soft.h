@@ -265,7 +265,7 @@ bool ted_soft_pass(const TreeIndex& x, const TreeIndex& y, double temperature, b
   buf.out_any.resize(cells);
   buf.out_ins.resize(cells);
   buf.out_tdm.assign(cells, Weight::zero());
-  ws.ted.p_acc.assign(cells, 0.0);
+  ws.ted.clear_p_acc(cells);
   const soft::ShareOf share(all);
   for (size_t a = x.keyroots.size(); a-- > 0;) {
     for (size_t b = y.keyroots.size(); b-- > 0;) {

@@ -31,6 +31,16 @@ struct TedWorkspace {
   CountBuffers<dp::FastCount> fast;  // counts as doubles: the usual case
   CountBuffers<dp::Count> exact;     // counts with an exponent: where doubles overflow
   std::vector<double> p_acc;
+  bool p_acc_zero = false;  // p_acc all zero (its reader cleared it: the pair lists)
+  // p_acc as `cells` zeros for the next pair's P.
+  void clear_p_acc(int64_t cells) {
+    if (p_acc_zero) {
+      p_acc.resize(cells);
+    } else {
+      p_acc.assign(cells, 0.0);
+    }
+    p_acc_zero = false;
+  }
   // Insertions of y[l(j) .. j-1] (deletions of x[l(i) .. i-1]), summed from
   // the path's leaf up exactly as a forest table's first row (column) does.
   std::vector<double> below_ins, below_del;
