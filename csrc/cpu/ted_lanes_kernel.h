@@ -197,12 +197,11 @@ __attribute__((target("avx2"))) inline __m256d nonnegative_within(const LaneTie&
   return _mm256_cmp_pd(_mm256_sub_pd(value, best), bound, _CMP_LE_OQ);
 }
 
-// FastCount's product: 0 where either factor is 0 (0 * inf stays 0).
-__attribute__((target("avx2"))) inline __m256d count_product(__m256d a, __m256d b) {
-  const __m256d zero = _mm256_setzero_pd();
-  const __m256d either = _mm256_or_pd(_mm256_cmp_pd(a, zero, _CMP_EQ_OQ), _mm256_cmp_pd(b, zero, _CMP_EQ_OQ));
-  return _mm256_andnot_pd(either, _mm256_mul_pd(a, b));
-}
+// FastCount's product without its zero guard (0 * inf stays 0): both
+// factors of a match count are >= 1 in every column of a pair (counts of
+// cells and of tdm); only padding and first columns hold zeros, and there
+// the match is masked out (count_cells' `real`), NaN or not.
+__attribute__((target("avx2"))) inline __m256d count_product(__m256d a, __m256d b) { return _mm256_mul_pd(a, b); }
 
 // Four cells' co-optimal flags (Tie::flags) and inside counts (count_entries
 // on FastCount), one cell per lane, to the scalar kernel's bits. Only the
@@ -512,9 +511,9 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
             const __m256d tv_count = _mm256_blendv_pd(gather4(count_i, def_at + c), diag_count, on_path);
             _mm256_storeu_pd(count_i + c, tv_count);
             diag_count = up_count;
-            // (the first row's one times tv_count)
+            // (the first row's one times tv_count: tv_count)
             left_other = count_cells<kNonnegative>(tie, del_alt, ins_alt, match, left, ins_cost, up_count, left_other,
-                                     count_product(one, tv_count), cur_total + c, cur_other + c,
+                                     tv_count, cur_total + c, cur_other + c,
                                      cur_flags + c / kLanes);
           }
         }
