@@ -446,34 +446,29 @@ class PairBatch:
             p = p.to(device)
         return d, p
 
-    def _run_symbols(self, view: _SymbolView, need_coopt: bool, rel_tol: float):
-        """Kernels on a symbol view's table; P stays on the CPU (padded)."""
-        t = view.table.detach()
+    def _symbol_args(self, view: _SymbolView, table: torch.Tensor) -> tuple:
+        """The symbol-table kernels' leading arguments: ``table`` (the view's, or a saved copy
+        of it) on the CPU, the labels in the view's numbering, the layout and the pairs."""
+        t = table.detach()
         if t.device.type != "cpu":
             t = t.cpu()
         xl = view.flat_labels(self.x_table)
         yl = view.flat_labels(self.y_table)
         if self.kind == "tree":
-            return _ext.ted_symbols_cpu(t, xl, self.x_table.sizes, self.x_table.ptr, yl,
-                                        self.y_table.sizes, self.y_table.ptr, self.pair_x,
-                                        self.pair_y, need_coopt, rel_tol)
-        return _ext.sed_symbols_cpu(t, xl, self.x_table.ptr, yl, self.y_table.ptr,
-                                    self.pair_x, self.pair_y, need_coopt, rel_tol)
+            return (t, xl, self.x_table.sizes, self.x_table.ptr, yl, self.y_table.sizes, self.y_table.ptr,
+                    self.pair_x, self.pair_y)
+        return t, xl, self.x_table.ptr, yl, self.y_table.ptr, self.pair_x, self.pair_y
+
+    def _run_symbols(self, view: _SymbolView, need_coopt: bool, rel_tol: float):
+        """Kernels on a symbol view's table; P stays on the CPU (padded)."""
+        op = _ext.ted_symbols_cpu if self.kind == "tree" else _ext.sed_symbols_cpu
+        return op(*self._symbol_args(view, view.table), need_coopt, rel_tol)
 
     def _run_symbol_sums(self, view: _SymbolView, rel_tol: float):
         """Distances with each pair's P listed by label pair (for the backward), or only the
         distances (and empty lists) where the lists could exceed ``_PAIR_SUM_ENTRIES``."""
-        t = view.table.detach()
-        if t.device.type != "cpu":
-            t = t.cpu()
-        xl = view.flat_labels(self.x_table)
-        yl = view.flat_labels(self.y_table)
-        if self.kind == "tree":
-            return _ext.ted_symbols_sums_cpu(t, xl, self.x_table.sizes, self.x_table.ptr, yl,
-                                             self.y_table.sizes, self.y_table.ptr, self.pair_x,
-                                             self.pair_y, rel_tol, _PAIR_SUM_ENTRIES)
-        return _ext.sed_symbols_sums_cpu(t, xl, self.x_table.ptr, yl, self.y_table.ptr,
-                                         self.pair_x, self.pair_y, rel_tol, _PAIR_SUM_ENTRIES)
+        op = _ext.ted_symbols_sums_cpu if self.kind == "tree" else _ext.sed_symbols_sums_cpu
+        return op(*self._symbol_args(view, view.table), rel_tol, _PAIR_SUM_ENTRIES)
 
     def _symbol_view(self, cost, unknown: str) -> Optional[_SymbolView]:
         """How the kernels can gather this batch's costs from a symbol table: the module's
@@ -701,17 +696,9 @@ class _SymbolEditDistanceFn(torch.autograd.Function):
         elif ctx.want_coopt:
             grad = _SymbolEditDistanceFn._scatter_coopt(saved[0].cpu(), grad_d, batch, view, ctx.table_shape[0])
         else:
-            table = saved[0].detach().cpu()
-            weights = grad_d.detach().to("cpu", table.dtype).reshape(-1)
-            xl = view.flat_labels(batch.x_table)
-            yl = view.flat_labels(batch.y_table)
-            if batch.kind == "tree":
-                grad = _ext.ted_symbols_grad_cpu(table, xl, batch.x_table.sizes, batch.x_table.ptr, yl,
-                                                 batch.y_table.sizes, batch.y_table.ptr, batch.pair_x,
-                                                 batch.pair_y, weights, ctx.rel_tol)
-            else:
-                grad = _ext.sed_symbols_grad_cpu(table, xl, batch.x_table.ptr, yl, batch.y_table.ptr,
-                                                 batch.pair_x, batch.pair_y, weights, ctx.rel_tol)
+            weights = grad_d.detach().to("cpu", ctx.table_dtype).reshape(-1)
+            op = _ext.ted_symbols_grad_cpu if batch.kind == "tree" else _ext.sed_symbols_grad_cpu
+            grad = op(*batch._symbol_args(view, saved[0]), weights, ctx.rel_tol)
         return grad.to(grad_d.device), None, None, None, None
 
     @staticmethod

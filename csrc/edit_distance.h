@@ -96,7 +96,8 @@ at::Tensor sed_symbols_grad_cpu(const at::Tensor& symbol_costs,
 // Distances with each pair's P listed by label pair, for a backward that
 // only weights them (weighted_pair_sums_cpu): (distances (B,), ptr (B + 1,),
 // entry (E,), value (E,) float64), pair b's sums at [ptr[b], ptr[b + 1]),
-// entry a * S + c (x label a, y label c, S - 1 the gap). The same P as the
+// entry a * S + c (x label a, y label c, S - 1 the gap; listed twice where
+// nodes carry the gap as their label). The same P as the
 // kernels above with need_coopt. Where the lists could exceed max_entries
 // (each pair's room: (distinct x labels + 1)(distinct y labels + 1) - 1),
 // only the distances, and ptr, entry and value empty.

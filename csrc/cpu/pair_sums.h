@@ -10,7 +10,9 @@
 // the gap column, insertions in the gap row), value the sum of P over the
 // cells of that label pair, in double, listed by x's labels in order of
 // first appearance (in preorder for trees), then the gap, and within them
-// y's the same way; only nonzero sums.
+// y's the same way; only nonzero sums. (Where a node's own label is the gap,
+// an unknown label, its replacements and the gap row's or column's share
+// one entry, listed twice.)
 #pragma once
 
 #include "dp_common.h"
