@@ -107,6 +107,15 @@ void build_wide(const TreeIndex& y, const int64_t* labels, const scalar_t* table
   }
 }
 
+// v with at least n elements. Unlike resize, it never shrinks: a buffer
+// reused by groups of varying sizes would otherwise be value-initialised
+// again over the difference every time it grows back (every element read is
+// written first in the group that reads it).
+template <typename T>
+inline void at_least(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
 // src[at[0..3]] as a vector. Four loads and two inserts: vgatherqpd took
 // 1.6x as long on the AMD EPYC (Zen 3) this was measured on.
 __attribute__((target("avx2"))) inline __m256d gather4(const double* src, const int64_t* at) {
@@ -266,8 +275,8 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
   const int64_t row_len = W * kLanes, tdm_row = (L + 1 + W) * kLanes, tdm_start = (L + 1) * kLanes;
 
   // x's side.
-  ws.x_symbol.resize(m + 1);
-  ws.del.resize(m + 1);
+  at_least(ws.x_symbol, m + 1);
+  at_least(ws.del, m + 1);
   for (int64_t i = 1; i <= m; ++i) {
     ws.x_symbol[i] = x_labels[x.pre_of_post[i]];
     ws.del[i] = static_cast<double>(table[ws.x_symbol[i] * S + gap]);
@@ -279,7 +288,7 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
   if (ws.slot_of.size() < static_cast<size_t>(S)) ws.slot_of.resize(S, -1);
   std::vector<int64_t>& symbols = ws.distinct_symbols;
   symbols.clear();
-  ws.rep_slot.resize(m + 1);
+  at_least(ws.rep_slot, m + 1);
   for (int64_t i = 1; i <= m; ++i) {
     int64_t& slot = ws.slot_of[ws.x_symbol[i]];
     if (slot < 0) {
@@ -292,16 +301,16 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
   const bool by_symbol = 2 * static_cast<int64_t>(symbols.size()) <= m;
 
   // The lanes' columns, interleaved and padded to W.
-  ws.fd.resize((m + 1) * row_len);
-  ws.tdm.resize((m + 1) * tdm_row);
-  for (auto* v : {&ws.ins, &ws.first_row, &ws.below_ins}) v->resize(row_len);
-  for (auto* v : {&ws.jump_at, &ws.def_at}) v->resize(row_len);
+  at_least(ws.fd, (m + 1) * row_len);
+  at_least(ws.tdm, (m + 1) * tdm_row);
+  for (auto* v : {&ws.ins, &ws.first_row, &ws.below_ins}) at_least(*v, row_len);
+  for (auto* v : {&ws.jump_at, &ws.def_at}) at_least(*v, row_len);
   ws.leaf_symbol.assign(L * kLanes, 0);
   if (by_symbol) {
-    ws.rep_w.resize(symbols.size() * row_len);
-    ws.leaf_rep_w.resize(symbols.size() * L * kLanes);
+    at_least(ws.rep_w, symbols.size() * row_len);
+    at_least(ws.leaf_rep_w, symbols.size() * L * kLanes);
   } else {
-    ws.symbol_at.resize(row_len);
+    at_least(ws.symbol_at, row_len);
   }
   {
     // Padding columns are like first columns (deletions only, no tdm); they
@@ -360,7 +369,7 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
   for (int64_t i = 0; i <= m; ++i) {
     for (int l = 0; l < kLanes; ++l) ws.tdm[i * tdm_row + tdm_start - kLanes + l] = inf;
   }
-  ws.jump_first.resize(row_len);
+  at_least(ws.jump_first, row_len);
   for (int64_t at = 0; at < row_len; ++at) ws.jump_first[at] = ws.first_row[ws.jump_at[at]];
 
   double* fd = ws.fd.data();
@@ -390,10 +399,10 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
       lc.block_row[a] = block_rows;
       block_rows += (kx == m ? m : kx - 1) - r0;
     }
-    lc.tot.resize(block_rows * row_len);
-    lc.other.resize(block_rows * row_len);
-    lc.flags.resize(block_rows * W);
-    lc.tdm_count.resize((m + 1) * tdm_row);
+    at_least(lc.tot, block_rows * row_len);
+    at_least(lc.other, block_rows * row_len);
+    at_least(lc.flags, block_rows * W);
+    at_least(lc.tdm_count, (m + 1) * tdm_row);
     for (int64_t i = 0; i <= m; ++i) _mm256_storeu_pd(lc.tdm_count.data() + i * tdm_row + tdm_start - kLanes, _mm256_setzero_pd());
     lc.ones.assign(row_len, 1.0);
   }

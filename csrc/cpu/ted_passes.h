@@ -48,9 +48,9 @@ using dp::kDel;
 using dp::kIns;
 using dp::kMatch;
 
-// The outside sweeps' tdm weights at `cells` or more entries, all zero: each
-// pass leaves them so (outside_sweep clears every entry it consumes), so
-// they are cleared only where they grow.
+// The outside sweeps' weights (any, ins, tdm) at `cells` or more entries,
+// all zero: each pass leaves them so (outside_sweep clears every entry it
+// consumes), so they are cleared only where they grow.
 template <typename W>
 inline void zero_filled(std::vector<W>& weights, int64_t cells) {
   if (static_cast<int64_t>(weights.size()) < cells) weights.resize(cells, W::zero());
@@ -179,9 +179,9 @@ struct TedPair {
     const size_t kx_count = x.keyroots.size(), ky_count = y.keyroots.size();
     const int64_t cells = (x.n + 1) * w;
     needed.assign(kx_count * ky_count, 0);
-    ws.reach_any.resize(cells);  // (each sweep clears its own region of these two)
+    zero_filled(ws.reach_any, cells);  // (each sweep leaves these two zero)
     ws.reach_end.resize(x.n + 1);
-    ws.reach_ins.resize(cells);
+    zero_filled(ws.reach_ins, cells);
     zero_filled(ws.reach_tdm, cells);
     ws.flag_offset.assign(kx_count * ky_count, -1);
     ws.flag_store.clear();
@@ -507,13 +507,11 @@ struct TedPair {
   void outside_sweep(int64_t kx, int64_t ky, Out& out) {
     using W = typename Out::Weight;
     const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1;
+    // out_any and out_ins are zero on entry: each sweep clears every cell it
+    // visits, and weight reaches only cells it visits (below).
     W* out_any = out.any;
     W* out_ins = out.ins;
     W* out_tdm = out.tdm;
-    for (int64_t i = r0; i <= kx; ++i) {
-      std::fill(out_any + i * w + c0, out_any + i * w + ky + 1, W::zero());
-      std::fill(out_ins + i * w + c0, out_ins + i * w + ky + 1, W::zero());
-    }
     // Each row's rightmost cell that outside weight can have reached (or
     // whose tdm larger tables used); the cells right of it have none, so
     // each row is swept from there. Weight enters a row only through the
@@ -545,6 +543,7 @@ struct TedPair {
         const bool defines_tdm = i > r0 && j > c0 && li == r0 + 1 && lj == c0 + 1;
         const W out_d = out_any[cell];  // a deletion may follow anything
         const W out_o = out_any[cell] + out_ins[cell];
+        out_any[cell] = out_ins[cell] = W::zero();  // (pushes below go to other cells)
         if (!out_o.is_zero()) {
           const uint8_t flags = out.flags(i, j, cell);
           out.visited(flags, out_d);
@@ -671,8 +670,8 @@ struct TedPair {
   void outside_from_kept(const Count& all, const SourceOf& source_of) {
     const size_t ky_count = y.keyroots.size();
     const int64_t cells = (x.n + 1) * w;
-    cnt.out_any.resize(cells);
-    cnt.out_ins.resize(cells);
+    zero_filled(cnt.out_any, cells);
+    zero_filled(cnt.out_ins, cells);
     ws.reach_end.resize(x.n + 1);
     ws.needed.assign(x.keyroots.size() * ky_count, 0);
     ws.needed.back() = 1;  // the final table
@@ -695,8 +694,8 @@ bool ted_coopt(const TreeIndex& x, const TreeIndex& y, const dp::Tie& tie, TedWo
   cnt.tdm_count.resize(cells);
   cnt.tot.resize(cells);
   cnt.in_other.resize(cells);
-  cnt.out_any.resize(cells);
-  cnt.out_ins.resize(cells);
+  zero_filled(cnt.out_any, cells);
+  zero_filled(cnt.out_ins, cells);
   ws.coopt.resize(cells);
   ws.reach_end.resize(m + 1);
   TedPair<Count> pair{x, y, ws, cnt, w, tie};
