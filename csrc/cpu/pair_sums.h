@@ -122,19 +122,33 @@ inline void take_p_row(double* row, const int64_t* col, double* p, int64_t n) {
   }
 }
 
-// Each pair's room for its list: (distinct x labels + 1) (distinct y labels
-// + 1) - 1 (no gap against gap), at most its cells but one; sizes(b) gives
-// pair b's (|x|, |y|).
-template <class Sizes>
-std::vector<int64_t> pair_sum_bounds(const SymbolInputs& in, const LabelSlots& x, const LabelSlots& y,
-                                     const Sizes& sizes) {
-  const int64_t* px = in.pair_x.data_ptr<int64_t>();
-  const int64_t* py = in.pair_y.data_ptr<int64_t>();
-  std::vector<int64_t> out(in.batch);
-  for (int64_t b = 0; b < in.batch; ++b) {
-    const auto [m, n] = sizes(b);
-    out[b] = std::min((x.count(px[b]) + 1) * (y.count(py[b]) + 1), (m + 1) * (n + 1)) - 1;
+// Both sides' label slots of a symbol-table call.
+struct PairLabels {
+  LabelSlots x, y;
+  explicit PairLabels(const SymbolInputs& in)
+      : x(in.x_labels.data_ptr<int64_t>(), in.x_ptr.data_ptr<int64_t>(), in.x_ptr.size(0) - 1, in.symbols),
+        y(in.y_labels.data_ptr<int64_t>(), in.y_ptr.data_ptr<int64_t>(), in.y_ptr.size(0) - 1, in.symbols) {}
+
+  // Each pair's room for its list: (distinct x labels + 1) (distinct y
+  // labels + 1) - 1 (no gap against gap), at most its cells but one;
+  // sizes(b) gives pair b's (|x|, |y|).
+  template <class Sizes>
+  std::vector<int64_t> list_bounds(const SymbolInputs& in, const Sizes& sizes) const {
+    const int64_t* px = in.pair_x.data_ptr<int64_t>();
+    const int64_t* py = in.pair_y.data_ptr<int64_t>();
+    std::vector<int64_t> out(in.batch);
+    for (int64_t b = 0; b < in.batch; ++b) {
+      const auto [m, n] = sizes(b);
+      out[b] = std::min((x.count(px[b]) + 1) * (y.count(py[b]) + 1), (m + 1) * (n + 1)) - 1;
+    }
+    return out;
   }
+};
+
+// 0 .. batch - 1: every pair of a call, in order.
+inline std::vector<int64_t> all_pairs(int64_t batch) {
+  std::vector<int64_t> out(batch);
+  for (int64_t b = 0; b < batch; ++b) out[b] = b;
   return out;
 }
 
@@ -174,6 +188,15 @@ class PairSumsOut {
       const double w = static_cast<double>(weight[order_[k]]);
       for (int64_t at = start_[k]; at < start_[k] + count_[k]; ++at) total[entry_[at]] += w * value_[at];
     }
+  }
+
+  // (distances, ptr, entry, value) of the sums ops: the lists where they
+  // were computed (`listed`), else three empty tensors.
+  std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> with_distances(const at::Tensor& distances,
+                                                                          bool listed) const {
+    if (!listed) return {distances, at::empty({0}, at::kLong), at::empty({0}, at::kLong), at::empty({0}, at::kDouble)};
+    auto [ptr, entry, value] = tensors();
+    return {distances, ptr, entry, value};
   }
 
   // (ptr (B + 1,), entry (E,), value (E,) float64) over the pairs in order.

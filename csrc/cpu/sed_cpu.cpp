@@ -656,17 +656,9 @@ void run_symbol_sequences(const SymbolSequences& ss, const std::vector<int64_t>&
   for_each_pair_or_group(static_cast<int64_t>(order.size()), ss.rows * ss.cols, dp::simd_avx2(), pair, group);
 }
 
-// The sequences' label slots (x's and y's).
-struct SequenceSlots {
-  dp::LabelSlots x, y;
-  explicit SequenceSlots(const dp::SymbolInputs& in)
-      : x(in.x_labels.data_ptr<int64_t>(), in.x_ptr.data_ptr<int64_t>(), in.x_ptr.size(0) - 1, in.symbols),
-        y(in.y_labels.data_ptr<int64_t>(), in.y_ptr.data_ptr<int64_t>(), in.y_ptr.size(0) - 1, in.symbols) {}
-};
-
 // Pair b's P (ws.p_acc: row i < m is x[i], row m insertions; column n
 // deletions) by label pair into out, cell by cell.
-inline void list_sequence_pair(const SymbolSequences& ss, const SequenceSlots& labels, int64_t b,
+inline void list_sequence_pair(const SymbolSequences& ss, const dp::PairLabels& labels, int64_t b,
                                const SymbolPair& sp, SedWorkspace& ws, dp::PairSumsOut& out) {
   const int64_t tx = ss.pair_x[b], ty = ss.pair_y[b];
   const int64_t* x_slot = labels.x.slot.data() + ss.x_ptr[tx];
@@ -684,14 +676,8 @@ inline void list_sequence_pair(const SymbolSequences& ss, const SequenceSlots& l
   out.take(b, sums);
 }
 
-std::vector<int64_t> all_pairs(int64_t batch) {
-  std::vector<int64_t> out(batch);
-  for (int64_t b = 0; b < batch; ++b) out[b] = b;
-  return out;
-}
-
-std::vector<int64_t> list_bounds(const SymbolSequences& ss, const SequenceSlots& labels) {
-  return dp::pair_sum_bounds(ss.in, labels.x, labels.y, [&](int64_t b) {
+std::vector<int64_t> list_bounds(const SymbolSequences& ss, const dp::PairLabels& labels) {
+  return labels.list_bounds(ss.in, [&](int64_t b) {
     const SymbolPair sp = ss.pair(b);
     return std::make_pair(sp.m, sp.n);
   });
@@ -717,7 +703,7 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_cost
   AT_DISPATCH_FLOATING_TYPES(table.scalar_type(), "sed_symbols_cpu", [&] {
     ss.check_overflow<scalar_t>(in.max_abs);
     scalar_t* p = need_coopt ? coopt.data_ptr<scalar_t>() : nullptr;
-    run_symbol_sequences(ss, all_pairs(batch), rel_tol, need_coopt, dist.data_ptr<scalar_t>(),
+    run_symbol_sequences(ss, dp::all_pairs(batch), rel_tol, need_coopt, dist.data_ptr<scalar_t>(),
                          [&](int64_t b, const SymbolPair& sp, SedWorkspace& ws) {
                            write_p(ws, sp.m, sp.n, p + b * rows * cols, cols);
                          });
@@ -731,8 +717,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sed_symbols_sums_cpu(
     double rel_tol, int64_t max_entries) {
   const SymbolSequences ss(symbol_costs_in, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, rel_tol);
   const dp::SymbolInputs& in = ss.in;
-  const std::vector<int64_t> order = all_pairs(in.batch);
-  const SequenceSlots labels(in);
+  const std::vector<int64_t> order = dp::all_pairs(in.batch);
+  const dp::PairLabels labels(in);
   dp::PairSumsOut out;
   const bool with_sums = out.plan(order, list_bounds(ss, labels), max_entries);
   at::Tensor dist = at::empty({in.batch}, in.table.options());
@@ -743,9 +729,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sed_symbols_sums_cpu(
                            list_sequence_pair(ss, labels, b, sp, ws, out);
                          });
   });
-  if (!with_sums) return {dist, at::empty({0}, at::kLong), at::empty({0}, at::kLong), at::empty({0}, at::kDouble)};
-  auto [ptr, entry, value] = out.tensors();
-  return {dist, ptr, entry, value};
+  return out.with_distances(dist, with_sums);
 }
 
 at::Tensor sed_symbols_grad_cpu(const at::Tensor& symbol_costs_in, const at::Tensor& x_labels,
@@ -759,7 +743,7 @@ at::Tensor sed_symbols_grad_cpu(const at::Tensor& symbol_costs_in, const at::Ten
   AT_DISPATCH_FLOATING_TYPES(in.table.scalar_type(), "sed_symbols_grad_cpu", [&] {
     ss.check_overflow<scalar_t>(in.max_abs);
     std::vector<scalar_t> unused(in.batch);  // (the distances)
-    const SequenceSlots labels(in);
+    const dp::PairLabels labels(in);
     grad = dp::weighted_lists_grad<scalar_t>(
         in.symbols, list_bounds(ss, labels), weights.data_ptr<scalar_t>(), in.table.options(),
         [&](const std::vector<int64_t>& order, dp::PairSumsOut& out) {

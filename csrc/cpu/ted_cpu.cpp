@@ -97,26 +97,11 @@ struct SymbolTrees : dp::BatchExtent {
       add(b, m, n);
     }
   }
-  std::vector<int64_t> all_pairs() const {
-    std::vector<int64_t> out(in.batch);
-    for (int64_t b = 0; b < in.batch; ++b) out[b] = b;
-    return out;
-  }
-  // The trees' label slots (x's and y's), and each pair's room for its list
-  // of P by label pair.
-  struct Slots {
-    dp::LabelSlots x, y;
-  };
-  Slots label_slots() const {
-    auto slots = [&](const at::Tensor& labels, const at::Tensor& ptr) {
-      return dp::LabelSlots(labels.data_ptr<int64_t>(), ptr.data_ptr<int64_t>(), ptr.size(0) - 1, in.symbols);
-    };
-    return {slots(in.x_labels, in.x_ptr), slots(in.y_labels, in.y_ptr)};
-  }
-  std::vector<int64_t> list_bounds(const Slots& labels) const {
+  // Each pair's room for its list of P by label pair.
+  std::vector<int64_t> list_bounds(const dp::PairLabels& labels) const {
     const int64_t* px = in.pair_x.data_ptr<int64_t>();
     const int64_t* py = in.pair_y.data_ptr<int64_t>();
-    return dp::pair_sum_bounds(in, labels.x, labels.y, [&](int64_t b) {
+    return labels.list_bounds(in, [&](int64_t b) {
       return std::make_pair(trees.xs[px[b]].left.n, trees.ys()[py[b]].left.n);
     });
   }
@@ -183,7 +168,7 @@ void run_symbol_trees(const SymbolTrees& st, const TreeLanes<scalar_t>& lanes, c
 
 // Pair b's P (ws.p_acc) by label pair into out: insertions, then x's rows,
 // cell by cell; labels: st's label slots.
-inline void list_tree_pair(const SymbolTrees& st, const SymbolTrees::Slots& labels, int64_t b, const TreeIndex& x,
+inline void list_tree_pair(const SymbolTrees& st, const dp::PairLabels& labels, int64_t b, const TreeIndex& x,
                            const TreeIndex& y, TedWorkspace& ws, dp::PairSumsOut& out) {
   const dp::SymbolInputs& in = st.in;
   const int64_t tx = in.pair_x.data_ptr<int64_t>()[b], ty = in.pair_y.data_ptr<int64_t>()[b];
@@ -225,7 +210,7 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cpu(
     const SymbolBatch<scalar_t> lanes_in = st.lanes_input<scalar_t>();
     const TreeLanes<scalar_t> lanes(lanes_in, need_coopt ? TreeLanes<scalar_t>::Use::kCoopt
                                                          : TreeLanes<scalar_t>::Use::kDistances, rel_tol);
-    run_symbol_trees(st, lanes, st.all_pairs(), rel_tol, need_coopt, dist.data_ptr<scalar_t>(),
+    run_symbol_trees(st, lanes, dp::all_pairs(st.in.batch), rel_tol, need_coopt, dist.data_ptr<scalar_t>(),
                      [&](int64_t b, const TreeIndex& x, const TreeIndex& y, TedWorkspace& ws) {
                        write_coopt(x, y, ws, p + b * rows * cols, cols);
                      });
@@ -240,8 +225,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ted_symbols_sums_cpu(
   const SymbolTrees st(symbol_costs_in, x_labels, x_sizes, x_ptr, y_labels, y_sizes, y_ptr, pair_x, pair_y,
                        rel_tol);
   const dp::SymbolInputs& in = st.in;
-  const std::vector<int64_t> order = st.all_pairs();
-  const SymbolTrees::Slots labels = st.label_slots();
+  const std::vector<int64_t> order = dp::all_pairs(st.in.batch);
+  const dp::PairLabels labels(in);
   dp::PairSumsOut out;
   const bool with_sums = out.plan(order, st.list_bounds(labels), max_entries);
   at::Tensor dist = at::empty({in.batch}, in.table.options());
@@ -255,9 +240,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ted_symbols_sums_cpu(
                        list_tree_pair(st, labels, b, x, y, ws, out);
                      });
   });
-  if (!with_sums) return {dist, at::empty({0}, at::kLong), at::empty({0}, at::kLong), at::empty({0}, at::kDouble)};
-  auto [ptr, entry, value] = out.tensors();
-  return {dist, ptr, entry, value};
+  return out.with_distances(dist, with_sums);
 }
 
 at::Tensor ted_symbols_grad_cpu(const at::Tensor& symbol_costs_in, const at::Tensor& x_labels,
@@ -275,7 +258,7 @@ at::Tensor ted_symbols_grad_cpu(const at::Tensor& symbol_costs_in, const at::Ten
     const SymbolBatch<scalar_t> lanes_in = st.lanes_input<scalar_t>();
     const TreeLanes<scalar_t> lanes(lanes_in, TreeLanes<scalar_t>::Use::kCoopt, rel_tol, weight);
     std::vector<scalar_t> unused(in.batch);  // (the distances)
-    const SymbolTrees::Slots labels = st.label_slots();
+    const dp::PairLabels labels(in);
     grad = dp::weighted_lists_grad<scalar_t>(
         in.symbols, st.list_bounds(labels), weight, in.table.options(),
         [&](const std::vector<int64_t>& order, dp::PairSumsOut& out) {
