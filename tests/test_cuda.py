@@ -96,3 +96,39 @@ def test_cosine_cost_on_cuda():
     D_cpu.sum().backward()
     grads = [p.grad for p in gpu.parameters() if p.grad is not None]
     assert grads and all(g.device.type == "cuda" and torch.isfinite(g).all() for g in grads)
+
+
+@pytest.mark.parametrize("kind", ["tree", "sequence"])
+def test_training_loop_steps_on_cuda_match_cpu(kind, monkeypatch):
+    """Several forward/backward steps, as in a training loop: the first backward recomputes
+    the per-pair lists, later forwards keep them (the loss weights every pair), and a sparse
+    loss after that recomputes again. Every step's gradient on CUDA matches the CPU's."""
+    from bedl_torch import ops
+
+    if kind == "tree":
+        items = _trees(7, 8)
+    else:
+        rng = random.Random(9)
+        items = [[rng.choice("abcd") for _ in range(rng.randint(1, 12))] for _ in range(7)]
+    emb = _embedding(10)
+    cpu = bedl_torch.EuclideanCost(list("abcd"), emb)
+    gpu = bedl_torch.EuclideanCost(list("abcd"), emb, device="cuda")
+    weights = torch.rand(7, 7, generator=torch.Generator().manual_seed(11), dtype=torch.float64)
+    sparse = torch.zeros(7, 7, dtype=torch.float64)
+    sparse[:, 0] = 1.0
+    from_lists = []
+    real = ops._ext.weighted_pair_sums_cpu
+    monkeypatch.setattr(ops._ext, "weighted_pair_sums_cpu", lambda *a: from_lists.append(1) or real(*a))
+    for step, w in enumerate([weights, weights, weights, sparse]):
+        results = []
+        for cost in (cpu, gpu):
+            cost.zero_grad()
+            D = bedl_torch.pairwise_distances(items, cost=cost)
+            (D * w.to(D.device)).sum().backward()
+            assert D.device == cost.embedding.device and cost.embedding.grad.device == D.device
+            results.append((D.detach().cpu(), cost.embedding.grad.cpu()))
+        torch.testing.assert_close(results[1][0], results[0][0], rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(results[1][1], results[0][1], rtol=1e-10, atol=1e-10)
+        # each backward's share of nonzero weights decides whether the next forward keeps lists
+        assert ops._dense_backward[gpu] is (w is weights)
+    assert len(from_lists) == 2 * 3  # steps 1, 2 and 3 backward from lists, on both devices
