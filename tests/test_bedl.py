@@ -553,6 +553,19 @@ def test_save_load_round_trip(tmp_path, strings, fitted):
     assert np.array_equal(other.predict(Xte), fitted.predict(Xte))
 
 
+def test_load_state_dict_keeps_the_models_own_device(strings, fitted):
+    """A model constructed with a device loads onto it whatever device was saved (a model fitted
+    on a GPU loads on a machine without one); a model without a device takes the saved one."""
+    Xtr, ytr, Xte, yte = strings
+    state = fitted.state_dict()
+    state["hyperparameters"] = dict(state["hyperparameters"], device="cuda:0")
+    loaded = BEDL(device="cpu").load_state_dict(state)
+    assert loaded.device == "cpu" and loaded.cost_.embedding.device.type == "cpu"
+    assert np.array_equal(loaded.predict(Xte), fitted.predict(Xte))
+    state["hyperparameters"]["device"] = "cpu"
+    assert BEDL().load_state_dict(state).device == "cpu"
+
+
 def _small_trees(n, seed):
     """Class 0: root 'r' with children whose first child is 'x'; class 1: 'x' comes last."""
     rng = np.random.default_rng(seed)

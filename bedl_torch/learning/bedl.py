@@ -761,7 +761,8 @@ class BEDL(Estimator):
     def load_state_dict(self, state: dict, cost=None):
         """Restore a fitted model from :meth:`state_dict`. ``cost``: a ``SymbolCost`` (or a
         factory ``cost(alphabet)``) to load a custom cost module's state into; not needed for
-        :class:`EuclideanCost` and :class:`~bedl_torch.costs.CosineCost`. Returns ``self``."""
+        :class:`EuclideanCost` and :class:`~bedl_torch.costs.CosineCost`. The model's own
+        ``device``, where given, wins over the saved one. Returns ``self``."""
         return load_bedl_state(self, state, cost)
 
     def save(self, path) -> None:

@@ -90,7 +90,8 @@ def bedl_state(model) -> dict:
 
 def load_bedl_state(model, state: dict, cost=None):
     """Restore ``model`` (a :class:`~bedl_torch.learning.BEDL`) from :func:`bedl_state`'s
-    dict: its parameters, cost module (on the model's device and dtype) and fitted attributes.
+    dict: its parameters, cost module and fitted attributes. The cost module goes to the
+    model's device where the model was given one (``BEDL(device=...)``), else to the saved one.
     ``cost``: a ``SymbolCost`` (or a factory ``cost(alphabet)``) to load a custom module's
     state into. Returns ``model``.
 
@@ -107,6 +108,8 @@ def load_bedl_state(model, state: dict, cost=None):
     if hp.get("phi") is None:
         hp["phi"] = "log4" if not callable(model.phi) else model.phi
     hp["cost"] = cost
+    if model.device is not None:  # a device the model was given wins over the saved one
+        hp["device"] = model.device
     names = model.get_params(deep=False)
     model.set_params(**{k: v for k, v in hp.items() if k in names})
     alphabet = list(state["alphabet"])
