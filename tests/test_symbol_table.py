@@ -7,6 +7,8 @@ suite checks against enumeration and recursion oracles.
 """
 import random
 
+import re
+
 import pytest
 import torch
 
@@ -166,6 +168,26 @@ def test_bad_symbol_tables_raise_clear_errors():
         bedl_torch.pairwise_distances(objs, cost=WrongShape(list("abcd")))
     with pytest.raises(ValueError, match="must be finite"):
         bedl_torch.pairwise_distances(objs, cost=NotFinite(list("abcd")))
+
+
+def test_kernel_messages_print_numbers_shapes_and_types_in_full():
+    """The kernels format their messages' numbers themselves (see csrc/cpu/check.h): integers,
+    doubles as a default stream prints them (%g), shapes and dtypes."""
+    t = torch.ones(3, 3, dtype=torch.float64)
+    sizes = torch.tensor([2, 1], dtype=torch.long)
+    ptr = torch.tensor([0, 2], dtype=torch.long)
+    pair = torch.tensor([0], dtype=torch.long)
+    good = torch.tensor([0, 1], dtype=torch.long)
+    with pytest.raises(ValueError, match=re.escape("rel_tol must be finite and >= 0, got -0.125")):
+        _ext.ted_symbols_cpu(t, good, sizes, ptr, good, sizes, ptr, pair, pair, False, -0.125)
+    with pytest.raises(ValueError, match=re.escape("rel_tol must be finite and >= 0, got -1.23457e+20")):
+        _ext.sed_symbols_cpu(t, good, ptr, good, ptr, pair, pair, False, -123456789012345678901.0)
+    with pytest.raises(ValueError, match=re.escape("got shape [3, 2]")):
+        _ext.sed_symbols_cpu(torch.ones(3, 2, dtype=torch.float64), good, ptr, good, ptr, pair, pair, False, 1e-9)
+    with pytest.raises(TypeError, match=re.escape("symbol_costs must be float32 or float64, got Int")):
+        _ext.sed_symbols_cpu(t.int(), good, ptr, good, ptr, pair, pair, False, 1e-9)
+    with pytest.raises(ValueError, match=re.escape("pair_y[0] = -7 is not a sequence index (1 y sequences)")):
+        _ext.sed_symbols_cpu(t, good, ptr, good, ptr, pair, torch.tensor([-7]), False, 1e-9)
 
 
 def test_kernel_checks_labels_and_table_shape():

@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "check.h"
+
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #include <immintrin.h>
 #define BEDL_X86_SIMD 1
@@ -229,29 +231,29 @@ inline Reach operator+(Reach a, Reach b) { return Reach{static_cast<uint8_t>(a.v
 inline Reach operator*(Reach a, Reach b) { return Reach{static_cast<uint8_t>(a.v & b.v)}; }
 
 inline void check_costs(const at::Tensor& costs) {
-  TORCH_CHECK_VALUE(costs.device().is_cpu(), "costs must be a CPU tensor in the CPU kernel, got ",
-                    costs.device());
-  TORCH_CHECK_VALUE(costs.layout() == at::kStrided, "costs must be a dense (strided) tensor, got ",
-                    costs.layout());
-  TORCH_CHECK_VALUE(costs.dim() == 3, "costs must be 3-D (batch, |x|+1, |y|+1), got ", costs.dim(),
-                    "-D");
-  TORCH_CHECK_TYPE(costs.scalar_type() == at::kFloat || costs.scalar_type() == at::kDouble,
-                   "costs must be float32 or float64, got ", costs.scalar_type());
+  BEDL_CHECK_VALUE(costs.device().is_cpu(), "costs must be a CPU tensor in the CPU kernel, got ",
+                   costs.device());
+  BEDL_CHECK_VALUE(costs.layout() == at::kStrided, "costs must be a dense (strided) tensor, got ",
+                   costs.layout());
+  BEDL_CHECK_VALUE(costs.dim() == 3, "costs must be 3-D (batch, |x|+1, |y|+1), got ", costs.dim(),
+                   "-D");
+  BEDL_CHECK_TYPE(costs.scalar_type() == at::kFloat || costs.scalar_type() == at::kDouble,
+                  "costs must be float32 or float64, got ", costs.scalar_type());
 }
 
 inline void check_index(const at::Tensor& t, const char* name, int64_t len) {
-  TORCH_CHECK_VALUE(t.device().is_cpu() && t.layout() == at::kStrided, name,
-                    " must be a dense CPU tensor");
-  TORCH_CHECK_TYPE(t.scalar_type() == at::kLong, name, " must be int64, got ", t.scalar_type());
-  TORCH_CHECK_VALUE(t.dim() == 1, name, " must be 1-D, got ", t.dim(), "-D");
+  BEDL_CHECK_VALUE(t.device().is_cpu() && t.layout() == at::kStrided, name,
+                   " must be a dense CPU tensor");
+  BEDL_CHECK_TYPE(t.scalar_type() == at::kLong, name, " must be int64, got ", t.scalar_type());
+  BEDL_CHECK_VALUE(t.dim() == 1, name, " must be 1-D, got ", t.dim(), "-D");
   if (len >= 0) {
-    TORCH_CHECK_VALUE(t.size(0) == len, name, " must have ", len, " entries, got ", t.size(0));
+    BEDL_CHECK_VALUE(t.size(0) == len, name, " must have ", len, " entries, got ", t.size(0));
   }
 }
 
 inline void check_rel_tol(double rel_tol) {
-  TORCH_CHECK_VALUE(rel_tol >= 0.0 && std::isfinite(rel_tol), "rel_tol must be finite and >= 0, got ",
-                    rel_tol);
+  BEDL_CHECK_VALUE(rel_tol >= 0.0 && std::isfinite(rel_tol), "rel_tol must be finite and >= 0, got ",
+                   rel_tol);
 }
 
 // An offset tensor `name` (count + 1 entries) over `entries` concatenated
@@ -259,11 +261,11 @@ inline void check_rel_tol(double rel_tol) {
 // Returns count. Trees and sequences share it.
 inline int64_t check_ptr(const at::Tensor& ptr, const std::string& name, int64_t entries, const char* what) {
   const int64_t count = ptr.size(0) - 1;
-  TORCH_CHECK_VALUE(count >= 0, name, " must have at least one entry");
+  BEDL_CHECK_VALUE(count >= 0, name, " must have at least one entry");
   const int64_t* p = ptr.data_ptr<int64_t>();
-  TORCH_CHECK_VALUE(p[0] == 0 && p[count] == entries, name, " must start at 0 and end at the number of ",
-                    what, " (", entries, "), got ", p[0], " and ", p[count]);
-  for (int64_t t = 0; t < count; ++t) TORCH_CHECK_VALUE(p[t + 1] >= p[t], name, " must be non-decreasing");
+  BEDL_CHECK_VALUE(p[0] == 0 && p[count] == entries, name, " must start at 0 and end at the number of ",
+                   what, " (", entries, "), got ", p[0], " and ", p[count]);
+  for (int64_t t = 0; t < count; ++t) BEDL_CHECK_VALUE(p[t + 1] >= p[t], name, " must be non-decreasing");
   return count;
 }
 
@@ -272,10 +274,10 @@ inline int64_t check_ptr(const at::Tensor& ptr, const std::string& name, int64_t
 inline void check_pair_indices(const int64_t* pair_x, const int64_t* pair_y, int64_t batch, int64_t nx,
                                int64_t ny, const char* what) {
   for (int64_t b = 0; b < batch; ++b) {
-    TORCH_CHECK_VALUE(pair_x[b] >= 0 && pair_x[b] < nx, "pair_x[", b, "] = ", pair_x[b], " is not a ", what,
-                      " index (", nx, " x ", what, "s)");
-    TORCH_CHECK_VALUE(pair_y[b] >= 0 && pair_y[b] < ny, "pair_y[", b, "] = ", pair_y[b], " is not a ", what,
-                      " index (", ny, " y ", what, "s)");
+    BEDL_CHECK_VALUE(pair_x[b] >= 0 && pair_x[b] < nx, "pair_x[", b, "] = ", pair_x[b], " is not a ", what,
+                     " index (", nx, " x ", what, "s)");
+    BEDL_CHECK_VALUE(pair_y[b] >= 0 && pair_y[b] < ny, "pair_y[", b, "] = ", pair_y[b], " is not a ", what,
+                     " index (", ny, " y ", what, "s)");
   }
 }
 
@@ -358,26 +360,26 @@ inline bool sums_fit(double max_abs, int64_t m, int64_t n) {
 // cost max_abs, +inf for NaN/inf) are finite and satisfy the overflow rule.
 template <typename scalar_t>
 inline void check_pair_costs(double max_abs, int64_t m, int64_t n, int64_t b, const char* what) {
-  TORCH_CHECK_VALUE(std::isfinite(max_abs), what, " of pair ", b, " contain NaN or inf");
-  TORCH_CHECK_VALUE(sums_fit<scalar_t>(max_abs, m, n), what, " of pair ", b, " are too large: with |x| = ",
-                    m, " and |y| = ", n, " a mapping sums up to ", m + n, " costs of magnitude up to ",
-                    max_abs, ", and 2 (|x| + |y|) max|cost| must stay below the largest ",
-                    sizeof(scalar_t) == 8 ? "float64" : "float32", " (", std::numeric_limits<scalar_t>::max(),
-                    "); scale the costs down");
+  BEDL_CHECK_VALUE(std::isfinite(max_abs), what, " of pair ", b, " contain NaN or inf");
+  BEDL_CHECK_VALUE(sums_fit<scalar_t>(max_abs, m, n), what, " of pair ", b, " are too large: with |x| = ",
+                   m, " and |y| = ", n, " a mapping sums up to ", m + n, " costs of magnitude up to ",
+                   max_abs, ", and 2 (|x| + |y|) max|cost| must stay below the largest ",
+                   sizeof(scalar_t) == 8 ? "float64" : "float32", " (", std::numeric_limits<scalar_t>::max(),
+                   "); scale the costs down");
 }
 
 // A (S, S) symbol cost table: rows and columns are symbols, the last one the gap.
 // Returns its largest absolute entry ([gap, gap] is unused), the bound for check_pair_costs.
 inline double check_symbol_costs(const at::Tensor& table) {
-  TORCH_CHECK_VALUE(table.device().is_cpu(), "symbol_costs must be a CPU tensor in the CPU kernel, got ",
-                    table.device());
-  TORCH_CHECK_VALUE(table.layout() == at::kStrided, "symbol_costs must be a dense (strided) tensor, got ",
-                    table.layout());
-  TORCH_CHECK_VALUE(table.dim() == 2 && table.size(0) == table.size(1) && table.size(0) >= 1,
-                    "symbol_costs must be a square 2-D (symbols + gap, symbols + gap) table, got shape ",
-                    table.sizes());
-  TORCH_CHECK_TYPE(table.scalar_type() == at::kFloat || table.scalar_type() == at::kDouble,
-                   "symbol_costs must be float32 or float64, got ", table.scalar_type());
+  BEDL_CHECK_VALUE(table.device().is_cpu(), "symbol_costs must be a CPU tensor in the CPU kernel, got ",
+                   table.device());
+  BEDL_CHECK_VALUE(table.layout() == at::kStrided, "symbol_costs must be a dense (strided) tensor, got ",
+                   table.layout());
+  BEDL_CHECK_VALUE(table.dim() == 2 && table.size(0) == table.size(1) && table.size(0) >= 1,
+                   "symbol_costs must be a square 2-D (symbols + gap, symbols + gap) table, got shape ",
+                   table.sizes());
+  BEDL_CHECK_TYPE(table.scalar_type() == at::kFloat || table.scalar_type() == at::kDouble,
+                  "symbol_costs must be float32 or float64, got ", table.scalar_type());
   const at::Tensor t = table.contiguous();
   const int64_t S = t.size(0);
   double max_abs = 0.0;
@@ -388,7 +390,7 @@ inline double check_symbol_costs(const at::Tensor& table) {
     max_abs = std::isnan(corner) ? corner
                                  : std::max(block_max_abs(c, S - 1, S - 1, S), std::fabs(corner));
   });
-  TORCH_CHECK_VALUE(std::isfinite(max_abs), "symbol_costs contain NaN or inf");
+  BEDL_CHECK_VALUE(std::isfinite(max_abs), "symbol_costs contain NaN or inf");
   return max_abs;
 }
 
@@ -396,8 +398,8 @@ inline double check_symbol_costs(const at::Tensor& table) {
 inline void check_labels(const at::Tensor& labels, int64_t S, const char* name) {
   const int64_t* l = labels.data_ptr<int64_t>();
   for (int64_t k = 0; k < labels.size(0); ++k) {
-    TORCH_CHECK_VALUE(l[k] >= 0 && l[k] < S, name, "[", k, "] = ", l[k],
-                      " is not a row of the symbol cost table (size ", S, ")");
+    BEDL_CHECK_VALUE(l[k] >= 0 && l[k] < S, name, "[", k, "] = ", l[k],
+                     " is not a row of the symbol cost table (size ", S, ")");
   }
 }
 

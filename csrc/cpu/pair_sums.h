@@ -224,12 +224,12 @@ class PairSumsOut {
 
 // Pair weights: a dense CPU (batch,) tensor of the table's dtype.
 inline at::Tensor check_pair_weights(const at::Tensor& weights, const at::Tensor& table, int64_t batch) {
-  TORCH_CHECK_VALUE(weights.device().is_cpu() && weights.layout() == at::kStrided,
-                    "pair_weights must be a dense CPU tensor");
-  TORCH_CHECK_TYPE(weights.scalar_type() == table.scalar_type(), "pair_weights must have the dtype of symbol_costs (",
-                   table.scalar_type(), "), got ", weights.scalar_type());
-  TORCH_CHECK_VALUE(weights.dim() == 1 && weights.size(0) == batch, "pair_weights must have shape (", batch,
-                    ",) (one weight per pair), got ", weights.sizes());
+  BEDL_CHECK_VALUE(weights.device().is_cpu() && weights.layout() == at::kStrided,
+                   "pair_weights must be a dense CPU tensor");
+  BEDL_CHECK_TYPE(weights.scalar_type() == table.scalar_type(), "pair_weights must have the dtype of symbol_costs (",
+                  table.scalar_type(), "), got ", weights.scalar_type());
+  BEDL_CHECK_VALUE(weights.dim() == 1 && weights.size(0) == batch, "pair_weights must have shape (", batch,
+                   ",) (one weight per pair), got ", weights.sizes());
   return weights.contiguous();
 }
 

@@ -369,9 +369,9 @@ double sed_solve_coopt(const scalar_t* c, int64_t m, int64_t n, int64_t stride, 
     // Counts with exponents do not overflow, so none means that the tie test
     // kept no alignment (as for trees: ted_solve).
     const bool counted = sed_counted(c, m, n, stride, tie, ws.exact, ws, &distance);
-    TORCH_CHECK_VALUE(counted, "sequences of ", m, " and ", n, " symbols: no co-optimal alignment survives the tie test at rel_tol=",
-                      tie.rel_tol, " (rounding in sums of these costs tells equal-cost orders of edits apart); "
-                      "use a larger rel_tol, e.g. the default (1e-9 for float64, 1e-5 for float32)");
+    BEDL_CHECK_VALUE(counted, "sequences of ", m, " and ", n, " symbols: no co-optimal alignment survives the tie test at rel_tol=",
+                     tie.rel_tol, " (rounding in sums of these costs tells equal-cost orders of edits apart); "
+                     "use a larger rel_tol, e.g. the default (1e-9 for float64, 1e-5 for float32)");
   }
   return distance;
 }
@@ -490,9 +490,9 @@ std::tuple<at::Tensor, at::Tensor> sed_cpu(const at::Tensor& costs_in, const at:
   const int64_t* xl_p = xl.data_ptr<int64_t>();
   const int64_t* yl_p = yl.data_ptr<int64_t>();
   for (int64_t b = 0; b < batch; ++b) {
-    TORCH_CHECK_VALUE(xl_p[b] >= 0 && xl_p[b] + 1 <= rows, "x_len[", b, "] = ", xl_p[b],
+    BEDL_CHECK_VALUE(xl_p[b] >= 0 && xl_p[b] + 1 <= rows, "x_len[", b, "] = ", xl_p[b],
                 " does not fit costs of shape ", costs.sizes());
-    TORCH_CHECK_VALUE(yl_p[b] >= 0 && yl_p[b] + 1 <= cols, "y_len[", b, "] = ", yl_p[b],
+    BEDL_CHECK_VALUE(yl_p[b] >= 0 && yl_p[b] + 1 <= cols, "y_len[", b, "] = ", yl_p[b],
                 " does not fit costs of shape ", costs.sizes());
   }
   at::Tensor dist = at::empty({batch}, costs.options());

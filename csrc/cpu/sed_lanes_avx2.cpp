@@ -140,10 +140,10 @@ void sed_inside_lanes_avx2(SedLanes& lanes, double rel_tol) { lanes_pass<true>(l
 void sed_distance_lanes_avx2(SedLanes& lanes) { lanes_pass<false>(lanes, 0.0); }
 #else
 void sed_distance_lanes_avx2(SedLanes&) {
-  TORCH_CHECK(false, "internal error: the AVX2 sequence lanes were called on a build without x86 SIMD");
+  BEDL_CHECK(false, "internal error: the AVX2 sequence lanes were called on a build without x86 SIMD");
 }
 void sed_inside_lanes_avx2(SedLanes&, double) {
-  TORCH_CHECK(false, "internal error: the AVX2 sequence lanes were called on a build without x86 SIMD");
+  BEDL_CHECK(false, "internal error: the AVX2 sequence lanes were called on a build without x86 SIMD");
 }
 #endif
 

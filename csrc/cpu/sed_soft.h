@@ -143,7 +143,7 @@ inline double sed_soft_solve(int64_t m, int64_t n, double temperature, bool need
   if (m + n > kFastNodes || !sed_soft_pass(m, n, temperature, need_grad, ws, ws.fast, &log_total)) {
     // Cannot fail: the cheapest alignment's weight is a positive WideWeight.
     const bool done = sed_soft_pass(m, n, temperature, need_grad, ws, ws.wide, &log_total);
-    TORCH_CHECK(done, "internal error: no alignment was weighed for sequences of ", m, " and ", n, " symbols");
+    BEDL_CHECK(done, "internal error: no alignment was weighed for sequences of ", m, " and ", n, " symbols");
   }
   return shift - temperature * log_total;
 }

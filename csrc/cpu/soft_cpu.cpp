@@ -39,9 +39,9 @@ std::tuple<at::Tensor, at::Tensor> ted_soft_cpu(const at::Tensor& costs_in, cons
   const int64_t rows = costs.size(1), cols = costs.size(2);
   check_pairs(xs, ys, px_p, py_p, batch);
   for (int64_t b = 0; b < batch; ++b) {
-    TORCH_CHECK_VALUE(xs[px_p[b]].left.n + 1 <= rows && ys[py_p[b]].left.n + 1 <= cols, "pair ", b,
-                      " has trees of ", xs[px_p[b]].left.n, " and ", ys[py_p[b]].left.n,
-                      " nodes, which do not fit costs of shape ", costs.sizes());
+    BEDL_CHECK_VALUE(xs[px_p[b]].left.n + 1 <= rows && ys[py_p[b]].left.n + 1 <= cols, "pair ", b,
+                     " has trees of ", xs[px_p[b]].left.n, " and ", ys[py_p[b]].left.n,
+                     " nodes, which do not fit costs of shape ", costs.sizes());
   }
   at::Tensor dist = at::empty({batch}, costs.options());
   at::Tensor grad = need_grad ? at::zeros_like(costs) : at::empty({0}, costs.options());
@@ -80,10 +80,10 @@ std::tuple<at::Tensor, at::Tensor> sed_soft_cpu(const at::Tensor& costs_in, cons
   const int64_t* xl_p = xl.data_ptr<int64_t>();
   const int64_t* yl_p = yl.data_ptr<int64_t>();
   for (int64_t b = 0; b < batch; ++b) {
-    TORCH_CHECK_VALUE(xl_p[b] >= 0 && xl_p[b] + 1 <= rows, "x_len[", b, "] = ", xl_p[b],
-                      " does not fit costs of shape ", costs.sizes());
-    TORCH_CHECK_VALUE(yl_p[b] >= 0 && yl_p[b] + 1 <= cols, "y_len[", b, "] = ", yl_p[b],
-                      " does not fit costs of shape ", costs.sizes());
+    BEDL_CHECK_VALUE(xl_p[b] >= 0 && xl_p[b] + 1 <= rows, "x_len[", b, "] = ", xl_p[b],
+                     " does not fit costs of shape ", costs.sizes());
+    BEDL_CHECK_VALUE(yl_p[b] >= 0 && yl_p[b] + 1 <= cols, "y_len[", b, "] = ", yl_p[b],
+                     " does not fit costs of shape ", costs.sizes());
   }
   at::Tensor dist = at::empty({batch}, costs.options());
   at::Tensor grad = need_grad ? at::zeros_like(costs) : at::empty({0}, costs.options());

@@ -143,8 +143,8 @@ class ShareOf {
 
 // ValueError unless the temperature is finite and > 0.
 inline void check_temperature(double temperature) {
-  TORCH_CHECK_VALUE(std::isfinite(temperature) && temperature > 0.0,
-                    "temperature must be finite and > 0, got ", temperature);
+  BEDL_CHECK_VALUE(std::isfinite(temperature) && temperature > 0.0,
+                   "temperature must be finite and > 0, got ", temperature);
 }
 
 // ValueError where pair b's costs (largest absolute cost max_abs, |x| = m,
@@ -157,13 +157,13 @@ template <typename scalar_t>
 inline void check_soft_range(double max_abs, double temperature, int64_t m, int64_t n, int64_t b) {
   const double nodes = static_cast<double>(m + n);
   const double step_bound = (2.0 * nodes + 2.0) * (4.0 * kLog2e / 512.0) * (max_abs / temperature);
-  TORCH_CHECK_VALUE(step_bound < 1.0e18, "costs of pair ", b, " are too large for temperature ",
-                    temperature, ": max|cost| / temperature = ", max_abs / temperature,
-                    " with |x| + |y| = ", m + n, " nodes; raise the temperature or scale the costs down");
-  TORCH_CHECK_VALUE(2.0 * nodes * (max_abs + temperature) <= static_cast<double>(std::numeric_limits<scalar_t>::max()),
-                    "temperature ", temperature, " is too large for pair ", b, " (|x| + |y| = ", m + n,
-                    "): the soft distance, down to the distance minus temperature * (|x| + |y|) log 2, "
-                    "would overflow ", sizeof(scalar_t) == 8 ? "float64" : "float32");
+  BEDL_CHECK_VALUE(step_bound < 1.0e18, "costs of pair ", b, " are too large for temperature ",
+                   temperature, ": max|cost| / temperature = ", max_abs / temperature,
+                   " with |x| + |y| = ", m + n, " nodes; raise the temperature or scale the costs down");
+  BEDL_CHECK_VALUE(2.0 * nodes * (max_abs + temperature) <= static_cast<double>(std::numeric_limits<scalar_t>::max()),
+                   "temperature ", temperature, " is too large for pair ", b, " (|x| + |y| = ", m + n,
+                   "): the soft distance, down to the distance minus temperature * (|x| + |y|) log 2, "
+                   "would overflow ", sizeof(scalar_t) == 8 ? "float64" : "float32");
 }
 
 // Node potentials: reduced[i * w + j] = cost - a_i - b_j for the kernel

@@ -44,7 +44,7 @@ std::tuple<at::Tensor, at::Tensor> ted_cpu(const at::Tensor& costs_in, const at:
   const int64_t rows = costs.size(1), cols = costs.size(2);
   check_pairs(xs, ys, px_p, py_p, batch);
   for (int64_t b = 0; b < batch; ++b) {
-    TORCH_CHECK_VALUE(xs[px_p[b]].left.n + 1 <= rows && ys[py_p[b]].left.n + 1 <= cols, "pair ", b,
+    BEDL_CHECK_VALUE(xs[px_p[b]].left.n + 1 <= rows && ys[py_p[b]].left.n + 1 <= cols, "pair ", b,
                 " has trees of ", xs[px_p[b]].left.n, " and ", ys[py_p[b]].left.n,
                 " nodes, which do not fit costs of shape ", costs.sizes());
   }

@@ -749,9 +749,9 @@ inline double ted_solve(const TreeIndex& x, const TreeIndex& y, bool need_coopt,
     // before deletions), and rounding can make exactly that order cost more
     // than another; a tolerance of a few ulps keeps it.
     const bool counted = ted_coopt(x, y, tie, ws, ws.exact, &distance);
-    TORCH_CHECK_VALUE(counted, "pair of ", x.n, " and ", y.n, " nodes: no co-optimal mapping survives the tie test at rel_tol=",
-                      tie.rel_tol, " (rounding in sums of these costs tells equal-cost orders of edits apart); "
-                      "use a larger rel_tol, e.g. the default (1e-9 for float64, 1e-5 for float32)");
+    BEDL_CHECK_VALUE(counted, "pair of ", x.n, " and ", y.n, " nodes: no co-optimal mapping survives the tie test at rel_tol=",
+                     tie.rel_tol, " (rounding in sums of these costs tells equal-cost orders of edits apart); "
+                     "use a larger rel_tol, e.g. the default (1e-9 for float64, 1e-5 for float32)");
   }
   return distance;
 }

@@ -287,7 +287,7 @@ inline double ted_soft_solve(const TreeIndex& x, const TreeIndex& y, double temp
   if (x.n + y.n > soft::kFastNodes || !ted_soft_pass(x, y, temperature, need_grad, ws, ws.fast, &log_total)) {
     // Cannot fail: the cheapest mapping's weight is a positive WideWeight.
     const bool done = ted_soft_pass(x, y, temperature, need_grad, ws, ws.wide, &log_total);
-    TORCH_CHECK(done, "internal error: no mapping was weighed for a pair of ", x.n, " and ", y.n, " nodes");
+    BEDL_CHECK(done, "internal error: no mapping was weighed for a pair of ", x.n, " and ", y.n, " nodes");
   }
   return shift - temperature * log_total;
 }

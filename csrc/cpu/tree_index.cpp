@@ -40,8 +40,8 @@ void finish_index(TreeIndex& t) {
 }  // namespace
 
 OrientedTree index_tree(const int64_t* size, int64_t n, int64_t tree_id, const char* side) {
-  TORCH_CHECK_VALUE(n >= 1, side, " tree ", tree_id, " is empty; a tree has at least one node");
-  TORCH_CHECK_VALUE(size[0] == n, side, " tree ", tree_id, ": the root's subtree size is ", size[0],
+  BEDL_CHECK_VALUE(n >= 1, side, " tree ", tree_id, " is empty; a tree has at least one node");
+  BEDL_CHECK_VALUE(size[0] == n, side, " tree ", tree_id, ": the root's subtree size is ", size[0],
               " but the tree has ", n, " nodes");
   OrientedTree o;
   TreeIndex& t = o.left;
@@ -56,9 +56,9 @@ OrientedTree index_tree(const int64_t* size, int64_t n, int64_t tree_id, const c
   for (int64_t i = 0; i < n; ++i) {
     while (!open_ends.empty() && open_ends.back() <= i) open_ends.pop_back();
     const int64_t s = size[i];
-    TORCH_CHECK_VALUE(s >= 1 && i + s <= n, side, " tree ", tree_id, ": subtree size ", s,
+    BEDL_CHECK_VALUE(s >= 1 && i + s <= n, side, " tree ", tree_id, ": subtree size ", s,
                 " of node ", i, " is out of range");
-    TORCH_CHECK_VALUE(i == 0 || (!open_ends.empty() && i + s <= open_ends.back()), side, " tree ",
+    BEDL_CHECK_VALUE(i == 0 || (!open_ends.empty() && i + s <= open_ends.back()), side, " tree ",
                 tree_id, ": subtree of node ", i, " is not nested in its parent's (not preorder)");
     const int64_t depth = static_cast<int64_t>(open_ends.size());
     // Nodes before i in postorder: the non-ancestors before it in preorder and
