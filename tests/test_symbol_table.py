@@ -38,28 +38,38 @@ def _all_pairs(objs):
     return bedl_torch.PairBatch(xs, ys)
 
 
-def _euclidean(alphabet, seed, dim=3, integer=False):
+def _euclidean(alphabet, seed, dim=3, integer=False, tenths=False):
     gen = torch.Generator().manual_seed(seed)
     if integer:  # small integer coordinates: many exact ties
         emb = torch.randint(-1, 2, (len(alphabet), dim), generator=gen).to(torch.float64)
+    elif tenths:  # coordinates in tenths: sums of equal value that round apart (the tie test decides)
+        emb = torch.randint(-3, 4, (len(alphabet), dim), generator=gen).to(torch.float64) * 0.1
     else:
         emb = torch.randn(len(alphabet), dim, generator=gen, dtype=torch.float64)
     return bedl_torch.EuclideanCost(alphabet, emb)
 
 
 @pytest.mark.parametrize("kind", ["tree", "sequence"])
-@pytest.mark.parametrize("cost_kind", ["unit", "euclidean", "euclidean-ties", "float32"])
-def test_table_path_equals_padded_path(kind, cost_kind):
+@pytest.mark.parametrize("cost_kind", ["unit", "euclidean", "euclidean-ties", "euclidean-tenths", "float32"])
+@pytest.mark.parametrize("layout", ["all-pairs", "distinct-x"])
+def test_table_path_equals_padded_path(kind, cost_kind, layout):
+    """The symbol-table kernels (lanes where pairs share x, the scalar passes where not; both with
+    the tie test for costs >= 0) give the padded path's distances and P, bit for bit."""
     objs = _trees(9, 1) if kind == "tree" else _strings(9, 1)
     alphabet = list("abcd")
     cost = {
         "unit": lambda: bedl_torch.UnitCost(alphabet),
         "euclidean": lambda: _euclidean(alphabet, 2),
         "euclidean-ties": lambda: _euclidean(alphabet, 3, integer=True),
+        "euclidean-tenths": lambda: _euclidean(alphabet, 4, tenths=True),
         "float32": lambda: bedl_torch.EuclideanCost(alphabet, dtype=torch.float32),
     }[cost_kind]()
     assert table_of(cost) is not None
-    batch = _all_pairs(objs)
+    if layout == "all-pairs":
+        batch = _all_pairs(objs)
+    else:
+        big = objs + (_trees(9, 5, max_size=30) if kind == "tree" else _strings(9, 5, max_len=30))
+        batch = bedl_torch.PairBatch(big, big[::-1])
     with torch.no_grad():
         padded = batch.costs(cost)
         d_table = batch.distances(cost)

@@ -130,6 +130,7 @@ void run_symbol_trees(const SymbolTrees& st, const TreeLanes<scalar_t>& lanes, c
   const scalar_t* t = in.table.data_ptr<scalar_t>();
   const int64_t* xl_p = in.x_labels.data_ptr<int64_t>();
   const int64_t* yl_p = in.y_labels.data_ptr<int64_t>();
+  const bool nonnegative = need_coopt && dp::all_nonnegative(t, S * S);  // (P's shorter tie test)
   auto one_pair = [&](int64_t b, TedWorkspace& ws) {
     const OrientedPair pair = orient(xs[px_p[b]], ys[py_p[b]]);
     const TreeIndex &x = pair.x, &y = pair.y;
@@ -142,7 +143,7 @@ void run_symbol_trees(const SymbolTrees& st, const TreeLanes<scalar_t>& lanes, c
                          : fill_symbols<false>(t, S, x, x_labels, y, y_labels, ws);
       point_at_cost(x.n, y.n, ws);
     }
-    d[b] = static_cast<scalar_t>(ted_solve(x, y, need_coopt, dp::Tie{rel_tol, scale}, ws));
+    d[b] = static_cast<scalar_t>(ted_solve(x, y, need_coopt, dp::Tie{rel_tol, scale, nonnegative}, ws));
     if (need_coopt) on_p(b, x, y, ws);
   };
   auto group_fn = [&](const std::vector<int64_t>& g, LanesAndScalar& ws) {

@@ -24,8 +24,7 @@ TreeLanes<scalar_t>::TreeLanes(const SymbolBatch<scalar_t>& in, Use use, double 
 #ifdef BEDL_X86_SIMD
   if (!dp::simd_avx2()) return;
   if (use == Use::kCoopt) {
-    nonnegative_ = true;
-    for (int64_t k = 0; k < in.symbols * in.symbols; ++k) nonnegative_ &= !(in.table[k] < scalar_t(0));
+    nonnegative_ = dp::all_nonnegative(in.table, in.symbols * in.symbols);
   }
   const std::vector<OrientedTree>& xs = *in.xs;
   const std::vector<OrientedTree>& ys = *in.ys;

@@ -422,6 +422,16 @@ struct TedPair {
   // table<false, true> is the boolean outside pass's table: flags only.
   template <bool kCount, bool kFlags>
   void table(int64_t kx, int64_t ky) {
+    if (tie.nonnegative) {
+      table_with<kCount, kFlags, true>(kx, ky);
+    } else {
+      table_with<kCount, kFlags, false>(kx, ky);
+    }
+  }
+
+  // `table` with the tie test for costs >= 0 (kNonnegative) or for any.
+  template <bool kCount, bool kFlags, bool kNonnegative>
+  void table_with(int64_t kx, int64_t ky) {
     double* fd = ws.fd.data();
     double* tdm = ws.tdm.data();
     const double* cost = ws.cost.data();
@@ -483,7 +493,7 @@ struct TedPair {
         const double best = dp::best_of(a, c, b);
         fd[cell] = best;
         left = best;
-        const uint8_t flags = tie.flags(a, b, c, best);
+        const uint8_t flags = kNonnegative ? tie.flags_nonnegative(a, b, c, best) : tie.flags(a, b, c, best);
         if (kFlags) coopt[cell] = flags;
         if (kCount) {
           Count in_d, in_o;
