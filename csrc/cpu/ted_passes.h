@@ -35,6 +35,7 @@
 #pragma once
 
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "dp_common.h"
@@ -74,6 +75,18 @@ inline void for_each_needed_backwards(const std::vector<uint8_t>& needed, size_t
     if (flag[k]) fn(static_cast<size_t>(k) / ky_count, static_cast<size_t>(k) % ky_count);
   }
 }
+
+// A forest table's cells (i, j), i >= r0 and j >= c0, at
+// data[(i - r0) * stride + (j - c0)]: the current table's arrays (stride w)
+// or its region of a store (its own width), which the passes keep for later
+// passes and read in place.
+template <typename T>
+struct Cells {
+  T* data = nullptr;
+  int64_t stride = 0;
+  int64_t r0 = 0, c0 = 0;
+  T& at(int64_t i, int64_t j) const { return data[(i - r0) * stride + (j - c0)]; }
+};
 
 template <typename Count>
 struct TedPair {
@@ -144,10 +157,8 @@ struct TedPair {
         } else if (needed == nullptr) {
           any_table<kCount>(a, b);
         } else if (needed[a * ky_count + b]) {
-          const uint8_t* f = kept_flags(a, b);
-          if (f != nullptr) {
-            count_table<false>(kx, ky, f);
-            keep_counts(kx, ky, a * ky_count + b);
+          if (const auto f = kept_flags(a, b)) {
+            count_table(kx, ky, *f, counts_for(kx, ky, a * ky_count + b));
           } else {
             table<true, false>(kx, ky);
           }
@@ -184,40 +195,43 @@ struct TedPair {
     zero_filled(ws.reach_ins, cells);
     zero_filled(ws.reach_tdm, cells);
     ws.flag_offset.assign(kx_count * ky_count, -1);
-    ws.flag_store.clear();
-    ws.flags_kept = true;
+    ws.flags_used = 0;
     ws.clear_p_acc(cells);
     ReachOutside out{ws.reach_any.data(), ws.reach_ins.data(), ws.reach_tdm.data(), ws.p_acc.data(), w, false,
-                     needed.data(), x.path_index.data(), y.path_index.data(), ky_count, ws.coopt.data()};
+                     needed.data(), x.path_index.data(), y.path_index.data(), ky_count, {}};
     needed[kx_count * ky_count - 1] = 1;  // the final table
     for_each_needed_backwards(needed, ky_count, [&](size_t a, size_t b) {
       const int64_t kx = x.keyroots[a], ky = y.keyroots[b];
-      table<false, true>(kx, ky);
+      const Cells<uint8_t> f = flags_for(kx, ky, a * ky_count + b);
+      table<false, true>(kx, ky, f);
+      out.at = {f.data, f.stride, f.r0, f.c0};
       outside_sweep(kx, ky, out);
-      if (ws.flags_kept) keep_flags(kx, ky, a * ky_count + b);
     });
     return !out.branched;
   }
 
-  void keep_flags(int64_t kx, int64_t ky, size_t pair_index) {
+  // Where table (kx, ky)'s flags go: the flag store, where they fit under
+  // kFlagStoreLimit (kept for the counting and outside passes), else the
+  // current table's array.
+  Cells<uint8_t> flags_for(int64_t kx, int64_t ky, size_t pair_index) {
     const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1, fw = ky - c0 + 1;
-    const size_t size = static_cast<size_t>((kx - r0 + 1) * fw);
-    if (ws.flag_store.size() + size > kFlagStoreLimit) {
-      ws.flags_kept = false;  // too many: the passes recompute them instead
-      ws.flag_store.clear();
-      return;
+    const int64_t size = (kx - r0 + 1) * fw;
+    if (ws.flags_used + size > static_cast<int64_t>(kFlagStoreLimit)) {
+      return {ws.coopt.data() + r0 * w + c0, w, r0, c0};
     }
-    ws.flag_offset[pair_index] = static_cast<int64_t>(ws.flag_store.size());
-    for (int64_t i = r0; i <= kx; ++i) {
-      const uint8_t* row = ws.coopt.data() + i * w + c0;
-      ws.flag_store.insert(ws.flag_store.end(), row, row + fw);
-    }
+    ws.flag_offset[pair_index] = ws.flags_used;
+    ws.flags_used += size;
+    if (static_cast<int64_t>(ws.flag_store.size()) < ws.flags_used) ws.flag_store.resize(ws.flags_used);
+    return {ws.flag_store.data() + ws.flag_offset[pair_index], fw, r0, c0};
   }
 
-  const uint8_t* kept_flags(size_t a, size_t b) const {
-    if (!ws.flags_kept) return nullptr;
+  // Table (a, b)'s kept flags, if any.
+  std::optional<Cells<const uint8_t>> kept_flags(size_t a, size_t b) const {
     const int64_t off = ws.flag_offset[a * y.keyroots.size() + b];
-    return off < 0 ? nullptr : ws.flag_store.data() + off;
+    if (off < 0) return std::nullopt;
+    const int64_t kx = x.keyroots[a], ky = y.keyroots[b];
+    const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1;
+    return Cells<const uint8_t>{ws.flag_store.data() + off, ky - c0 + 1, r0, c0};
   }
 
   // The outside pass needs each needed table's inside counts again, in
@@ -226,79 +240,87 @@ struct TedPair {
   // counting every table twice.
   static constexpr size_t kCountStoreLimit = size_t{1} << 24;
 
-  void keep_counts(int64_t kx, int64_t ky, size_t pair_index) {
+  // A table's inside counts: all, and not entered by a deletion.
+  struct CountCells {
+    Cells<Count> total, other;
+  };
+
+  // Where table (kx, ky)'s inside counts go: the count store (rows of all
+  // and of not-by-deletion counts in turn), where they fit under
+  // kCountStoreLimit, else the current table's arrays.
+  CountCells counts_for(int64_t kx, int64_t ky, size_t pair_index) {
     const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1, fw = ky - c0 + 1;
-    const size_t size = static_cast<size_t>(2 * (kx - r0 + 1) * fw);
-    if ((cnt.kept.size() + size) * sizeof(Count) > kCountStoreLimit) return;  // counted again
-    cnt.kept_offset[pair_index] = static_cast<int64_t>(cnt.kept.size());
-    for (int64_t i = r0; i <= kx; ++i) {
-      cnt.kept.insert(cnt.kept.end(), cnt.tot.begin() + i * w + c0, cnt.tot.begin() + i * w + ky + 1);
-      cnt.kept.insert(cnt.kept.end(), cnt.in_other.begin() + i * w + c0,
-                      cnt.in_other.begin() + i * w + ky + 1);
+    const int64_t size = 2 * (kx - r0 + 1) * fw;
+    if ((cnt.kept_used + size) * static_cast<int64_t>(sizeof(Count)) > static_cast<int64_t>(kCountStoreLimit)) {
+      return table_counts(kx, ky);
     }
+    cnt.kept_offset[pair_index] = cnt.kept_used;
+    cnt.kept_used += size;
+    if (static_cast<int64_t>(cnt.kept.size()) < cnt.kept_used) cnt.kept.resize(cnt.kept_used);
+    return kept_counts_at(cnt.kept_offset[pair_index], fw, r0, c0);
   }
 
-  // The table (kx, ky) ready for `sweep` from its kept flags `f` and kept
-  // counts; false (nothing done) if its counts were not kept.
-  bool restore_table(size_t a, size_t b, const uint8_t* f) {
-    const int64_t off = cnt.kept_offset[a * y.keyroots.size() + b];
-    if (off < 0) return false;
-    const int64_t kx = x.keyroots[a], ky = y.keyroots[b];
-    const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1, fw = ky - c0 + 1;
-    const Count* kept = cnt.kept.data() + off;
-    for (int64_t i = r0; i <= kx; ++i, kept += 2 * fw, f += fw) {
-      std::copy(f, f + fw, ws.coopt.data() + i * w + c0);
-      std::copy(kept, kept + fw, cnt.tot.data() + i * w + c0);
-      std::copy(kept + fw, kept + 2 * fw, cnt.in_other.data() + i * w + c0);
-    }
-    return true;
+  CountCells kept_counts_at(int64_t off, int64_t fw, int64_t r0, int64_t c0) {
+    Count* base = cnt.kept.data() + off;
+    return {{base, 2 * fw, r0, c0}, {base + fw, 2 * fw, r0, c0}};
+  }
+
+  // The number of co-optimal mappings: the final table's last count, kept
+  // or in the current table's arrays.
+  Count final_total() {
+    const int64_t off = cnt.kept_offset.back();
+    if (off < 0) return cnt.tot[x.n * w + y.n];
+    const int64_t r0 = x.leftmost[x.n] - 1, c0 = y.leftmost[y.n] - 1;
+    return kept_counts_at(off, y.n - c0 + 1, r0, c0).total.at(x.n, y.n);
+  }
+
+  // The current table's count arrays, for table (kx, ky).
+  CountCells table_counts(int64_t kx, int64_t ky) {
+    const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1, corner = r0 * w + c0;
+    return {{cnt.tot.data() + corner, w, r0, c0}, {cnt.in_other.data() + corner, w, r0, c0}};
   }
 
   // Inside counts of the forest table (kx, ky) from its kept co-optimal flags
-  // `f` (the region row by row): `table` without distances or ties.
-  // With kRestore the flags go back to ws.coopt for the sweep.
-  template <bool kRestore>
-  void count_table(int64_t kx, int64_t ky, const uint8_t* f) {
-    Count* tot = cnt.tot.data();
-    Count* other = cnt.in_other.data();
+  // `f` into `out`: `table` without distances or ties.
+  void count_table(int64_t kx, int64_t ky, const Cells<const uint8_t>& f, const CountCells& out) {
     Count* tdm_count = cnt.tdm_count.data();
     const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1;
-    const int64_t corner = r0 * w + c0, fw = ky - c0 + 1;
-    if (kRestore) {
-      for (int64_t i = r0; i <= kx; ++i) std::copy(f + (i - r0) * fw, f + (i - r0 + 1) * fw, ws.coopt.data() + i * w + c0);
+    const int64_t cs = out.total.stride;
+    Count* tot0 = out.total.data;  // cell (r0, c0); columns relative to c0
+    Count* other0 = out.other.data;
+    tot0[0] = Count::one();
+    other0[0] = Count::one();
+    for (int64_t i = 1; i <= kx - r0; ++i) {
+      tot0[i * cs] = Count::one();
+      other0[i * cs] = Count::zero();
     }
-    tot[corner] = Count::one();
-    other[corner] = Count::one();
-    for (int64_t i = r0 + 1; i <= kx; ++i) {
-      tot[i * w + c0] = Count::one();
-      other[i * w + c0] = Count::zero();
+    for (int64_t j = 1; j <= ky - c0; ++j) {
+      tot0[j] = Count::one();
+      other0[j] = Count::one();
     }
-    for (int64_t j = c0 + 1; j <= ky; ++j) {
-      tot[r0 * w + j] = Count::one();
-      other[r0 * w + j] = Count::one();
-    }
-    const int64_t* ly = y.leftmost.data();
+    const int64_t* ly = y.leftmost.data() + c0;  // ly[j]: the leftmost leaf of column c0 + j
     for (int64_t i = r0 + 1; i <= kx; ++i) {
       const int64_t li = x.leftmost[i];
       const bool x_on_path = li == r0 + 1;
-      const int64_t row = i * w;
-      const int64_t jump_base = (li - 1) * w - 1;
-      const uint8_t* frow = f + (i - r0) * fw - c0;
+      const int64_t row = i * w + c0;  // tdm_count[row + j]: cell (i, c0 + j)
+      Count* tot = tot0 + (i - r0) * cs;
+      Count* other = other0 + (i - r0) * cs;
+      const Count* jump = tot0 + (li - 1 - r0) * cs - c0 - 1;  // + l(j): the cell a jump comes from
+      const uint8_t* frow = f.data + (i - r0) * f.stride;
       Count left_other = Count::zero();  // the first column is entered by deletions
-      for (int64_t j = c0 + 1; j <= ky; ++j) {
-        const int64_t cell = row + j;
+      for (int64_t j = 1; j <= ky - c0; ++j) {
         const uint8_t flags = frow[j];
-        int64_t source;
+        const Count* source;
         if (x_on_path && ly[j] == c0 + 1) {
-          tdm_count[cell] = tot[cell - w - 1];
-          source = corner;
+          tdm_count[row + j] = tot[j - cs - 1];
+          source = tot0;
         } else {
-          source = jump_base + ly[j];
+          source = jump + ly[j];
         }
         Count in_d, in_o;
-        dp::count_entries(flags, tot[cell - w], left_other, [&] { return tot[source] * tdm_count[cell]; }, in_d, in_o);
-        tot[cell] = in_d + in_o;
-        other[cell] = in_o;
+        dp::count_entries(flags, tot[j - cs], left_other, [&] { return *source * tdm_count[row + j]; }, in_d, in_o);
+        tot[j] = in_d + in_o;
+        other[j] = in_o;
         left_other = in_o;
       }
     }
@@ -421,30 +443,31 @@ struct TedPair {
   // sweeps read: co-optimal flags and counts not entered by a deletion.
   // table<false, true> is the boolean outside pass's table: flags only.
   template <bool kCount, bool kFlags>
-  void table(int64_t kx, int64_t ky) {
+  void table(int64_t kx, int64_t ky, const Cells<uint8_t>& flags_out = {}) {
     if (tie.nonnegative) {
-      table_with<kCount, kFlags, true>(kx, ky);
+      table_with<kCount, kFlags, true>(kx, ky, flags_out);
     } else {
-      table_with<kCount, kFlags, false>(kx, ky);
+      table_with<kCount, kFlags, false>(kx, ky, flags_out);
     }
   }
 
   // `table` with the tie test for costs >= 0 (kNonnegative) or for any.
   template <bool kCount, bool kFlags, bool kNonnegative>
-  void table_with(int64_t kx, int64_t ky) {
+  void table_with(int64_t kx, int64_t ky, const Cells<uint8_t>& flags_out) {
     double* fd = ws.fd.data();
     double* tdm = ws.tdm.data();
     const double* cost = ws.cost.data();
     Count* tot = cnt.tot.data();
     Count* other = cnt.in_other.data();
     Count* tdm_count = cnt.tdm_count.data();
-    uint8_t* coopt = ws.coopt.data();
+    uint8_t* flags0 = flags_out.data;  // cell (r0, c0)
+    const int64_t fs = flags_out.stride;
     const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1;
     const int64_t corner = r0 * w + c0;
     fd[corner] = 0.0;
     if (kCount) tot[corner] = Count::one();
     if (kCount && kFlags) other[corner] = Count::one();
-    if (kFlags) coopt[corner] = 0;
+    if (kFlags) flags0[0] = 0;
     // First column and row: deletions (insertions) only, one derivation each.
     // The sums stay in a register; reading them back from the strided column
     // made a store-to-load chain that cost as much as small tables themselves.
@@ -455,7 +478,7 @@ struct TedPair {
       fd[cell] = sum;
       if (kCount) tot[cell] = Count::one();
       if (kCount && kFlags) other[cell] = Count::zero();
-      if (kFlags) coopt[cell] = kDel;
+      if (kFlags) flags0[(i - r0) * fs] = kDel;
     }
     sum = 0.0;
     for (int64_t j = c0 + 1; j <= ky; ++j) {
@@ -464,7 +487,7 @@ struct TedPair {
       fd[cell] = sum;
       if (kCount) tot[cell] = Count::one();
       if (kCount && kFlags) other[cell] = Count::one();
-      if (kFlags) coopt[cell] = kIns;
+      if (kFlags) flags0[j - c0] = kIns;
     }
     const int64_t* ly = y.leftmost.data();
     for (int64_t i = r0 + 1; i <= kx; ++i) {
@@ -473,6 +496,7 @@ struct TedPair {
       const double del_i = del(i);
       const int64_t row = i * w;
       const int64_t jump_base = (li - 1) * w - 1;  // + l(j): the cell a jump comes from
+      uint8_t* frow = kFlags ? flags0 + (i - r0) * fs - c0 : nullptr;  // frow[j]: cell (i, j)
       double left = fd[row + c0];
       Count left_other = Count::zero();  // the first column is entered by deletions
       for (int64_t j = c0 + 1; j <= ky; ++j) {
@@ -494,7 +518,7 @@ struct TedPair {
         fd[cell] = best;
         left = best;
         const uint8_t flags = kNonnegative ? tie.flags_nonnegative(a, b, c, best) : tie.flags(a, b, c, best);
-        if (kFlags) coopt[cell] = flags;
+        if (kFlags) frow[j] = flags;
         if (kCount) {
           Count in_d, in_o;
           dp::count_entries(flags, tot[cell - w], left_other, [&] { return tot[source] * tdm_count[cell]; },
@@ -588,19 +612,22 @@ struct TedPair {
     }
   }
 
-  // A table's flags and inside counts, and all tdm counts, where the scalar
-  // passes leave them: arrays by cell. (The AVX2 lanes read theirs by (i, j)
-  // from their own layout: ted_coopt_lanes_avx2.cpp.)
-  struct ArraySource {
-    const uint8_t* coopt;
-    const Count *tot, *other, *tdm_count;
-    uint8_t flags(int64_t, int64_t, int64_t cell) const { return coopt[cell]; }
-    Count total(int64_t, int64_t, int64_t cell) const { return tot[cell]; }
-    Count in_other(int64_t, int64_t, int64_t cell) const { return other[cell]; }
+  // A table's flags and inside counts where the scalar passes leave them
+  // (kept or in the current table's arrays), and all tdm counts (by cell).
+  // (The AVX2 lanes read theirs by (i, j) from their own layout:
+  // ted_coopt_lanes_avx2.cpp.)
+  struct TableSource {
+    Cells<const uint8_t> f;
+    Cells<const Count> tot, other;
+    const Count* tdm_count;
+    uint8_t flags(int64_t i, int64_t j, int64_t) const { return f.at(i, j); }
+    Count total(int64_t i, int64_t j, int64_t) const { return tot.at(i, j); }
+    Count in_other(int64_t i, int64_t j, int64_t) const { return other.at(i, j); }
     Count tdm(int64_t, int64_t, int64_t cell) const { return tdm_count[cell]; }
   };
-  ArraySource arrays() const {
-    return {ws.coopt.data(), cnt.tot.data(), cnt.in_other.data(), cnt.tdm_count.data()};
+  TableSource source(const Cells<const uint8_t>& f, const CountCells& c) const {
+    return {f, {c.total.data, c.total.stride, c.total.r0, c.total.c0},
+            {c.other.data, c.other.stride, c.other.r0, c.other.c0}, cnt.tdm_count.data()};
   }
 
   // Completion counts; P[event] += inside * outside / all, the counts read
@@ -648,8 +675,8 @@ struct TedPair {
     uint8_t* needed;  // keyroot pairs, row-major
     const int64_t *x_path, *y_path;  // a node's keyroot index (TreeIndex::path_index)
     size_t ky_count;
-    const uint8_t* coopt;
-    uint8_t flags(int64_t, int64_t, int64_t cell) const { return coopt[cell]; }
+    Cells<const uint8_t> at;  // the swept table's flags
+    uint8_t flags(int64_t i, int64_t j, int64_t) const { return at.at(i, j); }
     static dp::Reach inside(int64_t, int64_t, int64_t) { return dp::Reach::one(); }
     static dp::Reach tdm_inside(int64_t, int64_t, int64_t) { return dp::Reach::one(); }
     void deleted(int64_t i, int64_t, int64_t, dp::Reach o) {
@@ -719,22 +746,32 @@ bool ted_coopt(const TreeIndex& x, const TreeIndex& y, const dp::Tie& tie, TedWo
     *distance = ws.fd[m * w + n];
     return true;
   }
-  cnt.kept.clear();
+  cnt.kept_used = 0;
   cnt.kept_offset.assign(ws.needed.size(), -1);
   pair.template inside<true>(ws.needed.data());
   *distance = ws.fd[m * w + n];  // the outside pass reuses fd
-  const Count all = pair.total(m * w + n);
+  const Count all = pair.final_total();
   if (!all.usable_total()) return false;
   zero_filled(cnt.out_tdm, cells);
   ws.clear_p_acc(cells);
-  for_each_needed_backwards(ws.needed, y.keyroots.size(), [&](size_t a, size_t b) {
-    const uint8_t* f = pair.kept_flags(a, b);
-    if (f != nullptr) {
-      if (!pair.restore_table(a, b, f)) pair.template count_table<true>(x.keyroots[a], y.keyroots[b], f);
+  const size_t ky_count = y.keyroots.size();
+  for_each_needed_backwards(ws.needed, ky_count, [&](size_t a, size_t b) {
+    const int64_t kx = x.keyroots[a], ky = y.keyroots[b];
+    const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1;
+    const auto counts = pair.table_counts(kx, ky);
+    if (const auto f = pair.kept_flags(a, b)) {
+      const int64_t off = cnt.kept_offset[a * ky_count + b];
+      if (off >= 0) {
+        pair.sweep(kx, ky, all, pair.source(*f, pair.kept_counts_at(off, ky - c0 + 1, r0, c0)));
+      } else {
+        pair.count_table(kx, ky, *f, counts);  // not kept: counted again
+        pair.sweep(kx, ky, all, pair.source(*f, counts));
+      }
     } else {
-      pair.template table<true, true>(x.keyroots[a], y.keyroots[b]);
+      const Cells<uint8_t> flags{ws.coopt.data() + r0 * w + c0, w, r0, c0};
+      pair.template table<true, true>(kx, ky, flags);
+      pair.sweep(kx, ky, all, pair.source({flags.data, w, r0, c0}, counts));
     }
-    pair.sweep(x.keyroots[a], y.keyroots[b], all, pair.arrays());
   });
   return true;
 }

@@ -18,7 +18,8 @@ struct CountBuffers {
   std::vector<C> out_any, out_ins, out_tdm;  // outside counts
   // The inside pass's tot and in_other of the needed tables (region by region,
   // row by row, like the kept flags), for the outside pass; -1: not kept.
-  std::vector<C> kept;
+  std::vector<C> kept;  // grows only; kept_used entries are this pair's
+  int64_t kept_used = 0;
   std::vector<int64_t> kept_offset;
 };
 
@@ -56,9 +57,9 @@ struct TedWorkspace {
   std::vector<int64_t> reach_end;  // the outside sweeps' rightmost reached cell per row (m+1)
   // Co-optimal flags of the needed tables, kept by mark_needed (region by
   // region, row-major) unless they exceed kFlagStoreLimit; -1: not kept.
-  std::vector<uint8_t> flag_store;
+  std::vector<uint8_t> flag_store;  // grows only; flags_used entries are this pair's
+  int64_t flags_used = 0;
   std::vector<int64_t> flag_offset;
-  bool flags_kept = false;
   dp::PairLabelSums label_sums;  // a pair's P by label pair (the symbol-table gradient's lists)
   std::vector<int64_t> label_col;  // y's label slots in label_sums, in postorder
 };
