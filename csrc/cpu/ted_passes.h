@@ -12,13 +12,14 @@
 // and an insertion may not leave a cell entered by a deletion. Then every
 // co-optimal mapping is exactly one derivation, and P follows from an inside
 // pass (counts per cell, tdm counts kept) and an outside pass over the keyroot
-// pairs in reverse order, which restores one table at a time and pushes
+// pairs in reverse order, which reads one table at a time and pushes
 // completion counts down its co-optimal edges. Only the tables that some
 // co-optimal mapping passes need counts; a distance pass and a boolean
-// outside pass over the co-optimal flags find them first, and their flags
-// are kept (up to a memory bound) so that neither counting pass recomputes
-// distances or ties. Memory is O(m n) plus the kept flags and counts (both
-// bounded per thread).
+// outside pass over the co-optimal flags find them first. Their flags and
+// inside counts are written into stores (up to a memory bound; Cells) and
+// read there in place, so that neither counting pass recomputes distances or
+// ties and no table is copied. Memory is O(m n) plus the kept flags and
+// counts (both bounded per thread).
 //
 // Mirroring both trees (children right to left) maps mappings one-to-one onto
 // mappings of equal cost, so each pair runs in the orientation whose keyroot
@@ -100,7 +101,6 @@ struct TedPair {
   double del(int64_t i) const { return ws.dels[i]; }
   double ins(int64_t j) const { return ws.cost[j]; }
   double rep(int64_t i, int64_t j) const { return ws.rep_row[i][ws.rep_col[j]]; }
-  Count total(int64_t cell) const { return cnt.tot[cell]; }
 
   static const int64_t* path_of(const TreeIndex& t, size_t k, int64_t* len) {
     *len = t.path_begin[k + 1] - t.path_begin[k];
@@ -203,7 +203,7 @@ struct TedPair {
     for_each_needed_backwards(needed, ky_count, [&](size_t a, size_t b) {
       const int64_t kx = x.keyroots[a], ky = y.keyroots[b];
       const Cells<uint8_t> f = flags_for(kx, ky, a * ky_count + b);
-      table<false, true>(kx, ky, f);
+      flag_table(kx, ky, f);
       out.at = {f.data, f.stride, f.r0, f.c0};
       outside_sweep(kx, ky, out);
     });
@@ -325,6 +325,73 @@ struct TedPair {
       }
     }
   }
+
+  // mark_needed's table (kx, ky): distances, and co-optimal flags into f.
+  // Where every cost is >= 0 and the processor has AVX2, each row's values
+  // come first (the insertion chain alone) and then its flags, four cells at
+  // a time (dp::row_flags_nonnegative); otherwise table<false, true>. The
+  // same values and flags either way.
+  void flag_table(int64_t kx, int64_t ky, const Cells<uint8_t>& f) {
+#ifdef BEDL_X86_SIMD
+    if (tie.nonnegative && dp::simd_avx2()) {
+      flag_table_by_rows(kx, ky, f);
+      return;
+    }
+#endif
+    table<false, true>(kx, ky, f);
+  }
+
+#ifdef BEDL_X86_SIMD
+  void flag_table_by_rows(int64_t kx, int64_t ky, const Cells<uint8_t>& f) {
+    double* fd = ws.fd.data();
+    double* tdm = ws.tdm.data();
+    const double* cost = ws.cost.data();
+    const int64_t r0 = x.leftmost[kx] - 1, c0 = y.leftmost[ky] - 1;
+    const int64_t corner = r0 * w + c0, count = ky - c0;
+    ws.match_row.resize(count + 1);
+    double* match = ws.match_row.data();  // match[j]: the match alternative of column c0 + j
+    fd[corner] = 0.0;
+    f.data[0] = 0;
+    double sum = 0.0;
+    for (int64_t i = r0 + 1; i <= kx; ++i) {
+      sum = sum + del(i);
+      fd[i * w + c0] = sum;
+      f.data[(i - r0) * f.stride] = kDel;
+    }
+    sum = 0.0;
+    for (int64_t j = c0 + 1; j <= ky; ++j) {
+      sum = sum + ins(j);
+      fd[r0 * w + j] = sum;
+      f.data[j - c0] = kIns;
+    }
+    const int64_t* ly = y.leftmost.data();
+    for (int64_t i = r0 + 1; i <= kx; ++i) {
+      const int64_t li = x.leftmost[i];
+      const bool x_on_path = li == r0 + 1;
+      const double del_i = del(i);
+      const int64_t row = i * w;
+      const int64_t jump_base = (li - 1) * w - 1;
+      double left = fd[row + c0];
+      for (int64_t j = c0 + 1; j <= ky; ++j) {
+        const int64_t cell = row + j;
+        const int64_t lj = ly[j];
+        int64_t source;
+        if (x_on_path && lj == c0 + 1) {
+          tdm[cell] = fd[cell - w - 1] + cost[cell];
+          source = corner;
+        } else {
+          source = jump_base + lj;
+        }
+        const double c = fd[source] + tdm[cell];
+        left = dp::best_of(fd[cell - w] + del_i, c, left + cost[j]);
+        fd[cell] = left;
+        match[j - c0] = c;
+      }
+      dp::row_flags_nonnegative(tie, fd + row - w + c0, del_i, fd + row + c0, cost + c0, match, count,
+                                f.data + (i - r0) * f.stride);
+    }
+  }
+#endif
 
   // The forest table of keyroots x.keyroots[a], y.keyroots[b].
   template <bool kCount>
