@@ -130,7 +130,7 @@ void run_symbol_trees(const SymbolTrees& st, const TreeLanes<scalar_t>& lanes, c
   const scalar_t* t = in.table.data_ptr<scalar_t>();
   const int64_t* xl_p = in.x_labels.data_ptr<int64_t>();
   const int64_t* yl_p = in.y_labels.data_ptr<int64_t>();
-  const bool nonnegative = need_coopt && dp::all_nonnegative(t, S * S);  // (P's shorter tie test)
+  const bool nonnegative = lanes.nonnegative();  // (P's shorter tie test)
   auto one_pair = [&](int64_t b, TedWorkspace& ws) {
     const OrientedPair pair = orient(xs[px_p[b]], ys[py_p[b]]);
     const TreeIndex &x = pair.x, &y = pair.y;

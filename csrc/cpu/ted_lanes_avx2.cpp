@@ -21,11 +21,9 @@ using namespace lanes;
 template <typename scalar_t>
 TreeLanes<scalar_t>::TreeLanes(const SymbolBatch<scalar_t>& in, Use use, double rel_tol, const scalar_t* weights)
     : in_(in), use_(use), rel_tol_(rel_tol) {
+  if (use == Use::kCoopt) nonnegative_ = dp::all_nonnegative(in.table, in.symbols * in.symbols);
 #ifdef BEDL_X86_SIMD
   if (!dp::simd_avx2()) return;
-  if (use == Use::kCoopt) {
-    nonnegative_ = dp::all_nonnegative(in.table, in.symbols * in.symbols);
-  }
   const std::vector<OrientedTree>& xs = *in.xs;
   const std::vector<OrientedTree>& ys = *in.ys;
   key_.assign(in.batch, -1);

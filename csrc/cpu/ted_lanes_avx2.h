@@ -114,6 +114,9 @@ class TreeLanes {
   enum class Use { kDistances, kCoopt };
   // Pairs of weight 0, where `weights` are given, never run.
   TreeLanes(const SymbolBatch<scalar_t>& in, Use use, double rel_tol = 0.0, const scalar_t* weights = nullptr);
+  // Use::kCoopt: whether every cost of the table is >= 0 (P's shorter tie
+  // test, in the lanes and in the scalar passes alike).
+  bool nonnegative() const { return nonnegative_; }
   // Whether pair b may run in a lane group (false everywhere where the AVX2 paths are off).
   bool fits(int64_t b) const { return on_ && key_[b] >= 0; }
   // Lane groups of `pairs`: those that fit, by key and y's width, two to

@@ -37,6 +37,7 @@
 
 #include <cstring>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "dp_common.h"
@@ -87,6 +88,11 @@ struct Cells {
   int64_t stride = 0;
   int64_t r0 = 0, c0 = 0;
   T& at(int64_t i, int64_t j) const { return data[(i - r0) * stride + (j - c0)]; }
+  operator Cells<const T>() const
+    requires(!std::is_const_v<T>)
+  {
+    return {data, stride, r0, c0};
+  }
 };
 
 template <typename Count>
@@ -204,7 +210,7 @@ struct TedPair {
       const int64_t kx = x.keyroots[a], ky = y.keyroots[b];
       const Cells<uint8_t> f = flags_for(kx, ky, a * ky_count + b);
       flag_table(kx, ky, f);
-      out.at = {f.data, f.stride, f.r0, f.c0};
+      out.at = f;
       outside_sweep(kx, ky, out);
     });
     return !out.branched;
@@ -693,8 +699,7 @@ struct TedPair {
     Count tdm(int64_t, int64_t, int64_t cell) const { return tdm_count[cell]; }
   };
   TableSource source(const Cells<const uint8_t>& f, const CountCells& c) const {
-    return {f, {c.total.data, c.total.stride, c.total.r0, c.total.c0},
-            {c.other.data, c.other.stride, c.other.r0, c.other.c0}, cnt.tdm_count.data()};
+    return {f, c.total, c.other, cnt.tdm_count.data()};
   }
 
   // Completion counts; P[event] += inside * outside / all, the counts read
@@ -837,7 +842,7 @@ bool ted_coopt(const TreeIndex& x, const TreeIndex& y, const dp::Tie& tie, TedWo
     } else {
       const Cells<uint8_t> flags{ws.coopt.data() + r0 * w + c0, w, r0, c0};
       pair.template table<true, true>(kx, ky, flags);
-      pair.sweep(kx, ky, all, pair.source({flags.data, w, r0, c0}, counts));
+      pair.sweep(kx, ky, all, pair.source(flags, counts));
     }
   });
   return true;
