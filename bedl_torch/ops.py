@@ -616,9 +616,11 @@ class SymbolTableKernels:
         if batch.kind == "tree":
             self._args = (xl, xt.sizes, xt.ptr, yl, yt.sizes, yt.ptr, batch.pair_x, batch.pair_y)
             self._distances, self._grad = _ext.ted_symbols_cpu, _ext.ted_symbols_grad_cpu
+            self._sums = _ext.ted_symbols_sums_cpu
         else:
             self._args = (xl, xt.ptr, yl, yt.ptr, batch.pair_x, batch.pair_y)
             self._distances, self._grad = _ext.sed_symbols_cpu, _ext.sed_symbols_grad_cpu
+            self._sums = _ext.sed_symbols_sums_cpu
 
     def distances(self, table: torch.Tensor, rel_tol: float) -> torch.Tensor:
         """The exact distances ``(B,)`` under ``table`` (no gradient)."""
@@ -628,6 +630,18 @@ class SymbolTableKernels:
         """The ``(U+1, U+1)`` gradient of ``sum_k weights[k] * distance_k`` in the table's
         entries (``weights``: ``(B,)`` of the table's dtype), as the distances' backward."""
         return self._grad(table, *self._args, weights, rel_tol)
+
+    def distances_with_sums(self, table: torch.Tensor, rel_tol: float):
+        """The exact distances ``(B,)`` and each pair's P summed by label pair (one pass), for
+        :meth:`grad_from_sums` once the weights are known; the sums are None where they could
+        exceed ``_PAIR_SUM_ENTRIES`` entries (use :meth:`weighted_grad` then)."""
+        d, *sums = self._sums(table, *self._args, rel_tol, _PAIR_SUM_ENTRIES)
+        return d, (tuple(sums) if sums[0].numel() else None)
+
+    @staticmethod
+    def grad_from_sums(sums, weights: torch.Tensor, symbols: int) -> torch.Tensor:
+        """:meth:`weighted_grad` from :meth:`distances_with_sums`' sums: the same bits."""
+        return _ext.weighted_pair_sums_cpu(*sums, weights, symbols)
 
 
 class _EditDistanceFn(torch.autograd.Function):

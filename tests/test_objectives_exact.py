@@ -124,6 +124,32 @@ def test_symbol_table_kernels_equal_the_padded_cost_path(kind):
     torch.testing.assert_close(grad, table.grad, rtol=REL, atol=REL * float(table.grad.abs().max()))
 
 
+@pytest.mark.parametrize("kind", ["sequence", "tree"])
+def test_symbol_table_kernels_sums_give_the_same_bits(kind, monkeypatch):
+    """Distances with each pair's sums (the exact objective's one pass per evaluation) equal the
+    distances alone, and the gradient from the sums equals weighted_grad, bit for bit; where
+    the sums would not fit, none come back."""
+    from bedl_torch import ops
+
+    X = OBJECTS[kind]
+    cost = _cost(EMBEDDINGS[1])
+    base = PairBatch(X, X)
+    pair_x = torch.tensor([0, 4, 4, 3, 9, 7, 2])
+    pair_y = torch.tensor([7, 1, 4, 8, 0, 5, 6])
+    batch = PairBatch.from_tables(base.x_table, base.y_table, pair_x, pair_y)
+    table = cost.symbol_table().detach().clone()
+    weights = torch.tensor([0.5, -1.25, 2.0, 0.0, -0.3, 1.5, 1.1], dtype=F64)
+    kernels = SymbolTableKernels(batch, cost, "gap")
+    d, sums = kernels.distances_with_sums(table, 1e-9)
+    assert sums is not None and torch.equal(d, kernels.distances(table, 1e-9))
+    grad = kernels.grad_from_sums(sums, weights, table.shape[0])
+    want = kernels.weighted_grad(table, weights, 1e-9)
+    assert float(want.abs().max()) > 0.1 and torch.equal(grad, want)
+    monkeypatch.setattr(ops, "_PAIR_SUM_ENTRIES", 1)
+    d_none, none = kernels.distances_with_sums(table, 1e-9)
+    assert none is None and torch.equal(d_none, d)
+
+
 def test_symbol_table_kernels_reject_non_finite_tables():
     cost = _cost(EMBEDDINGS[0])
     batch = PairBatch(STRINGS[:3], STRINGS[3:6])

@@ -701,9 +701,14 @@ class NumpyEuclideanExactObjective(_NumpyEuclidean):
         """Exact mode: the distances and their weighted gradient from the kernels."""
         m, tol = self.m, self.rel_tol
         table = torch.from_numpy(C)
+        sums = None
         if self.full_kernels is None:
             kernels = self._kernels
-            d = kernels.distances(table, tol).numpy()
+            if backward:  # the gradient's per-pair lists in the same pass (same bits as weighted_grad)
+                d, sums = kernels.distances_with_sums(table, tol)
+                d = d.numpy()
+            else:
+                d = kernels.distances(table, tol).numpy()
         else:  # the selected distances are among all pairs' (each pair's kernel run is its own)
             d_all = self.full_kernels.distances(table, tol).numpy().reshape(self.m, self.P)
             ks = self._closest(d_all)
@@ -713,7 +718,11 @@ class NumpyEuclideanExactObjective(_NumpyEuclidean):
         if not backward:
             return loss, None
         weights = torch.from_numpy(np.concatenate((g_plus, g_minus)).astype(C.dtype, copy=False))
-        return loss, kernels.weighted_grad(table, weights, tol).numpy().astype(C.dtype, copy=True)
+        if sums is not None:
+            G = kernels.grad_from_sums(sums, weights, C.shape[0])
+        else:
+            G = kernels.weighted_grad(table, weights, tol)
+        return loss, G.numpy().astype(C.dtype, copy=True)
 
 
 class ExactObjective(MetricObjective):
