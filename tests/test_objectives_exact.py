@@ -96,17 +96,22 @@ def test_direct_kernels_equal_the_autograd_objective(kind, prototypes, loss):
     assert fast.n_evals == ref.n_evals == 3
 
 
+def _seven_pairs(kind):
+    """Seven pairs of OBJECTS[kind] (a repeated x, an unknown label) under one cost."""
+    X = OBJECTS[kind]
+    base = PairBatch(X, X)
+    pair_x = torch.tensor([0, 4, 4, 3, 9, 7, 2])
+    pair_y = torch.tensor([7, 1, 4, 8, 0, 5, 6])
+    batch = PairBatch.from_tables(base.x_table, base.y_table, pair_x, pair_y)
+    return X, _cost(EMBEDDINGS[1]), batch, pair_x, pair_y
+
+
 @pytest.mark.parametrize("kind", ["sequence", "tree"])
 def test_symbol_table_kernels_equal_the_padded_cost_path(kind):
     """Distances and the weighted gradient in the table's entries against the padded costs
     gathered from the table (the padded kernels, autograd through the gather); the unknown
     label z reads the gap's row."""
-    X = OBJECTS[kind]
-    cost = _cost(EMBEDDINGS[1])
-    base = PairBatch(X, X)
-    pair_x = torch.tensor([0, 4, 4, 3, 9, 7, 2])
-    pair_y = torch.tensor([7, 1, 4, 8, 0, 5, 6])
-    batch = PairBatch.from_tables(base.x_table, base.y_table, pair_x, pair_y)
+    X, cost, batch, pair_x, pair_y = _seven_pairs(kind)
     table = cost.symbol_table().detach().clone().requires_grad_(True)
     idx = padded_symbol_indices(X, cost, "gap")
     assert idx[4, 1] == cost.gap_index  # z
@@ -131,12 +136,7 @@ def test_symbol_table_kernels_sums_give_the_same_bits(kind, monkeypatch):
     the sums would not fit, none come back."""
     from bedl_torch import ops
 
-    X = OBJECTS[kind]
-    cost = _cost(EMBEDDINGS[1])
-    base = PairBatch(X, X)
-    pair_x = torch.tensor([0, 4, 4, 3, 9, 7, 2])
-    pair_y = torch.tensor([7, 1, 4, 8, 0, 5, 6])
-    batch = PairBatch.from_tables(base.x_table, base.y_table, pair_x, pair_y)
+    _, cost, batch, _, _ = _seven_pairs(kind)
     table = cost.symbol_table().detach().clone()
     weights = torch.tensor([0.5, -1.25, 2.0, 0.0, -0.3, 1.5, 1.1], dtype=F64)
     kernels = SymbolTableKernels(batch, cost, "gap")
