@@ -466,9 +466,9 @@ class PairBatch:
 
     def _run_symbol_sums(self, view: _SymbolView, rel_tol: float):
         """Distances with each pair's P listed by label pair (for the backward), or only the
-        distances (and empty lists) where the lists could exceed ``_PAIR_SUM_ENTRIES``."""
+        distances (and None) where the lists could exceed ``_PAIR_SUM_ENTRIES``."""
         op = _ext.ted_symbols_sums_cpu if self.kind == "tree" else _ext.sed_symbols_sums_cpu
-        return op(*self._symbol_args(view, view.table), rel_tol, _PAIR_SUM_ENTRIES)
+        return _distances_and_sums(op(*self._symbol_args(view, view.table), rel_tol, _PAIR_SUM_ENTRIES))
 
     def _symbol_view(self, cost, unknown: str) -> Optional[_SymbolView]:
         """How the kernels can gather this batch's costs from a symbol table: the module's
@@ -597,6 +597,13 @@ class PairBatch:
         return out
 
 
+def _distances_and_sums(result) -> tuple:
+    """A sums op's ``(distances, ptr, entry, value)`` as ``(distances, (ptr, entry, value))``,
+    or ``(distances, None)`` where it listed nothing (the lists would not fit)."""
+    d, *sums = result
+    return d, (tuple(sums) if sums[0].numel() else None)
+
+
 class SymbolTableKernels:
     """The symbol-table kernels on one batch's pairs with their arguments built once, for
     callers that evaluate the same pairs under many tables (BEDL's exact metric step).
@@ -635,8 +642,7 @@ class SymbolTableKernels:
         """The exact distances ``(B,)`` and each pair's P summed by label pair (one pass), for
         :meth:`grad_from_sums` once the weights are known; the sums are None where they could
         exceed ``_PAIR_SUM_ENTRIES`` entries (use :meth:`weighted_grad` then)."""
-        d, *sums = self._sums(table, *self._args, rel_tol, _PAIR_SUM_ENTRIES)
-        return d, (tuple(sums) if sums[0].numel() else None)
+        return _distances_and_sums(self._sums(table, *self._args, rel_tol, _PAIR_SUM_ENTRIES))
 
     @staticmethod
     def grad_from_sums(sums, weights: torch.Tensor, symbols: int) -> torch.Tensor:
@@ -678,10 +684,8 @@ class _SymbolEditDistanceFn(torch.autograd.Function):
         sums = None
         lists = _BACKWARD_LISTS if _BACKWARD_LISTS is not None else _dense_backward.get(view.cost, False)
         if ctx.needs_input_grad[0] and not want_coopt and lists:
-            d, *sums = batch._run_symbol_sums(view, rel_tol)
+            d, sums = batch._run_symbol_sums(view, rel_tol)
             p = d.new_empty((0,))
-            if not sums[0].numel():
-                sums = None
         else:
             d, p = batch._run_symbols(view, want_coopt, rel_tol)
         if ctx.needs_input_grad[0]:
