@@ -80,6 +80,11 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
     e.add_argument("--jobs", type=int, default=1,
                    help="worker processes for BEDL's nested beta search (default 1)")
+    e.add_argument("--native-paths", action="store_true",
+                   help="run torch, MKL, OpenBLAS and numpy on the instruction-set paths each "
+                        "picks for this processor, instead of holding them to their AVX2 paths "
+                        "(the default where the processor has AVX2: the same records on AMD and "
+                        "Intel, with or without AVX-512; see docs/experiments.md)")
     e.add_argument("--trees", action="store_true",
                    help="sentiment: compute on the parse trees rather than their word "
                         "sequences (equal distances, about 100x the work)")
@@ -248,12 +253,20 @@ def render(argv) -> int:
     return 0
 
 
-def main(argv=None) -> int:
+def main(argv=None, reexec: bool = False) -> int:
+    """Run the command line ``argv`` (default ``sys.argv[1:]``). With ``reexec`` (the
+    ``python -m bedl_torch`` entry point), ``experiment`` first re-executes the process on the
+    numerical libraries' AVX2 paths unless ``--native-paths`` is given; called in a process
+    that is to stay (tests), it runs on the paths that process has."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) >= 2 and argv[0] == "experiment" and argv[1] in EXPERIMENT_COMMANDS:
         return export(argv[2:]) if argv[1] == "export" else render(argv[2:])
     args = _parser().parse_args(argv)
     if args.command == "experiment":
+        if reexec and not args.native_paths:
+            from .evaluation.protocol.numerics import reexec_on_avx2_paths
+
+            reexec_on_avx2_paths(argv)  # returns where it runs on them already
         return experiment(args, argv)
     if args.command == "pairwise":
         from .distributed import run_cli
@@ -263,4 +276,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(reexec=True))

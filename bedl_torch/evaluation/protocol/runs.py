@@ -11,8 +11,11 @@ import subprocess
 import time
 from typing import List, Optional, Tuple
 
+import torch
+
 from .config import ExperimentConfig, config_differences
 from .folds import run_experiment
+from .numerics import describe as describe_paths
 from .report import ExperimentResult, write_results
 
 __all__ = ["ConfigMismatchError", "ResultsFileError", "machine_info", "read_meta_txt", "load_previous",
@@ -195,7 +198,8 @@ def run_dataset(config: ExperimentConfig, out_dir, restart: bool = False,
     target = min(cfg.folds, cfg.max_folds or cfg.folds)
     session = None
     if result.folds_done < target:
-        session = {"command": command, **machine_info(), "start": _utc_now(), "end": None,
+        session = {"command": command, **machine_info(), "numeric_paths": describe_paths(),
+                   "threads": torch.get_num_threads(), "start": _utc_now(), "end": None,
                    "wall_s": 0.0, "load_start": load_average(), "load_end": None,
                    "folds_before": result.folds_done, "folds_after": result.folds_done}
         result.environment.setdefault("sessions", []).append(session)
