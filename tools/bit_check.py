@@ -159,7 +159,7 @@ def overflow_paths(out, tag):
         C[m, n] = 0.0
         d, P = bt.coopt_matrix_batch([x], [y], [C])
         out[f"{tag}/overflow/{kind}/d"] = d.numpy()
-        out[f"{tag}/overflow/{kind}/P"] = P.numpy()
+        out[f"{tag}/overflow/{kind}/P"] = P[0].numpy()
 
 
 def dump(path):
