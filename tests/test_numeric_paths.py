@@ -73,3 +73,74 @@ def test_native_paths_option_keeps_the_process(tmp_path):
     assert paths["mode"] == "native"
     assert "ATEN_CPU_CAPABILITY" not in paths["environment"] or \
         os.environ.get("ATEN_CPU_CAPABILITY")
+
+
+# --------------------------------------------------------------------------- the tie rule
+def test_selection_compares_mean_errors_exactly():
+    from fractions import Fraction
+
+    from bedl_torch.evaluation.protocol.folds import error_fraction, mean_error, select
+
+    # Three candidates with the same mean error 4/10, written with fold errors whose
+    # floating-point means round differently: (1.0 + 0.1 + 0.1) / 3 is 0.4000000000000001 and
+    # (0.1 + 0.1 + 1.0) / 3 is 0.39999999999999997 in float64; neither may win (or lose) by
+    # that last bit.
+    folds = {"a": [(10, 10), (1, 10), (1, 10)], "b": [(1, 10), (1, 10), (10, 10)],
+             "c": [(4, 10), (4, 10), (4, 10)], "d": [(5, 10), (4, 10), (4, 10)]}
+    floats = {k: sum(w / n for w, n in v) / len(v) for k, v in folds.items()}
+    assert floats["a"] > floats["b"]  # the situation the rule is for (float64 sums)
+    exact = {k: mean_error([Fraction(w, n) for w, n in v]) for k, v in folds.items()}
+    assert exact["a"] == exact["b"] == exact["c"] == Fraction(4, 10)
+    for order in (["a", "b", "c", "d"], ["b", "a", "c", "d"], ["c", "b", "a", "d"],
+                  ["d", "c", "a", "b"]):
+        chosen, scores = select(order, exact.__getitem__)
+        assert chosen == next(k for k in order if k != "d")  # the first of the tied best
+        assert scores == [float(exact[k]) for k in order]
+    # error_fraction counts exactly, also where pred and y are lists of labels
+    assert error_fraction(["x", "y", "y"], ["x", "x", "y"]) == Fraction(1, 3)
+    assert error_fraction([], []) == 0
+    assert mean_error([]) == 0
+
+
+def test_bedl_beta_search_ties_go_to_the_first_factor(monkeypatch):
+    """fit_bedl's nested search on constructed inner errors: factors whose folds' errors are
+    permutations of each other tie, and the first of them is chosen."""
+    from fractions import Fraction
+
+    import numpy as np
+
+    from bedl_torch.evaluation.protocol import folds
+
+    cfg = config.ExperimentConfig("strings", quick=True, inner_folds=3).resolved()
+    cfg.grid.beta_factor = [1e-3, 1e-2, 1e-4]
+    # float64 means 0.4000000000000001, 0.39999999999999997 and 0.4: exactly 4/10 each
+    per_factor = {1e-3: [Fraction(10, 10), Fraction(1, 10), Fraction(1, 10)],
+                  1e-2: [Fraction(1, 10), Fraction(1, 10), Fraction(10, 10)],
+                  1e-4: [Fraction(4, 10), Fraction(4, 10), Fraction(4, 10)]}
+    calls = {f: 0 for f in per_factor}
+
+    def fake_tasks(fn, tasks, context, n_jobs):
+        out = []
+        for mode, K, factor, ia, ib, seed in tasks:
+            out.append(per_factor[factor][calls[factor]])
+            calls[factor] += 1
+        return out
+
+    fitted = {}
+
+    class FakeBEDL:
+        def __init__(self, **kwargs):
+            fitted.update(kwargs)
+
+        def fit(self, X, y):
+            return self
+
+    monkeypatch.setattr(folds, "run_tasks", fake_tasks)
+    monkeypatch.setattr(folds, "BEDL", FakeBEDL)
+    y = np.array([0, 1] * 9)
+    data = folds.ExperimentData.__new__(folds.ExperimentData)
+    data.X, data.y, data.senti = [["a"]] * len(y), y, None
+    tr, te = np.arange(12), np.arange(12, 18)
+    _, factor, _ = folds.fit_bedl(cfg, data, "pseudo", 1, tr, te, 0)
+    assert factor == 1e-3
+    assert all(c == 3 for c in calls.values())

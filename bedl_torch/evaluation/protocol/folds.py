@@ -7,7 +7,8 @@ import time
 import traceback
 import warnings
 from dataclasses import dataclass
-from typing import Callable, Optional
+from fractions import Fraction
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -311,8 +312,8 @@ class _Fold:
                     Da = freq.pseudo_matrix(ia, ia, g.C_)
                     Db = freq.pseudo_matrix(ib, ia, g.C_)
                     clf = MedianGLVQ(n_prototypes=K).fit(Da, y[ia])
-                    errs.append(error(clf.predict(Db), y[ib]))
-                return np.mean(errs) if errs else 0.0
+                    errs.append(error_fraction(clf.predict(Db), y[ib]))
+                return mean_error(errs)
 
             factors = list(cfg.grid.gesl_factor)
             t0 = time.perf_counter()
@@ -411,15 +412,29 @@ def classifier_grid(name: str, grid: Grid) -> list:
 
 
 def select(candidates, evaluate):
-    """Candidate with the smallest mean validation error (first on ties) and all scores."""
-    scores = [float(evaluate(c)) for c in candidates]
-    best = int(np.argmin(scores))
-    return candidates[best], scores
+    """Candidate with the smallest mean validation error, the first on ties, and all scores
+    (as floats). ``evaluate`` gives exact errors (:func:`mean_error`), so candidates with the
+    same error tie on every processor, however a floating-point mean of their folds' errors
+    would round."""
+    scores = [evaluate(c) for c in candidates]
+    best = min(range(len(scores)), key=scores.__getitem__)  # min keeps the first of equals
+    return candidates[best], [float(s) for s in scores]
 
 
 def error(pred, y) -> float:
     """Fraction of wrong predictions."""
     return float(np.mean(np.asarray(pred) != np.asarray(y)))
+
+
+def error_fraction(pred, y) -> Fraction:
+    """Wrong predictions over all predictions, exactly."""
+    pred, y = np.asarray(pred), np.asarray(y)
+    return Fraction(int(np.count_nonzero(pred != y)), max(1, len(y)))
+
+
+def mean_error(errors: Sequence[Fraction]) -> Fraction:
+    """The mean of the validation folds' errors, exactly (0 without folds)."""
+    return sum(errors, Fraction(0)) / len(errors) if errors else Fraction(0)
 
 
 def classify(name, grid, D_tr, y_tr, D_te, y_te, inner, seed):
@@ -434,8 +449,8 @@ def classify(name, grid, D_tr, y_tr, D_te, y_te, inner, seed):
             errs = []
             for a, b in splits:
                 clf = make_classifier(name, value).fit(D_tr[np.ix_(a, a)], y_tr[a])
-                errs.append(error(clf.predict(D_tr[np.ix_(b, a)]), y_tr[b]))
-            return np.mean(errs) if errs else 0.0
+                errs.append(error_fraction(clf.predict(D_tr[np.ix_(b, a)]), y_tr[b]))
+            return mean_error(errs)
 
         value, _ = select(cands, evaluate)
     else:
@@ -497,7 +512,7 @@ def fit_bedl(cfg: ExperimentConfig, data: ExperimentData, mode: str, K: int, tr,
         per_factor = {f: [] for f in factors}
         for (_, _, factor, _, _, _), err in zip(tasks, errors):
             per_factor[factor].append(err)
-        factor = select(factors, lambda f: np.mean(per_factor[f]) if per_factor[f] else 0.0)[0]
+        factor = select(factors, lambda f: mean_error(per_factor[f]))[0]
     else:
         factor = factors[0]
     torch.manual_seed(seed)
@@ -509,7 +524,7 @@ def fit_bedl(cfg: ExperimentConfig, data: ExperimentData, mode: str, K: int, tr,
     return model, factor, time.perf_counter() - t0
 
 
-def inner_bedl_error(task, X, y, senti, options) -> float:
+def inner_bedl_error(task, X, y, senti, options) -> Fraction:
     """Validation error of one BEDL fit of the nested beta search (one factor, one split); a
     task of :func:`~.pool.run_tasks`."""
     mode, K, factor, ia, ib, seed = task
@@ -519,4 +534,4 @@ def inner_bedl_error(task, X, y, senti, options) -> float:
     torch.manual_seed(seed)
     model = make_bedl(mode, K, 2 * K * len(ia) * factor, cost, options)
     model.fit([X[i] for i in ia], y[ia])
-    return error(model.predict([X[i] for i in ib]), y[ib])
+    return error_fraction(model.predict([X[i] for i in ib]), y[ib])
