@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 EXT_STAMP := $(VENV)/.bedl_ext_built
-SOURCES := $(wildcard csrc/*.cpp csrc/*.h csrc/cpu/*.cpp csrc/cpu/*.h) setup.py
+SOURCES := $(wildcard csrc/*.cpp csrc/*.h csrc/common/*.h csrc/cpu/*.cpp csrc/cpu/*.h csrc/cpu/*/*.cpp csrc/cpu/*/*.h) setup.py
 # DEBUG=1 (e.g. `make install DEBUG=1`) builds the in-place extension with -O1 -g instead of
 # -O3; the build flavour is recorded so that switching it rebuilds the extension.
 DEBUG ?= 0

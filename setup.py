@@ -27,7 +27,9 @@ def _env_flag(name: str) -> bool:
 
 
 here = os.path.dirname(os.path.abspath(__file__))
-sources = sorted(glob.glob(os.path.join("csrc", "*.cpp")) + glob.glob(os.path.join("csrc", "cpu", "*.cpp")))
+# csrc/*.cpp (bindings) and every .cpp under csrc/cpu (the CPU backend, by algorithm)
+sources = sorted(glob.glob(os.path.join("csrc", "*.cpp")) +
+                 glob.glob(os.path.join("csrc", "cpu", "**", "*.cpp"), recursive=True))
 
 debug = _env_flag("DEBUG")
 sanitize = _env_flag("SANITIZE")

@@ -10,7 +10,7 @@
 // deletes x_i, costs[b, m, j] inserts y_j; costs[b, m, n] is unused.
 #pragma once
 
-#include <torch/extension.h>
+#include <ATen/core/Tensor.h>
 
 #include <tuple>
 

@@ -114,6 +114,28 @@ def padded_paths(out, kind, dtype, tag):
                 out[f"{tag}/soft/{ck}/grad{k}"] = c.grad.numpy()
 
 
+class SignedTableCost(bt.SymbolCost):
+    """A learnable symbol table with entries of both signs (the kernels' general tie test)."""
+
+    def __init__(self, alphabet, table):
+        super().__init__(alphabet)
+        self.table = torch.nn.Parameter(table)
+
+    @property
+    def dtype(self):
+        return self.table.dtype
+
+    @property
+    def device(self):
+        return self.table.device
+
+    def symbol_table(self):
+        return self.table
+
+    def forward(self, x_idx, y_idx):
+        return self.table[x_idx[:, :, None], y_idx[:, None, :]]
+
+
 def symbol_paths(out, kind, dtype, tag):
     rng = np.random.default_rng(2)
     if kind == "tree":
@@ -121,9 +143,12 @@ def symbol_paths(out, kind, dtype, tag):
     else:
         X = [_seq(int(rng.integers(0, 40)), "abcdefg", rng) for _ in range(14)]
     Y = X[:5]
-    for cost_name in ("unit", "euclidean"):
+    for cost_name in ("unit", "euclidean", "signed"):
         if cost_name == "unit":
             cost = bt.UnitCost(list("abcdefg"), dtype=dtype)
+        elif cost_name == "signed":
+            table = torch.tensor(np.random.default_rng(4).integers(-2, 6, size=(8, 8)) / 4.0, dtype=dtype)
+            cost = SignedTableCost(list("abcdefg"), table)
         else:
             emb = torch.tensor(np.random.default_rng(3).normal(size=(7, 3)), dtype=dtype)
             cost = bt.EuclideanCost(list("abcdefg"), embedding=emb)
@@ -133,16 +158,16 @@ def symbol_paths(out, kind, dtype, tag):
         out[f"{tag}/symbols/{cost_name}/coopt_d"] = d.detach().numpy()
         for k, p in enumerate(P):
             out[f"{tag}/symbols/{cost_name}/P{k}"] = p.detach().numpy()
-        if cost_name == "euclidean":
+        if cost_name != "unit":
             W = torch.tensor(rng.random((len(X), len(Y))), dtype=dtype)
             for rep in range(3):  # dense losses: the forward keeps the lists after the first
                 cost.zero_grad()
                 (bt.pairwise_distances(X, Y, cost) * W).sum().backward()
-                out[f"{tag}/symbols/dense{rep}/grad"] = next(cost.parameters()).grad.numpy().copy()
+                out[f"{tag}/symbols/{cost_name}/dense{rep}/grad"] = next(cost.parameters()).grad.numpy().copy()
             cost.zero_grad()
             D = bt.pairwise_distances(X, Y, cost)
             (D[:, 0] - D[:, 1]).sum().backward()  # a sparse loss: backward recomputes
-            out[f"{tag}/symbols/sparse/grad"] = next(cost.parameters()).grad.numpy().copy()
+            out[f"{tag}/symbols/{cost_name}/sparse/grad"] = next(cost.parameters()).grad.numpy().copy()
 
 
 def overflow_paths(out, tag):

@@ -1,7 +1,7 @@
 // weighted_pair_sums: the backward of distances whose forward listed each
 // pair's P by label pair (pair_sums.h): sum_b w_b * sums_b into an (S, S) table.
 #include "../edit_distance.h"
-#include "dp_common.h"
+#include "inputs.h"
 
 #include <vector>
 

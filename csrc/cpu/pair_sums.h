@@ -15,7 +15,7 @@
 // one entry, listed twice.)
 #pragma once
 
-#include "dp_common.h"
+#include "inputs.h"
 
 #include <algorithm>
 #include <cstdint>

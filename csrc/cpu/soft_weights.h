@@ -20,9 +20,13 @@
 // mapping's weight (so P) that of its |x| + |y| operations together.
 #pragma once
 
-#include "dp_common.h"
+#include "../common/counts.h"
+#include "../common/weights.h"
+#include "check.h"
 
+#include <algorithm>
 #include <climits>
+#include <limits>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -32,61 +36,6 @@ namespace soft {
 
 constexpr double kLog2e = 1.4426950408889634073599;
 constexpr double kLn2 = 0.6931471805599453094172;
-
-// A weight as a double, where the pair's weights stay in range
-// (fast_range_holds): no product there meets an infinity, so none needs
-// dp::FastCount's guard against 0 * inf.
-struct PlainWeight {
-  double m = 0.0;
-
-  static PlainWeight one() { return PlainWeight{1.0}; }
-  static PlainWeight zero() { return PlainWeight{}; }
-  bool is_zero() const { return m == 0.0; }
-};
-
-inline PlainWeight operator*(const PlainWeight& a, const PlainWeight& b) { return PlainWeight{a.m * b.m}; }
-inline PlainWeight operator+(const PlainWeight& a, const PlainWeight& b) { return PlainWeight{a.m + b.m}; }
-
-// A weight m * 2^(512 k) with m in [2^-256, 2^256), or zero (m == 0). Products
-// of two mantissas stay normal doubles, and a sum of weights whose k differ
-// by 2 or more drops the smaller one, at most 2^-512 of the larger: a double
-// with an int64 exponent in steps of 2^512, exact to double precision, whose
-// common case (equal k) is one double operation and a predictable branch
-// (dp::Count, in steps of 2, renormalises every sum).
-struct WideWeight {
-  static constexpr int64_t kZeroStep = INT64_MIN / 4;  // below every nonzero weight's k
-  double m = 0.0;
-  int64_t k = kZeroStep;
-
-  static WideWeight one() { return WideWeight{1.0, 0}; }
-  static WideWeight zero() { return WideWeight{}; }
-  bool is_zero() const { return m == 0.0; }
-};
-
-constexpr double kStep = 0x1p512, kInvStep = 0x1p-512, kHigh = 0x1p256, kLow = 0x1p-256;
-
-// m * 2^(512 k) with m in [2^-512, 2^513) brought back to [2^-256, 2^256) (exact).
-inline WideWeight normalized(double m, int64_t k) {
-  if (__builtin_expect(m >= kHigh, 0)) {
-    m *= kInvStep;
-    ++k;
-  } else if (__builtin_expect(m < kLow, 0)) {
-    if (m == 0.0) return WideWeight{};
-    m *= kStep;
-    --k;
-  }
-  return WideWeight{m, k};
-}
-
-inline WideWeight operator*(const WideWeight& a, const WideWeight& b) { return normalized(a.m * b.m, a.k + b.k); }
-
-inline WideWeight operator+(const WideWeight& a, const WideWeight& b) {
-  if (__builtin_expect(a.k == b.k, 1)) return normalized(a.m + b.m, a.k);
-  const WideWeight& hi = a.k > b.k ? a : b;
-  const WideWeight& lo = a.k > b.k ? b : a;
-  if (hi.k - lo.k == 1) return normalized(hi.m + lo.m * kInvStep, hi.k);
-  return hi;  // lo is below 2^-512 of hi (or zero)
-}
 
 // A partial mapping of a + b nodes has at most C(a + b, a) <= 2^(a + b)
 // derivations, so with weights <= 1 no inside or outside weight exceeds

@@ -1,15 +1,16 @@
 // Tree distances and P's inside pass with symbol-table costs, four pairs that
 // share x at a time in the lanes of AVX2 vectors (same bits as the scalar
-// kernel; see ted_lanes_kernel.h, ted_lanes_avx2.cpp, ted_coopt_lanes_avx2.cpp).
+// kernel; see lanes_kernel.h, lanes_avx2.cpp, coopt_lanes_avx2.cpp).
 #pragma once
 
 #include <functional>
 #include <algorithm>
 #include <vector>
 
-#include "dp_common.h"
-#include "tree_index.h"
-#include "ted_workspace.h"
+#include "../avx2.h"
+#include "../inputs.h"
+#include "index.h"
+#include "workspace.h"
 
 namespace bedl {
 namespace ted {

@@ -1,10 +1,10 @@
 // P of trees with symbol-table costs where pairs share x: the inside pass
-// four pairs at a time with AVX2 (ted_lanes<true>, ted_lanes_kernel.h), then
-// each pair's outside pass (TedPair::outside_from_kept) on the lanes' kept
-// rows through a LaneSource. (TreeLanes' planning is in ted_lanes_avx2.cpp.)
-#include "ted_lanes_avx2.h"
-#include "ted_lanes_kernel.h"
-#include "ted_passes.h"
+// four pairs at a time with AVX2 (ted_lanes<true>, lanes_kernel.h), then
+// each pair's outside pass (outside_from_kept, coopt.h) on the lanes' kept
+// rows through a LaneSource. (TreeLanes' planning is in lanes_avx2.cpp.)
+#include "lanes.h"
+#include "lanes_kernel.h"
+#include "coopt.h"
 
 #include <algorithm>
 #include <cmath>
@@ -48,7 +48,7 @@ double tie_scale(const scalar_t* table, int64_t S, const std::vector<int64_t>& x
 }
 
 // Lane l's view of one table's flags and inside counts, and of all tdm
-// counts, for TedPair's outside sweep: rows r0 .. kx of the table as
+// counts, for the outside sweep (outside.h): rows r0 .. kx of the table as
 // pointers into the counting ted_lanes' blocks (column j of lane l at
 // [(j - c0) * kLanes], flags at [j - c0]), with constant rows where the
 // blocks have none: the first row (insertions, one derivation each), and
@@ -194,8 +194,8 @@ void TreeLanes<scalar_t>::coopt(const int64_t* pairs, int count, LaneWorkspace& 
       const int64_t k = x.keyroots[x.path_index[i]];
       if (x.leftmost[k] != k) tdm_rows[i] = lc.tdm_count.data() + i * tdm_row + tdm_start + l;
     }
-    TedPair<FastCount> pair{x, y, ws, ws.fast, w, dp::Tie{rel_tol_, scale[l]}};
-    pair.outside_from_kept(FastCount{all}, [&](size_t a, size_t b) {
+    TreePair<FastCount> pair{x, y, ws, ws.fast, w, dp::Tie{rel_tol_, scale[l]}};
+    outside_from_kept(pair, FastCount{all}, [&](size_t a, size_t b) {
       return lane_source(x, y, wide, lc, lanes, row_len, W, l, a, b, tdm_rows, lanes.source_rows);
     });
     ws.y_symbol.resize(w);

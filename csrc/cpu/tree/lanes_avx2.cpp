@@ -1,8 +1,8 @@
 // TreeLanes: which pairs of a call run four at a time with AVX2 (pairs that
 // share x), y's wide layouts, and the groups' distances (the kernel is
-// ted_lanes_kernel.h; P's passes are in ted_coopt_lanes_avx2.cpp).
-#include "ted_lanes_avx2.h"
-#include "ted_lanes_kernel.h"
+// lanes_kernel.h; P's passes are in coopt_lanes_avx2.cpp).
+#include "lanes.h"
+#include "lanes_kernel.h"
 
 #include <algorithm>
 #include <tuple>

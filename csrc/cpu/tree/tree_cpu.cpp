@@ -1,14 +1,12 @@
 // Entry points of the tree kernel (Zhang-Shasha distances and co-optimal
-// matrices): checks, dispatch over dtypes, the batch loop. The algorithm is in
-// ted_passes.h, the trees' index in tree_index.h, cost layouts in ted_costs.h,
-// the AVX2 lanes in ted_lanes_avx2.cpp.
-#include "../edit_distance.h"
-#include "dp_common.h"
-#include "ted_costs.h"
-#include "ted_lanes_avx2.h"
-#include "ted_passes.h"
-#include "pair_sums.h"
-#include "tree_index.h"
+// matrices): checks, dispatch over dtypes, the batch loop. The recurrence is
+// in common/forest.h, the passes in coopt.h (tables.h, stores.h, outside.h),
+// the trees' index in index.h, cost layouts in costs.h, the AVX2 lanes in
+// lanes*.
+#include "../../edit_distance.h"
+#include "coopt.h"
+#include "costs.h"
+#include "inputs.h"
 
 #include <tuple>
 #include <vector>
@@ -25,40 +23,19 @@ std::tuple<at::Tensor, at::Tensor> ted_cpu(const at::Tensor& costs_in, const at:
                                            const at::Tensor& y_ptr, const at::Tensor& pair_x,
                                            const at::Tensor& pair_y, bool need_coopt,
                                            double rel_tol) {
-  dp::check_costs(costs_in);
-  const int64_t batch = costs_in.size(0);
-  dp::check_index(x_sizes, "x_sizes", -1);
-  dp::check_index(y_sizes, "y_sizes", -1);
-  dp::check_index(x_ptr, "x_ptr", -1);
-  dp::check_index(y_ptr, "y_ptr", -1);
-  dp::check_index(pair_x, "pair_x", batch);
-  dp::check_index(pair_y, "pair_y", batch);
-  dp::check_rel_tol(rel_tol);
-  const at::Tensor costs = costs_in.contiguous();
-  const IndexedTrees trees = index_both(x_sizes, x_ptr, y_sizes, y_ptr);
-  const std::vector<OrientedTree>& xs = trees.xs;
-  const std::vector<OrientedTree>& ys = trees.ys();
-  const at::Tensor px = pair_x.contiguous(), py = pair_y.contiguous();
-  const int64_t* px_p = px.data_ptr<int64_t>();
-  const int64_t* py_p = py.data_ptr<int64_t>();
-  const int64_t rows = costs.size(1), cols = costs.size(2);
-  check_pairs(xs, ys, px_p, py_p, batch);
-  for (int64_t b = 0; b < batch; ++b) {
-    BEDL_CHECK_VALUE(xs[px_p[b]].left.n + 1 <= rows && ys[py_p[b]].left.n + 1 <= cols, "pair ", b,
-                " has trees of ", xs[px_p[b]].left.n, " and ", ys[py_p[b]].left.n,
-                " nodes, which do not fit costs of shape ", costs.sizes());
-  }
+  const PaddedTrees in(costs_in, x_sizes, x_ptr, y_sizes, y_ptr, pair_x, pair_y,
+                       [&] { dp::check_rel_tol(rel_tol); });
+  const at::Tensor& costs = in.costs;
+  const int64_t batch = in.batch, rows = in.rows, cols = in.cols;
   at::Tensor dist = at::empty({batch}, costs.options());
   at::Tensor coopt = need_coopt ? at::zeros_like(costs) : at::empty({0}, costs.options());
   AT_DISPATCH_FLOATING_TYPES(costs.scalar_type(), "ted_cpu", [&] {
     const scalar_t* c = costs.data_ptr<scalar_t>();
     scalar_t* d = dist.data_ptr<scalar_t>();
     scalar_t* p = need_coopt ? coopt.data_ptr<scalar_t>() : nullptr;
-    const std::vector<double> scales = dp::cost_scales(
-        c, batch, rows, cols,
-        [&](int64_t b) { return std::make_pair(xs[px_p[b]].left.n, ys[py_p[b]].left.n); });
+    const std::vector<double> scales = in.scales<scalar_t>([&](int64_t b) { return in.sizes(b); });
     dp::for_each_pair<TedWorkspace>(batch, rows * cols, [&](int64_t b, TedWorkspace& ws) {
-      const OrientedPair pair = orient(xs[px_p[b]], ys[py_p[b]]);
+      const OrientedPair pair = in.oriented(b);
       const TreeIndex &x = pair.x, &y = pair.y;
       const int64_t off = b * rows * cols;
       const scalar_t* block = c + off;
@@ -75,43 +52,6 @@ std::tuple<at::Tensor, at::Tensor> ted_cpu(const at::Tensor& costs_in, const at:
 }
 
 namespace {
-
-// The checked inputs of the symbol-table tree kernels, their trees indexed,
-// and the batch's extent.
-struct SymbolTrees : dp::BatchExtent {
-  dp::SymbolInputs in;
-  IndexedTrees trees;
-
-  SymbolTrees(const at::Tensor& symbol_costs, const at::Tensor& x_labels, const at::Tensor& x_sizes,
-              const at::Tensor& x_ptr, const at::Tensor& y_labels, const at::Tensor& y_sizes,
-              const at::Tensor& y_ptr, const at::Tensor& pair_x, const at::Tensor& pair_y, double rel_tol)
-      : in(dp::check_symbol_inputs(symbol_costs, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, rel_tol)) {
-    dp::check_index(x_sizes, "x_sizes", in.x_labels.size(0));
-    dp::check_index(y_sizes, "y_sizes", in.y_labels.size(0));
-    trees = index_both(x_sizes, x_ptr, y_sizes, y_ptr);
-    const int64_t* px_p = in.pair_x.data_ptr<int64_t>();
-    const int64_t* py_p = in.pair_y.data_ptr<int64_t>();
-    check_pairs(trees.xs, trees.ys(), px_p, py_p, in.batch);
-    for (int64_t b = 0; b < in.batch; ++b) {
-      const int64_t m = trees.xs[px_p[b]].left.n, n = trees.ys()[py_p[b]].left.n;
-      add(b, m, n);
-    }
-  }
-  // Each pair's room for its list of P by label pair.
-  std::vector<int64_t> list_bounds(const dp::PairLabels& labels) const {
-    const int64_t* px = in.pair_x.data_ptr<int64_t>();
-    const int64_t* py = in.pair_y.data_ptr<int64_t>();
-    return labels.list_bounds(in, [&](int64_t b) {
-      return std::make_pair(trees.xs[px[b]].left.n, trees.ys()[py[b]].left.n);
-    });
-  }
-  template <typename scalar_t>
-  SymbolBatch<scalar_t> lanes_input() const {
-    return {&trees.xs, &trees.ys(), in.pair_x.data_ptr<int64_t>(), in.pair_y.data_ptr<int64_t>(), in.batch,
-            in.table.data_ptr<scalar_t>(), in.symbols, in.x_labels.data_ptr<int64_t>(), in.x_ptr.data_ptr<int64_t>(),
-            in.y_labels.data_ptr<int64_t>(), in.y_ptr.data_ptr<int64_t>()};
-  }
-};
 
 // The pairs `order` of st: their distances into d and, with need_coopt,
 // their P, left in ws.p_acc for on_p(b, x, y, ws); lanes: st's TreeLanes

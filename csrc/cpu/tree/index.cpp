@@ -1,6 +1,6 @@
-#include "tree_index.h"
+#include "index.h"
 
-#include "dp_common.h"
+#include "../inputs.h"
 
 namespace bedl {
 namespace ted {

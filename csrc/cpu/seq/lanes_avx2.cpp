@@ -1,5 +1,7 @@
-// sed's inside counting pass on four pairs at once (see sed_lanes.h).
-#include "sed_lanes.h"
+// sed's inside counting pass on four pairs at once (see lanes.h).
+#include "lanes.h"
+
+#include "../../common/sequence.h"
 
 #include <cstring>
 #include <utility>
@@ -18,17 +20,11 @@ constexpr uint32_t kSpread[16] = {spread(0),  spread(1),  spread(2),  spread(3),
                                   spread(6),  spread(7),  spread(8),  spread(9), spread(10), spread(11),
                                   spread(12), spread(13), spread(14), spread(15)};
 
-// Tie::within on four cells: (v - best <= t) | (v - best <= rel_tol |v|).
-__attribute__((target("avx2"))) inline __m256d within4(__m256d v, __m256d best, __m256d t, __m256d rel_tol,
-                                                       __m256d abs_mask) {
-  const __m256d gap = _mm256_sub_pd(v, best);
-  return _mm256_or_pd(_mm256_cmp_pd(gap, t, _CMP_LE_OQ),
-                      _mm256_cmp_pd(gap, _mm256_mul_pd(rel_tol, _mm256_and_pd(v, abs_mask)), _CMP_LE_OQ));
-}
-
-__attribute__((target("avx2"))) inline void store_flags(uint8_t* out, __m256d del, __m256d ins, __m256d match) {
-  const uint32_t bytes = kSpread[_mm256_movemask_pd(del)] | (kSpread[_mm256_movemask_pd(ins)] << 1) |
-                         (kSpread[_mm256_movemask_pd(match)] << 2);
+// Four cells' flags from their alternatives' lane masks, one byte per cell.
+template <class Mask>
+__attribute__((target("avx2"))) inline void store_flags(uint8_t* out, Mask del, Mask ins, Mask match) {
+  const uint32_t bytes = kSpread[_mm256_movemask_pd((__m256d)del)] | (kSpread[_mm256_movemask_pd((__m256d)ins)] << 1) |
+                         (kSpread[_mm256_movemask_pd((__m256d)match)] << 2);
   std::memcpy(out, &bytes, sizeof(bytes));
 }
 
@@ -44,8 +40,9 @@ inline void take_results(SedLanes& L, int64_t i, const double* dist, const doubl
 }
 
 // The distances, and with kCount the flags and inside counts, on all four
-// lanes: one loop for both passes, as the scalar kernel's passes share their
-// expressions.
+// lanes: one loop for both passes, every cell the sequence cell of
+// common/sequence.h (and the tie test and dp::enter) instantiated with four
+// lanes of doubles, as the scalar passes instantiate it with one.
 template <bool kCount>
 __attribute__((target("avx2"))) void lanes_pass(SedLanes& L, double rel_tol) {
   constexpr int K = kLanes;
@@ -68,7 +65,6 @@ __attribute__((target("avx2"))) void lanes_pass(SedLanes& L, double rel_tol) {
   const double* ins_cost = L.ins.data();
   const __m256d zero = _mm256_setzero_pd(), one = _mm256_set1_pd(1.0);
   const __m256d rt = _mm256_set1_pd(rel_tol), scale = _mm256_loadu_pd(L.scale);
-  const __m256d abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
   const uint32_t ins_flags = kSpread[15] * dp::kIns, del_flags = kSpread[15] * dp::kDel;
 
   // Row 0: insertions only; every cell is entered once ("other"), the corner by nothing.
@@ -106,21 +102,20 @@ __attribute__((target("avx2"))) void lanes_pass(SedLanes& L, double rel_tol) {
     __m256d left_other = zero;
     const double* rep_row = rep_cost + (i - 1) * N * K;
     for (int64_t j = 1; j <= N; ++j) {
-      const __m256d rep = _mm256_add_pd(_mm256_loadu_pd(dprev + (j - 1) * K), _mm256_loadu_pd(rep_row + (j - 1) * K));
-      const __m256d d = _mm256_add_pd(_mm256_loadu_pd(dprev + j * K), del);
-      const __m256d in = _mm256_add_pd(left, _mm256_loadu_pd(ins_cost + (j - 1) * K));
-      const __m256d best = dp::best_of4(rep, d, in);
+      const SequenceAlternatives<__m256d> alt =
+          sequence_alternatives(_mm256_loadu_pd(dprev + (j - 1) * K), _mm256_loadu_pd(rep_row + (j - 1) * K),
+                                _mm256_loadu_pd(dprev + j * K), del, left, _mm256_loadu_pd(ins_cost + (j - 1) * K));
+      const __m256d best = alt.best();
       _mm256_storeu_pd(dcur + j * K, best);
       left = best;
       if (!kCount) continue;
-      // Tie::threshold: std::max(|best|, scale) is (|best| < scale) ? scale : |best|.
-      const __m256d t = _mm256_mul_pd(rt, _mm256_max_pd(scale, _mm256_and_pd(best, abs_mask)));
-      const __m256d is_del = within4(d, best, t, rt, abs_mask);
-      const __m256d is_ins = within4(in, best, t, rt, abs_mask);
-      const __m256d is_match = within4(rep, best, t, rt, abs_mask);
-      const __m256d by_del = _mm256_and_pd(is_del, _mm256_loadu_pd(tprev + j * K));
-      const __m256d other = _mm256_add_pd(_mm256_and_pd(is_ins, left_other),
-                                          _mm256_and_pd(is_match, _mm256_loadu_pd(tprev + (j - 1) * K)));
+      const __m256d t = dp::tie_threshold(best, scale, rt);
+      const auto is_del = dp::ties(alt.del, best, t, rt);
+      const auto is_ins = dp::ties(alt.ins, best, t, rt);
+      const auto is_match = dp::ties(alt.rep, best, t, rt);
+      __m256d by_del, other;
+      dp::enter(dp::lane_gate(is_del, is_ins, is_match), _mm256_loadu_pd(tprev + j * K), left_other,
+                _mm256_loadu_pd(tprev + (j - 1) * K), by_del, other);
       const int64_t cell = (base + j) * K;
       _mm256_storeu_pd(in_del + cell, by_del);
       _mm256_storeu_pd(in_other + cell, other);

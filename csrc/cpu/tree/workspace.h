@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "dp_common.h"
-#include "pair_sums.h"
+#include "../../common/counts.h"
+#include "../pair_sums.h"
 
 namespace bedl {
 namespace ted {
@@ -29,7 +29,7 @@ struct TedWorkspace {
   std::vector<double> fd;        // forest distances of the current table
   std::vector<double> tdm;       // root-matched subtree distances, all tables
   std::vector<uint8_t> coopt;    // co-optimal incoming edges of the current table
-  std::vector<double> match_row;  // a row's match alternatives (TedPair::flag_table_by_rows)
+  std::vector<double> match_row;  // a row's match alternatives (flag_table_by_rows)
   CountBuffers<dp::FastCount> fast;  // counts as doubles: the usual case
   CountBuffers<dp::Count> exact;     // counts with an exponent: where doubles overflow
   std::vector<double> p_acc;

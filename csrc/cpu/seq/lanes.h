@@ -3,7 +3,7 @@
 // time in tie tests and count selects per cell; here a step does four cells.
 #pragma once
 
-#include "dp_common.h"
+#include "../avx2.h"
 
 #include <algorithm>
 #include <cmath>

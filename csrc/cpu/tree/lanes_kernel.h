@@ -1,13 +1,14 @@
-// The AVX2 tree kernel shared by the distances (ted_lanes_avx2.cpp) and P's
+// The AVX2 tree kernel shared by the distances (lanes_avx2.cpp) and P's
 // inside pass (ted_coopt_lanes_avx2.cpp): y's wide layout, the lane helpers
 // and ted_lanes itself. Included by those two files only.
 #pragma once
 
-#include "ted_lanes_avx2.h"
+#include "lanes.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #ifdef BEDL_X86_SIMD
@@ -189,61 +190,53 @@ struct LaneTie {
   __m256d rel_tol, scale;
 };
 
-// Tie::within: gap <= threshold or gap <= rel_tol |value|, as one comparison
-// with the larger bound (the same for values that are not NaN).
-__attribute__((target("avx2"))) inline __m256d lane_within(const LaneTie& tie, __m256d value, __m256d best,
-                                                           __m256d threshold, __m256d abs_mask) {
-  const __m256d bound = _mm256_max_pd(threshold, _mm256_mul_pd(tie.rel_tol, _mm256_and_pd(value, abs_mask)));
-  return _mm256_cmp_pd(_mm256_sub_pd(value, best), bound, _CMP_LE_OQ);
-}
-
-// lane_within where every cost is >= 0: then 0 <= best <= value, so the
-// bound max(rel_tol max(|best|, scale), rel_tol |value|) is rel_tol *
-// max(scale, value) exactly (rounding a product by rel_tol >= 0 is
-// monotone), which needs neither the cell's threshold nor absolute values.
-__attribute__((target("avx2"))) inline __m256d nonnegative_within(const LaneTie& tie, __m256d value, __m256d best) {
-  const __m256d bound = _mm256_mul_pd(tie.rel_tol, _mm256_max_pd(tie.scale, value));
-  return _mm256_cmp_pd(_mm256_sub_pd(value, best), bound, _CMP_LE_OQ);
-}
-
-// FastCount's product without its zero guard (0 * inf stays 0): both
-// factors of a match count are >= 1 in every column of a pair (counts of
-// cells and of tdm); only padding and first columns hold zeros, and there
-// the match is masked out (count_cells' `real`), NaN or not.
-__attribute__((target("avx2"))) inline __m256d count_product(__m256d a, __m256d b) { return _mm256_mul_pd(a, b); }
-
-// Four cells' co-optimal flags (Tie::flags) and inside counts (count_entries
-// on FastCount), one cell per lane, to the scalar kernel's bits. Only the
-// deletion enters first and padding columns (insertion cost +inf), as the
-// scalar tables set. Stores the counts and flags; returns the counts not
-// entered by a deletion (the next cell's left_other). The flags are packed
-// as the three alternatives' 4-bit lane masks (lane_flags unpacks them).
-// kNonnegative: every cost is >= 0 (nonnegative_within, the same flags).
-template <bool kNonnegative>
-__attribute__((target("avx2"))) inline __m256d count_cells(const LaneTie& tie, __m256d del_alt, __m256d ins_alt,
-                                                           __m256d match, __m256d best, __m256d ins_cost,
-                                                           __m256d up_total, __m256d left_other,
-                                                           __m256d match_count, double* total_out,
-                                                           double* other_out, uint16_t* flags_out) {
-  const __m256d real = _mm256_cmp_pd(ins_cost, _mm256_set1_pd(std::numeric_limits<double>::infinity()), _CMP_LT_OQ);
-  __m256d by_del, by_ins, by_match;
-  if constexpr (kNonnegative) {
-    by_del = nonnegative_within(tie, del_alt, best);
-    by_ins = _mm256_and_pd(nonnegative_within(tie, ins_alt, best), real);
-    by_match = _mm256_and_pd(nonnegative_within(tie, match, best), real);
-  } else {
-    const __m256d abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
-    const __m256d threshold = _mm256_mul_pd(tie.rel_tol, _mm256_max_pd(_mm256_and_pd(best, abs_mask), tie.scale));
-    by_del = lane_within(tie, del_alt, best, threshold, abs_mask);
-    by_ins = _mm256_and_pd(lane_within(tie, ins_alt, best, threshold, abs_mask), real);
-    by_match = _mm256_and_pd(lane_within(tie, match, best, threshold, abs_mask), real);
+// The forest cell on four lanes, one pair per lane: common/forest.h's cell
+// (its alternatives and value, the tie test, dp::enter) instantiated with four
+// lanes of doubles, to the scalar kernel's bits. Returns the cells' values.
+// With kCount also their co-optimal flags and inside counts: only the deletion
+// enters first and padding columns (insertion cost +inf), as the scalar tables
+// set; the counts go to total_out and other_out, the flags (the three
+// alternatives' 4-bit lane masks; lane_flags unpacks them) to flags_out, and
+// left_other becomes the counts not entered by a deletion. match_count is the
+// match's count (the source cell's count times tdm's). A match count's
+// product needs no zero guard (0 * inf stays 0): both factors are >= 1 in
+// every column of a pair; only padding and first columns hold zeros, and
+// there the match is masked out (`real`). kNonnegative: every cost is >= 0
+// (ties_nonnegative, the same flags).
+template <bool kCount, bool kNonnegative>
+__attribute__((target("avx2"))) inline __m256d lane_cell(const LaneTie& tie, __m256d up, __m256d del,
+                                                         __m256d source, __m256d tdm, __m256d left, __m256d ins_cost,
+                                                         [[maybe_unused]] __m256d up_total,
+                                                         [[maybe_unused]] __m256d& left_other,
+                                                         [[maybe_unused]] __m256d match_count,
+                                                         [[maybe_unused]] double* total_out,
+                                                         [[maybe_unused]] double* other_out,
+                                                         [[maybe_unused]] uint16_t* flags_out) {
+  const ForestAlternatives<__m256d> alt = forest_alternatives(up, del, source, tdm, left, ins_cost);
+  const __m256d best = alt.best();
+  if constexpr (kCount) {
+    const auto real = ins_cost < _mm256_set1_pd(std::numeric_limits<double>::infinity());
+    std::remove_const_t<decltype(real)> by_del, by_ins, by_match;
+    if constexpr (kNonnegative) {
+      by_del = dp::ties_nonnegative(alt.del, best, tie.scale, tie.rel_tol);
+      by_ins = dp::ties_nonnegative(alt.ins, best, tie.scale, tie.rel_tol) & real;
+      by_match = dp::ties_nonnegative(alt.match, best, tie.scale, tie.rel_tol) & real;
+    } else {
+      const __m256d threshold = dp::tie_threshold(best, tie.scale, tie.rel_tol);
+      by_del = dp::ties(alt.del, best, threshold, tie.rel_tol);
+      by_ins = dp::ties(alt.ins, best, threshold, tie.rel_tol) & real;
+      by_match = dp::ties(alt.match, best, threshold, tie.rel_tol) & real;
+    }
+    __m256d in_del, in_other;
+    dp::enter(dp::lane_gate(by_del, by_ins, by_match), up_total, left_other, match_count, in_del, in_other);
+    _mm256_storeu_pd(total_out, _mm256_add_pd(in_del, in_other));
+    _mm256_storeu_pd(other_out, in_other);
+    *flags_out = static_cast<uint16_t>(_mm256_movemask_pd((__m256d)by_del) |
+                                       _mm256_movemask_pd((__m256d)by_ins) << kLanes |
+                                       _mm256_movemask_pd((__m256d)by_match) << (2 * kLanes));
+    left_other = in_other;
   }
-  const __m256d other = _mm256_add_pd(_mm256_and_pd(by_ins, left_other), _mm256_and_pd(by_match, match_count));
-  _mm256_storeu_pd(total_out, _mm256_add_pd(_mm256_and_pd(by_del, up_total), other));
-  _mm256_storeu_pd(other_out, other);
-  *flags_out = static_cast<uint16_t>(_mm256_movemask_pd(by_del) | _mm256_movemask_pd(by_ins) << kLanes |
-                                     _mm256_movemask_pd(by_match) << (2 * kLanes));
-  return other;
+  return best;
 }
 
 // Lane l's flags (dp::kDel | kIns | kMatch) from four cells' packed bits.
@@ -447,7 +440,7 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
       const double* rep_w = rep_w_of(i);
       const __m256d del = _mm256_set1_pd(ws.del[i]);
       __m256d left = _mm256_set1_pd(inf);
-      // Counting: the cells' counts and flags (count_cells) from the row
+      // Counting: the cells' counts and flags (lane_cell) from the row
       // above's and the jump row's counts.
       [[maybe_unused]] const double* up_total = nullptr;
       [[maybe_unused]] const double* jump_total = nullptr;
@@ -463,39 +456,30 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
         cur_other = lc.other.data() + (lc.block_row[a] + i - r0 - 1) * row_len;
         cur_flags = lc.flags.data() + (lc.block_row[a] + i - r0 - 1) * W;
       }
-      // The cell is dp::best_of(delete, match, insert), as in distance_table.
+      // Every cell is lane_cell: the forest cell of common/forest.h.
       if (!x_on_path && li != i) {
         // i lies on a path below: its row of tdm is complete.
         for (int64_t c = 0; c < row_len; c += kLanes) {
-          const __m256d del_alt = _mm256_add_pd(_mm256_loadu_pd(up + c), del);
-          const __m256d match = _mm256_add_pd(gather4(jump, jump_at + c), _mm256_loadu_pd(tdm_i + c));
-          const __m256d ins_cost = _mm256_loadu_pd(ins + c);
-          const __m256d ins_alt = _mm256_add_pd(left, ins_cost);
-          left = dp::best_of4(del_alt, match, ins_alt);
+          __m256d match_count = left;  // (unused without counts)
+          if constexpr (kCount) match_count = gather4(jump_total, jump_at + c) * _mm256_loadu_pd(count_i + c);
+          left = lane_cell<kCount, kNonnegative>(tie, _mm256_loadu_pd(up + c), del, gather4(jump, jump_at + c),
+                                                 _mm256_loadu_pd(tdm_i + c), left, _mm256_loadu_pd(ins + c),
+                                                 kCount ? _mm256_loadu_pd(up_total + c) : left, left_other,
+                                                 match_count, cur_total + c, cur_other + c, cur_flags + c / kLanes);
           _mm256_storeu_pd(cur + c, left);
-          if constexpr (kCount) {
-            const __m256d match_count = count_product(gather4(jump_total, jump_at + c), _mm256_loadu_pd(count_i + c));
-            left_other = count_cells<kNonnegative>(tie, del_alt, ins_alt, match, left, ins_cost, _mm256_loadu_pd(up_total + c),
-                                     left_other, match_count, cur_total + c, cur_other + c, cur_flags + c / kLanes);
-          }
         }
       } else if (!x_on_path) {
         // A leaf: tdm(i, j) inserts y's subtree of j but j, matched to i
         // (the leaf keyroots' closed form; the same sums for leaves on paths),
         // one derivation.
         for (int64_t c = 0; c < row_len; c += kLanes) {
-          const __m256d del_alt = _mm256_add_pd(_mm256_loadu_pd(up + c), del);
-          const __m256d tv = _mm256_add_pd(_mm256_loadu_pd(below_ins + c), rep_block(rep_w, rep_row, symbol_at, c));
-          const __m256d match = _mm256_add_pd(gather4(jump, jump_at + c), tv);
-          const __m256d ins_cost = _mm256_loadu_pd(ins + c);
-          const __m256d ins_alt = _mm256_add_pd(left, ins_cost);
-          left = dp::best_of4(del_alt, match, ins_alt);
+          const __m256d tv = leaf_tdm_value(_mm256_loadu_pd(below_ins + c), rep_block(rep_w, rep_row, symbol_at, c));
+          left = lane_cell<kCount, kNonnegative>(tie, _mm256_loadu_pd(up + c), del, gather4(jump, jump_at + c), tv,
+                                                 left, _mm256_loadu_pd(ins + c),
+                                                 kCount ? _mm256_loadu_pd(up_total + c) : left, left_other,
+                                                 kCount ? gather4(jump_total, jump_at + c) : left, cur_total + c,
+                                                 cur_other + c, cur_flags + c / kLanes);
           _mm256_storeu_pd(cur + c, left);
-          if constexpr (kCount) {
-            left_other = count_cells<kNonnegative>(tie, del_alt, ins_alt, match, left, ins_cost, _mm256_loadu_pd(up_total + c),
-                                     left_other, gather4(jump_total, jump_at + c), cur_total + c, cur_other + c,
-                                     cur_flags + c / kLanes);
-          }
         }
       } else {
         // Rows on K's path define their tdm as they go (path_tdm_block) and
@@ -505,26 +489,22 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
         __m256i own = lane_index;
         for (int64_t c = 0; c < row_len; c += kLanes) {
           const __m256d above = _mm256_loadu_pd(up + c);
-          const __m256d del_alt = _mm256_add_pd(above, del);
           __m256d on_path;
           const __m256d tv =
               path_tdm_block(tdm_i, def_at, c, own, diag, rep_block(rep_w, rep_row, symbol_at, c), on_path);
           diag = above;
-          const __m256d match = _mm256_add_pd(_mm256_loadu_pd(jump_first + c), tv);
-          const __m256d ins_cost = _mm256_loadu_pd(ins + c);
-          const __m256d ins_alt = _mm256_add_pd(left, ins_cost);
-          left = dp::best_of4(del_alt, match, ins_alt);
-          _mm256_storeu_pd(cur + c, left);
+          __m256d up_count = left, tv_count = left;  // (unused without counts)
           if constexpr (kCount) {
-            const __m256d up_count = _mm256_loadu_pd(up_total + c);
-            const __m256d tv_count = _mm256_blendv_pd(gather4(count_i, def_at + c), diag_count, on_path);
+            up_count = _mm256_loadu_pd(up_total + c);
+            tv_count = _mm256_blendv_pd(gather4(count_i, def_at + c), diag_count, on_path);
             _mm256_storeu_pd(count_i + c, tv_count);
             diag_count = up_count;
-            // (the first row's one times tv_count: tv_count)
-            left_other = count_cells<kNonnegative>(tie, del_alt, ins_alt, match, left, ins_cost, up_count, left_other,
-                                     tv_count, cur_total + c, cur_other + c,
-                                     cur_flags + c / kLanes);
           }
+          // (the match's count: the first row's one times tv_count)
+          left = lane_cell<kCount, kNonnegative>(tie, above, del, _mm256_loadu_pd(jump_first + c), tv, left,
+                                                 _mm256_loadu_pd(ins + c), up_count, left_other, tv_count,
+                                                 cur_total + c, cur_other + c, cur_flags + c / kLanes);
+          _mm256_storeu_pd(cur + c, left);
         }
       }
     }

@@ -3,8 +3,8 @@
 // again contiguously (ws.dels).
 #pragma once
 
-#include "tree_index.h"
-#include "ted_workspace.h"
+#include "index.h"
+#include "workspace.h"
 
 namespace bedl {
 namespace ted {

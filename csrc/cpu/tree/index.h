@@ -4,10 +4,12 @@
 // table of trees with offsets ("ptr"), and checked on the way.
 #pragma once
 
-#include <torch/extension.h>
+#include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <vector>
+
+#include "../../common/forest.h"
 
 namespace bedl {
 namespace ted {
@@ -69,14 +71,8 @@ inline OrientedPair orient(const OrientedTree& xo, const OrientedTree& yo) {
 template <typename CostOf>
 void sums_below(const TreeIndex& t, const CostOf& cost_of, std::vector<double>& below) {
   below.resize(t.n + 1);
-  for (int64_t k : t.keyroots) {
-    const int64_t leaf = t.leftmost[k];
-    double sum = 0.0;
-    for (int64_t v = leaf; v <= k; ++v) {
-      if (t.leftmost[v] == leaf) below[v] = sum;
-      sum = sum + cost_of(v);
-    }
-  }
+  accumulate_below(t.keyroots.data(), static_cast<int64_t>(t.keyroots.size()), t.leftmost.data(), 0.0,
+                   [&](double sum, int64_t v) { return sum + cost_of(v); }, below.data());
 }
 
 }  // namespace ted

@@ -1,13 +1,15 @@
 // Soft (temperature) sequence edit distance and its expected alignment on
-// the CPU: sed_counted (sed_cpu.cpp) with every alternative admitted and each
-// derivation weighted by exp(-cost / T) (soft_weights.h). Two inside weights
-// per cell (entered by a deletion, entered otherwise) make alignments and
-// derivations one-to-one; the outside pass, two rows at a time, accumulates
+// the CPU: the sequence recurrence's weights (common/sequence.h, dp::enter)
+// with every alternative admitted and each derivation weighted by
+// exp(-cost / T) (soft_weights.h). Two inside weights per cell (entered by a
+// deletion, entered otherwise) make alignments and derivations one-to-one;
+// the outside sweep's soft instance (outside.h) accumulates
 // P[event] = inside(source) * weight(event) * outside(target) / total.
 #pragma once
 
-#include "dp_common.h"
-#include "soft_weights.h"
+#include "../../common/sequence.h"
+#include "../soft_weights.h"
+#include "outside.h"
 
 #include <vector>
 
@@ -46,6 +48,39 @@ void fill_sequence_costs(const scalar_t* c, int64_t m, int64_t n, int64_t stride
   }
 }
 
+// sequence_outside's soft instance: every edge (column 0's are deletions, row
+// 0's insertions), weighted; P into acc in the kernel layout ([i][j] replaces
+// x_i by y_j, [i][0] deletes x_i, [0][j] inserts y_j), deletions summed per
+// row first.
+template <typename W>
+struct SoftOutside {
+  using Weight = W;
+  W *any, *ins;
+  const SedSoftBuffers<W>& buf;
+  const ShareOf& share;
+  double* acc;
+  int64_t w;
+  double row_deleted = 0.0;  // P of deleting x_i
+
+  W total(int64_t cell) const { return buf.in_del[cell] + buf.in_other[cell]; }
+  static uint8_t flags(int64_t i, int64_t j) {
+    if (i == 0) return j == 0 ? 0 : sed::kIns;
+    return j == 0 ? sed::kDel : static_cast<uint8_t>(sed::kDel | sed::kIns | sed::kMatch);
+  }
+  W after_deletion(const W& o, int64_t i) const { return o * buf.weight[i * w]; }
+  W after_insertion(const W& o, int64_t j) const { return o * buf.weight[j]; }
+  W after_replacement(const W& o, int64_t i, int64_t j) const { return o * buf.weight[i * w + j]; }
+  void deleted(int64_t i, int64_t j, const W& o) { row_deleted += share(total((i - 1) * w + j) * buf.weight[i * w] * o); }
+  void inserted(int64_t i, int64_t j, const W& o) { acc[j] += share(buf.in_other[i * w + j - 1] * buf.weight[j] * o); }
+  void replaced(int64_t i, int64_t j, const W& o) {
+    acc[i * w + j] += share(total((i - 1) * w + j - 1) * buf.weight[i * w + j] * o);
+  }
+  void row_done(int64_t i) {
+    if (i > 0) acc[i * w] += row_deleted;
+    row_deleted = 0.0;
+  }
+};
+
 // Inside (and with need_grad outside, P in ws.p_acc) in one weight type for
 // the costs reduced in ws.reduced; false where the total is out of its range.
 template <typename Weight>
@@ -74,8 +109,8 @@ bool sed_soft_pass(int64_t m, int64_t n, double temperature, bool need_grad, Sed
     Weight left_other = Weight::zero();
     for (int64_t j = 1; j <= n; ++j) {
       const int64_t cell = row + j;
-      dp::soft_entries(total(cell - w), del, left_other, weight[j], total(cell - w - 1) * weight[cell],
-                       in_del[cell], in_other[cell]);
+      dp::enter(dp::AllAlternatives{}, total(cell - w) * del, left_other * weight[j],
+                total(cell - w - 1) * weight[cell], in_del[cell], in_other[cell]);
       left_other = in_other[cell];
     }
   }
@@ -84,54 +119,12 @@ bool sed_soft_pass(int64_t m, int64_t n, double temperature, bool need_grad, Sed
   *log_total = log_of(all);
   if (!need_grad) return true;
 
-  // Outside pass, two rows at a time: row i pushes into rows i and i - 1.
   buf.out_any.assign(2 * w, Weight::zero());
   buf.out_ins.assign(2 * w, Weight::zero());
   ws.p_acc.assign(cells, 0.0);
-  double* acc = ws.p_acc.data();
   const ShareOf share(all);
-  for (int64_t i = m; i >= 0; --i) {
-    Weight* any_cur = buf.out_any.data() + (i & 1) * w;
-    Weight* ins_cur = buf.out_ins.data() + (i & 1) * w;
-    Weight* any_up = buf.out_any.data() + ((i + 1) & 1) * w;
-    if (i == m) any_cur[n] = Weight::one();
-    ins_cur[n] = Weight::zero();  // then each cell's one contribution, from its right neighbour
-    const int64_t row = i * w;
-    if (i > 0) {
-      const Weight del = weight[row];
-      double deleted = 0.0;  // P of deleting x_i
-      for (int64_t j = n; j > 0; --j) {
-        const int64_t cell = row + j;
-        const Weight out_d = any_cur[j];
-        const Weight out_o = out_d + ins_cur[j];
-        // insert y_j; only from a cell not entered by a deletion
-        const Weight& g = weight[j];
-        ins_cur[j - 1] = out_o * g;
-        if (out_o.is_zero()) continue;
-        acc[j] += share(in_other[cell - 1] * g * out_o);
-        // delete x_i; the source may be in either state
-        any_up[j] = any_up[j] + out_d * del;
-        deleted += share(total(cell - w) * del * out_d);
-        // replace x_i by y_j
-        const Weight& r = weight[cell];
-        any_up[j - 1] = any_up[j - 1] + out_o * r;
-        acc[cell] += share(total(cell - w - 1) * r * out_o);
-      }
-      const Weight out_d = any_cur[0];  // column 0: entered by deleting x_i
-      any_up[0] = any_up[0] + out_d * del;
-      deleted += share(total(row - w) * del * out_d);
-      acc[row] += deleted;
-    } else {
-      for (int64_t j = n; j > 0; --j) {  // row 0: entered by inserting y_j
-        const Weight out_o = any_cur[j] + ins_cur[j];
-        const Weight& g = weight[j];
-        ins_cur[j - 1] = out_o * g;
-        acc[j] += share(in_other[j - 1] * g * out_o);
-      }
-    }
-    // Row i is done; row i - 2 reuses its storage.
-    std::fill(any_cur, any_cur + w, Weight::zero());
-  }
+  SoftOutside<Weight> out{buf.out_any.data(), buf.out_ins.data(), buf, share, ws.p_acc.data(), w};
+  sed::sequence_outside(m, n, out);
   return true;
 }
 

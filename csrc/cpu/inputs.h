@@ -1,0 +1,287 @@
+// The kernels' input checks, once per input kind: padded cost blocks, symbol
+// tables with labels, index tensors, the overflow rule; each error names the
+// argument, pair or entry. Run serially before the parallel work, so that
+// errors carry their pair index.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "check.h"
+#include "parallel.h"
+
+namespace bedl {
+namespace dp {
+
+// Whether no entry of v[0 .. count) is below zero (-0.0 is not).
+template <typename T>
+inline bool all_nonnegative(const T* v, int64_t count) {
+  bool all = true;
+  for (int64_t k = 0; k < count; ++k) all &= !(v[k] < T(0));
+  return all;
+}
+
+inline void check_costs(const at::Tensor& costs) {
+  BEDL_CHECK_VALUE(costs.device().is_cpu(), "costs must be a CPU tensor in the CPU kernel, got ",
+                   costs.device());
+  BEDL_CHECK_VALUE(costs.layout() == at::kStrided, "costs must be a dense (strided) tensor, got ",
+                   costs.layout());
+  BEDL_CHECK_VALUE(costs.dim() == 3, "costs must be 3-D (batch, |x|+1, |y|+1), got ", costs.dim(),
+                   "-D");
+  BEDL_CHECK_TYPE(costs.scalar_type() == at::kFloat || costs.scalar_type() == at::kDouble,
+                  "costs must be float32 or float64, got ", costs.scalar_type());
+}
+
+inline void check_index(const at::Tensor& t, const char* name, int64_t len) {
+  BEDL_CHECK_VALUE(t.device().is_cpu() && t.layout() == at::kStrided, name,
+                   " must be a dense CPU tensor");
+  BEDL_CHECK_TYPE(t.scalar_type() == at::kLong, name, " must be int64, got ", t.scalar_type());
+  BEDL_CHECK_VALUE(t.dim() == 1, name, " must be 1-D, got ", t.dim(), "-D");
+  if (len >= 0) {
+    BEDL_CHECK_VALUE(t.size(0) == len, name, " must have ", len, " entries, got ", t.size(0));
+  }
+}
+
+inline void check_rel_tol(double rel_tol) {
+  BEDL_CHECK_VALUE(rel_tol >= 0.0 && std::isfinite(rel_tol), "rel_tol must be finite and >= 0, got ",
+                   rel_tol);
+}
+
+// An offset tensor `name` (count + 1 entries) over `entries` concatenated
+// nodes or labels (`what`): starts at 0, ends at `entries`, non-decreasing.
+// Returns count. Trees and sequences share it.
+inline int64_t check_ptr(const at::Tensor& ptr, const std::string& name, int64_t entries, const char* what) {
+  const int64_t count = ptr.size(0) - 1;
+  BEDL_CHECK_VALUE(count >= 0, name, " must have at least one entry");
+  const int64_t* p = ptr.data_ptr<int64_t>();
+  BEDL_CHECK_VALUE(p[0] == 0 && p[count] == entries, name, " must start at 0 and end at the number of ",
+                   what, " (", entries, "), got ", p[0], " and ", p[count]);
+  for (int64_t t = 0; t < count; ++t) BEDL_CHECK_VALUE(p[t + 1] >= p[t], name, " must be non-decreasing");
+  return count;
+}
+
+// Pair b is (x number pair_x[b], y number pair_y[b]) of nx and ny `what`s
+// ("tree" or "sequence"); checked serially so that errors name the pair.
+inline void check_pair_indices(const int64_t* pair_x, const int64_t* pair_y, int64_t batch, int64_t nx,
+                               int64_t ny, const char* what) {
+  for (int64_t b = 0; b < batch; ++b) {
+    BEDL_CHECK_VALUE(pair_x[b] >= 0 && pair_x[b] < nx, "pair_x[", b, "] = ", pair_x[b], " is not a ", what,
+                     " index (", nx, " x ", what, "s)");
+    BEDL_CHECK_VALUE(pair_y[b] >= 0 && pair_y[b] < ny, "pair_y[", b, "] = ", pair_y[b], " is not a ", what,
+                     " index (", ny, " y ", what, "s)");
+  }
+}
+
+// Largest absolute cost of one pair's (m+1, n+1) block (the tie scale, and
+// the bound of `check_sums_fit`), over the entries the DP reads: [m, n] is
+// unused. +inf if any entry, [m, n] included, is NaN or infinite. SSE2 (every
+// x86-64) keeps it well below the DP's time even for the distance alone of
+// long sequences; the maximum is exact, so the scale does not depend on the path.
+template <typename scalar_t>
+double block_max_abs(const scalar_t* c, int64_t m, int64_t n, int64_t row_stride) {
+  double tail_max = 0.0;
+  bool tail_nan = false;
+  auto scalar_run = [&](const scalar_t* row, int64_t begin, int64_t end) {
+    for (int64_t j = begin; j < end; ++j) {
+      const double v = static_cast<double>(row[j]);
+      tail_nan |= std::isnan(v);
+      tail_max = std::max(tail_max, std::fabs(v));
+    }
+  };
+#ifdef BEDL_X86_SIMD
+  constexpr bool kDouble = sizeof(scalar_t) == 8;
+  using vec_t = std::conditional_t<kDouble, __m128d, __m128>;
+  constexpr int64_t kWidth = 16 / sizeof(scalar_t);
+  vec_t vmax, vnan, sign;
+  if constexpr (kDouble) {
+    vmax = vnan = _mm_setzero_pd();
+    sign = _mm_set1_pd(-0.0);
+  } else {
+    vmax = vnan = _mm_setzero_ps();
+    sign = _mm_set1_ps(-0.0f);
+  }
+  for (int64_t i = 0; i <= m; ++i) {
+    const scalar_t* row = c + i * row_stride;
+    const int64_t len = i == m ? n : n + 1;
+    int64_t j = 0;
+    for (; j + kWidth <= len; j += kWidth) {
+      if constexpr (kDouble) {
+        const __m128d v = _mm_loadu_pd(row + j);
+        vmax = _mm_max_pd(vmax, _mm_andnot_pd(sign, v));
+        vnan = _mm_or_pd(vnan, _mm_cmpunord_pd(v, v));
+      } else {
+        const __m128 v = _mm_loadu_ps(row + j);
+        vmax = _mm_max_ps(vmax, _mm_andnot_ps(sign, v));
+        vnan = _mm_or_ps(vnan, _mm_cmpunord_ps(v, v));
+      }
+    }
+    scalar_run(row, j, len);
+  }
+  alignas(16) scalar_t lanes_max[kWidth];
+  int nan_bits;
+  if constexpr (kDouble) {
+    _mm_store_pd(lanes_max, vmax);
+    nan_bits = _mm_movemask_pd(vnan);
+  } else {
+    _mm_store_ps(lanes_max, vmax);
+    nan_bits = _mm_movemask_ps(vnan);
+  }
+  tail_nan |= nan_bits != 0;
+  for (int64_t k = 0; k < kWidth; ++k) tail_max = std::max(tail_max, static_cast<double>(lanes_max[k]));
+#else
+  for (int64_t i = 0; i <= m; ++i) scalar_run(c + i * row_stride, 0, i == m ? n : n + 1);
+#endif
+  tail_nan |= !std::isfinite(static_cast<double>(c[m * row_stride + n]));  // [m, n]: checked only
+  if (tail_nan || !std::isfinite(tail_max)) return std::numeric_limits<double>::infinity();
+  return tail_max;
+}
+
+// The overflow rule. A mapping of m and n nodes has at most m + n edit
+// operations, so every value the DP forms is a sum of at most m + n costs,
+// and a tie test subtracts two such sums. Costs are accepted where
+// 2 (m + n) max|c| is finite in their dtype: no sum, difference or tie
+// threshold overflows, and the distance fits the dtype it is returned in.
+template <typename scalar_t>
+inline bool sums_fit(double max_abs, int64_t m, int64_t n) {
+  return 2.0 * static_cast<double>(m + n) * max_abs <=
+         static_cast<double>(std::numeric_limits<scalar_t>::max());
+}
+
+// ValueError unless the costs of pair `b` (|x| = m, |y| = n, largest absolute
+// cost max_abs, +inf for NaN/inf) are finite and satisfy the overflow rule.
+template <typename scalar_t>
+inline void check_pair_costs(double max_abs, int64_t m, int64_t n, int64_t b, const char* what) {
+  BEDL_CHECK_VALUE(std::isfinite(max_abs), what, " of pair ", b, " contain NaN or inf");
+  BEDL_CHECK_VALUE(sums_fit<scalar_t>(max_abs, m, n), what, " of pair ", b, " are too large: with |x| = ",
+                   m, " and |y| = ", n, " a mapping sums up to ", m + n, " costs of magnitude up to ",
+                   max_abs, ", and 2 (|x| + |y|) max|cost| must stay below the largest ",
+                   sizeof(scalar_t) == 8 ? "float64" : "float32", " (", std::numeric_limits<scalar_t>::max(),
+                   "); scale the costs down");
+}
+
+// A (S, S) symbol cost table: rows and columns are symbols, the last one the gap.
+// Returns its largest absolute entry ([gap, gap] is unused), the bound for check_pair_costs.
+inline double check_symbol_costs(const at::Tensor& table) {
+  BEDL_CHECK_VALUE(table.device().is_cpu(), "symbol_costs must be a CPU tensor in the CPU kernel, got ",
+                   table.device());
+  BEDL_CHECK_VALUE(table.layout() == at::kStrided, "symbol_costs must be a dense (strided) tensor, got ",
+                   table.layout());
+  BEDL_CHECK_VALUE(table.dim() == 2 && table.size(0) == table.size(1) && table.size(0) >= 1,
+                   "symbol_costs must be a square 2-D (symbols + gap, symbols + gap) table, got shape ",
+                   table.sizes());
+  BEDL_CHECK_TYPE(table.scalar_type() == at::kFloat || table.scalar_type() == at::kDouble,
+                  "symbol_costs must be float32 or float64, got ", table.scalar_type());
+  const at::Tensor t = table.contiguous();
+  const int64_t S = t.size(0);
+  double max_abs = 0.0;
+  AT_DISPATCH_FLOATING_TYPES(t.scalar_type(), "check_symbol_costs", [&] {
+    const scalar_t* c = t.data_ptr<scalar_t>();
+    // labels may be the gap index (unknown symbols), so the [gap, gap] corner is a cost too
+    const double corner = static_cast<double>(c[S * S - 1]);
+    max_abs = std::isnan(corner) ? corner
+                                 : std::max(block_max_abs(c, S - 1, S - 1, S), std::fabs(corner));
+  });
+  BEDL_CHECK_VALUE(std::isfinite(max_abs), "symbol_costs contain NaN or inf");
+  return max_abs;
+}
+
+// Node labels index rows and columns of a symbol table of size S.
+inline void check_labels(const at::Tensor& labels, int64_t S, const char* name) {
+  const int64_t* l = labels.data_ptr<int64_t>();
+  for (int64_t k = 0; k < labels.size(0); ++k) {
+    BEDL_CHECK_VALUE(l[k] >= 0 && l[k] < S, name, "[", k, "] = ", l[k],
+                     " is not a row of the symbol cost table (size ", S, ")");
+  }
+}
+
+// The padded size (rows, cols) of a batch of symbol-table pairs and its pair of
+// most nodes, on which the overflow rule is checked (the table's largest cost
+// bounds every pair's).
+struct BatchExtent {
+  int64_t rows = 1, cols = 1, longest = -1, longest_m = 0, longest_n = 0;
+
+  void add(int64_t b, int64_t m, int64_t n) {
+    rows = std::max(rows, m + 1);
+    cols = std::max(cols, n + 1);
+    if (longest < 0 || m + n > longest_m + longest_n) {
+      longest = b;
+      longest_m = m;
+      longest_n = n;
+    }
+  }
+  template <typename scalar_t>
+  void check_overflow(double max_abs) const {
+    if (longest >= 0) check_pair_costs<scalar_t>(max_abs, longest_m, longest_n, longest, "symbol costs");
+  }
+};
+
+// The arguments the symbol-table kernels share, checked and made contiguous.
+struct SymbolInputs {
+  at::Tensor table, x_labels, y_labels, x_ptr, y_ptr, pair_x, pair_y;
+  int64_t symbols = 0, batch = 0;
+  double max_abs = 0.0;  // largest absolute cost of the table
+};
+
+inline SymbolInputs check_symbol_inputs(const at::Tensor& table, const at::Tensor& x_labels,
+                                        const at::Tensor& x_ptr, const at::Tensor& y_labels,
+                                        const at::Tensor& y_ptr, const at::Tensor& pair_x,
+                                        const at::Tensor& pair_y, double rel_tol) {
+  const double max_abs = check_symbol_costs(table);
+  check_index(x_labels, "x_labels", -1);
+  check_index(y_labels, "y_labels", -1);
+  check_index(x_ptr, "x_ptr", -1);
+  check_index(y_ptr, "y_ptr", -1);
+  check_index(pair_x, "pair_x", -1);
+  check_index(pair_y, "pair_y", pair_x.size(0));
+  check_rel_tol(rel_tol);
+  SymbolInputs in{table.contiguous(),  x_labels.contiguous(), y_labels.contiguous(),
+                  x_ptr.contiguous(),  y_ptr.contiguous(),    pair_x.contiguous(),
+                  pair_y.contiguous(), table.size(0),         pair_x.size(0), max_abs};
+  check_labels(in.x_labels, in.symbols, "x_labels");
+  check_labels(in.y_labels, in.symbols, "y_labels");
+  return in;
+}
+
+// Checks every pair's block serially (before the parallel region, so errors
+// carry their pair index) and returns the tie scales, its largest absolute costs.
+template <typename scalar_t, typename SizeFn>
+std::vector<double> cost_scales(const scalar_t* c, int64_t batch, int64_t rows, int64_t cols,
+                                const SizeFn& sizes) {
+  std::vector<double> scales(batch, 0.0);
+  for (int64_t b = 0; b < batch; ++b) {
+    const auto mn = sizes(b);
+    scales[b] = block_max_abs(c + b * rows * cols, mn.first, mn.second, cols);
+    check_pair_costs<scalar_t>(scales[b], mn.first, mn.second, b, "costs");
+  }
+  return scales;
+}
+
+// A batch's padded cost blocks, (batch, rows, cols): checked and contiguous.
+struct PaddedCosts {
+  at::Tensor costs;
+  int64_t batch = 0, rows = 0, cols = 0;
+
+  explicit PaddedCosts(const at::Tensor& costs_in) {
+    check_costs(costs_in);
+    costs = costs_in.contiguous();
+    batch = costs.size(0);
+    rows = costs.size(1);
+    cols = costs.size(2);
+  }
+  // The blocks' tie scales (largest absolute costs) over each pair's (m+1, n+1)
+  // entries, every pair checked for NaN, inf and the overflow rule.
+  template <typename scalar_t, typename SizeFn>
+  std::vector<double> scales(const SizeFn& sizes) const {
+    return cost_scales(costs.data_ptr<scalar_t>(), batch, rows, cols, sizes);
+  }
+};
+
+}  // namespace dp
+}  // namespace bedl
