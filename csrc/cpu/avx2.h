@@ -1,5 +1,6 @@
-// The AVX2 pieces the scalar passes share with the lanes: the cell's value
-// and the tie test for costs >= 0, four cells at a time.
+// What the AVX2 paths add to the common recurrence (whose templates they
+// instantiate with four lanes of doubles): the lanes' gate for dp::enter, and
+// a row's co-optimal flags four cells at a time (costs >= 0).
 #pragma once
 
 #include <cstring>
@@ -25,18 +26,16 @@ LaneGate<Mask> lane_gate(Mask by_del, Mask by_ins, Mask by_match) {
   return {by_del, by_ins, by_match};
 }
 
-// Tie::within_nonnegative of four cells, as a 4-bit mask.
+// dp::ties_nonnegative of four cells, as a 4-bit mask.
 __attribute__((target("avx2"))) inline int within_nonnegative4(__m256d rel_tol, __m256d scale, __m256d value,
                                                                __m256d best) {
-  const __m256d bound = _mm256_mul_pd(rel_tol, _mm256_max_pd(scale, value));
-  return _mm256_movemask_pd(_mm256_cmp_pd(_mm256_sub_pd(value, best), bound, _CMP_LE_OQ));
+  return _mm256_movemask_pd((__m256d)ties_nonnegative(value, best, scale, rel_tol));
 }
 
 // Tie::flags_nonnegative of cells 1..count of one table row, four at a time:
 // cell j's deletion is up[j] + del, its insertion row[j - 1] + ins[j], its
-// match match[j], its value row[j]; the flags go to flags[j]. The same
-// expressions as the scalar test (max(scale, value) may differ from
-// std::max only in the sign of a zero, which a comparison ignores).
+// match match[j], its value row[j]; the flags go to flags[j]. The tie test of
+// common/tie.h on four lanes: the same flags.
 __attribute__((target("avx2"))) inline void row_flags_nonnegative(const Tie& tie, const double* up, double del,
                                                                   const double* row, const double* ins,
                                                                   const double* match, int64_t count,
