@@ -24,6 +24,7 @@ import torch
 from ..costs import EuclideanCost, SymbolCost, simplex_embedding
 from ..labels import check_collection, missing_labels, sorted_alphabet
 from ..ops import pairwise_distances
+from ..ops.encoding import flat_table
 from ..validation import check_cost_module, check_device
 from .estimator import Estimator
 from .lbfgs import LBFGS
@@ -306,6 +307,11 @@ class BEDL(Estimator):
         ``unknown`` argument."""
         if self.unknown == "origin":
             return "gap"
+        try:  # every label known: the encoding the distances use (cached for these objects)
+            flat_table(X, "Y" if what == "Y" else "X").flat_labels(self.cost_, "error")
+            return "error"
+        except (ValueError, TypeError):
+            pass  # which labels: below
         missing = self._unknown_labels(X)
         if missing:
             shown = ", ".join(repr(s) for s in missing[:10])

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 import weakref
+from collections import OrderedDict
 from typing import Optional, Sequence
 
 import torch
@@ -19,8 +21,8 @@ from ..labels import kind_of, labels_of, long_tensor
 from ..validation import check_cost_tensor
 from . import limits
 
-__all__ = ["default_rel_tol", "check_rel_tol", "check_costs", "FlatTable", "SymbolView",
-           "matrix_view", "whole_table"]
+__all__ = ["default_rel_tol", "check_rel_tol", "check_costs", "FlatTable", "flat_table",
+           "SymbolView", "matrix_view", "whole_table"]
 
 
 def default_rel_tol(dtype: torch.dtype) -> float:
@@ -82,15 +84,16 @@ class FlatTable:
 
     def _codes(self, cost: SymbolCost, unknown: str) -> dict:
         """This table's symbol indices under ``cost`` (cached per cost module, dropped when
-        its alphabet grows): ``"flat"`` always, ``"padded"`` once asked for."""
+        its alphabet grows or is replaced): ``"flat"`` always, ``"padded"`` once asked for."""
         per_cost = self._encoded.setdefault(cost, {})
-        key = (len(cost.alphabet), unknown)
+        # (the entry keeps the alphabet list, so its id is not reused while cached)
+        key = (id(cost.alphabet), len(cost.alphabet), unknown)
         if key not in per_cost:
             # One encode call for the whole table (it names unknown labels).
             flat = cost.encode(list(itertools.chain.from_iterable(map(labels_of, self.objects))),
                                unknown=unknown)
             per_cost.clear()
-            per_cost[key] = {"flat": flat}
+            per_cost[key] = {"flat": flat, "alphabet": cost.alphabet}
         return per_cost[key]
 
     def flat_labels(self, cost: SymbolCost, unknown: str) -> torch.Tensor:
@@ -106,6 +109,40 @@ class FlatTable:
             out[torch.arange(width)[None, :] < self.lengths[:, None]] = codes["flat"]
             codes["padded"] = out
         return codes["padded"]
+
+
+# FlatTables of recent collections of strings, tuples and trees (hashable, and unchangeable),
+# keyed by the collection's contents: repeated calls on the same collection (a model's
+# predictions, a loop over the same data) skip flattening and encoding it again.
+_TABLE_CACHE_SIZE = 16
+_table_cache: "OrderedDict[tuple, FlatTable]" = OrderedDict()
+_table_cache_lock = threading.Lock()
+
+
+def flat_table(objects: Sequence, side: str) -> FlatTable:
+    """``FlatTable(objects, side)``, shared with earlier calls on equal objects.
+
+    Only collections of strings, tuples and trees (hashable and unchangeable; equal ones
+    flatten and encode alike) are shared, in a small cache of the latest ones; a collection
+    holding a list (a sequence that can change in place) gets a new table every time. A shared
+    table's encodings follow the cost modules (see :meth:`FlatTable.flat_labels`).
+    """
+    key = (side, tuple(objects))
+    try:
+        hash(key)
+    except TypeError:  # a list among the objects
+        return FlatTable(objects, side)
+    with _table_cache_lock:
+        table = _table_cache.get(key)
+        if table is not None:
+            _table_cache.move_to_end(key)
+            return table
+    table = FlatTable(objects, side)
+    with _table_cache_lock:
+        _table_cache[key] = table
+        while len(_table_cache) > _TABLE_CACHE_SIZE:
+            _table_cache.popitem(last=False)
+    return table
 
 
 def check_rel_tol(rel_tol, dtype) -> float:

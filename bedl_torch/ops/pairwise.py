@@ -13,7 +13,10 @@ Layer: ops (imports :mod:`.batch`, :mod:`.encoding`, the cost modules and
 from __future__ import annotations
 
 import copy
+import functools
 import math
+import threading
+from collections import OrderedDict
 from typing import Optional, Sequence, Tuple
 
 import numpy as np
@@ -24,7 +27,7 @@ from ..labels import alphabet_of
 from ..validation import check_cost_module
 from . import limits
 from .batch import PairBatch, check_temperature, soft_distances
-from .encoding import FlatTable, SymbolView, check_rel_tol, matrix_view
+from .encoding import FlatTable, SymbolView, check_rel_tol, flat_table, matrix_view
 
 __all__ = ["MODES", "PairwisePlan", "pair_indices", "assemble", "pair_chunks",
            "table_pair_distances", "pairwise_distances"]
@@ -129,10 +132,14 @@ def _chunked_distances(x_table, y_table, ii, jj, cost, view, ref, ref_view, mode
         # Distances from a symbol table keep nothing per pair (their backward recomputes P):
         # one kernel call over all pairs (its fixed cost is paid once).
         chunk_size = max(1, len(ii))
+    whole = (x_table, y_table, ii, jj)
     ii, jj, bounds = pair_chunks(x_table, y_table, ii, jj, chunk_size)
     values = []
     for s, e in zip(bounds[:-1], bounds[1:]):
-        batch = PairBatch.from_tables(x_table, y_table, ii[s:e], jj[s:e])
+        if len(bounds) == 2 and ii is whole[2] and jj is whole[3]:
+            batch = _whole_batch(*whole)
+        else:
+            batch = PairBatch.from_tables(x_table, y_table, ii[s:e], jj[s:e])
         if mode == "exact":
             values.append(batch.run_distances(cost, rel_tol=rel_tol, unknown=unknown, view=view))
         elif mode == "soft":
@@ -141,6 +148,31 @@ def _chunked_distances(x_table, y_table, ii, jj, cost, view, ref, ref_view, mode
             p0 = batch.run_coopt(ref, rel_tol, unknown, view=ref_view)[1]
             values.append(batch.run_pseudo(cost, p0, unknown, view=view))
     return ii, jj, torch.cat(values)
+
+
+# The batches of whole matrices of recent calls, by the identities of their tables and pair
+# indices (held by the entries, so the ids stay theirs): repeated calls on the same
+# collections reuse the pairs' layout (pair_indices gives the same index tensors).
+_BATCH_CACHE_SIZE = 8
+_batch_cache: "OrderedDict[tuple, tuple]" = OrderedDict()
+_batch_cache_lock = threading.Lock()
+
+
+def _whole_batch(x_table, y_table, ii, jj) -> PairBatch:
+    """``PairBatch.from_tables(x_table, y_table, ii, jj)``, shared with earlier calls on the
+    same four objects."""
+    key = (id(x_table), id(y_table), id(ii), id(jj))
+    with _batch_cache_lock:
+        entry = _batch_cache.get(key)
+        if entry is not None:
+            _batch_cache.move_to_end(key)
+            return entry[-1]
+    batch = PairBatch.from_tables(x_table, y_table, ii, jj)
+    with _batch_cache_lock:
+        _batch_cache[key] = (x_table, y_table, ii, jj, batch)
+        while len(_batch_cache) > _BATCH_CACHE_SIZE:
+            _batch_cache.popitem(last=False)
+    return batch
 
 
 def _symbol_tiles(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: torch.Tensor,
@@ -206,9 +238,11 @@ def _run_index(runs: list, n: int) -> torch.Tensor:
     return index
 
 
+@functools.lru_cache(maxsize=32)
 def pair_indices(rows: int, cols: int, triangle: bool) -> Tuple[torch.Tensor, torch.Tensor]:
     """Row-major pair indices ``(ii, jj)`` of a ``rows x cols`` block: all pairs, or with
-    ``triangle`` only ``i <= j`` (the rest mirrors them)."""
+    ``triangle`` only ``i <= j`` (the rest mirrors them). Cached: the same tensors for the same
+    block, which callers must not change in place."""
     if triangle:
         ii, jj = torch.triu_indices(rows, cols, offset=0)
         return ii, jj
@@ -296,8 +330,8 @@ class PairwisePlan:
         if chunk_size is not None and chunk_size < 1:
             raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
         if tables is None:
-            x_table = FlatTable(X, "X")
-            tables = (x_table, x_table if self.same else FlatTable(Y, "Y"))
+            x_table = flat_table(X, "X")
+            tables = (x_table, x_table if self.same else flat_table(Y, "Y"))
         self.x_table, self.y_table = tables
         kx, ky = self.x_table.kind, self.y_table.kind
         if kx and ky and kx != ky:
@@ -307,12 +341,12 @@ class PairwisePlan:
             if module is not None:
                 self.x_table.flat_labels(module, unknown)
                 self.y_table.flat_labels(module, unknown)
-        check_rel_tol(rel_tol, cost.dtype)
+        self.dtype, self.device = cost.dtype, cost.device
+        check_rel_tol(rel_tol, self.dtype)
         self.X, self.Y, self.cost, self.symmetric = X, Y, cost, symmetric
         self.mode, self.reference_cost, self.chunk_size = mode, reference_cost, chunk_size
         self.rel_tol, self.unknown = rel_tol, unknown
         self.reference = reference_cost if reference_cost is not None else cost
-        self.dtype, self.device = cost.dtype, cost.device
 
     @property
     def shape(self) -> Tuple[int, int]:
