@@ -231,7 +231,7 @@ class Tree:
             return True
         if not isinstance(other, Tree):
             return NotImplemented
-        return self._children == other._children and self._labels == other._labels
+        return self._children == other.children and self._labels == other.labels
 
     def __ne__(self, other: object) -> bool:
         eq = self.__eq__(other)

@@ -135,7 +135,9 @@ class PairBatch:
 
     # -- kernels -------------------------------------------------------------
 
-    def _run(self, costs: torch.Tensor, need_coopt: bool, rel_tol: float):
+    def run_padded(self, costs: torch.Tensor, need_coopt: bool, rel_tol: float):
+        """The kernels on padded costs (any device): distances and (with ``need_coopt``) P,
+        on the costs' device."""
         device = costs.device
         c = costs.detach()
         if device.type != "cpu":
@@ -152,7 +154,7 @@ class PairBatch:
             p = p.to(device)
         return d, p
 
-    def _symbol_args(self, view: SymbolView, table: torch.Tensor) -> tuple:
+    def symbol_args(self, view: SymbolView, table: torch.Tensor) -> tuple:
         """The symbol-table kernels' leading arguments: ``table`` (the view's, or a saved copy
         of it) on the CPU, the labels in the view's numbering, the layout and the pairs."""
         t = table.detach()
@@ -165,16 +167,16 @@ class PairBatch:
                     self.pair_x, self.pair_y)
         return t, xl, self.x_table.ptr, yl, self.y_table.ptr, self.pair_x, self.pair_y
 
-    def _run_symbols(self, view: SymbolView, need_coopt: bool, rel_tol: float):
+    def run_symbols(self, view: SymbolView, need_coopt: bool, rel_tol: float):
         """Kernels on a symbol view's table; P stays on the CPU (padded)."""
         op = _ext.ted_symbols_cpu if self.kind == "tree" else _ext.sed_symbols_cpu
-        return op(*self._symbol_args(view, view.table), need_coopt, rel_tol)
+        return op(*self.symbol_args(view, view.table), need_coopt, rel_tol)
 
-    def _run_symbol_sums(self, view: SymbolView, rel_tol: float):
+    def run_symbol_sums(self, view: SymbolView, rel_tol: float):
         """Distances with each pair's P listed by label pair (for the backward), or only the
         distances (and None) where the lists could exceed ``limits.PAIR_SUM_ENTRIES``."""
         op = _ext.ted_symbols_sums_cpu if self.kind == "tree" else _ext.sed_symbols_sums_cpu
-        return _distances_and_sums(op(*self._symbol_args(view, view.table), rel_tol, limits.PAIR_SUM_ENTRIES))
+        return _distances_and_sums(op(*self.symbol_args(view, view.table), rel_tol, limits.PAIR_SUM_ENTRIES))
 
     def _symbol_view(self, cost, unknown: str) -> Optional[SymbolView]:
         """How the kernels can gather this batch's costs from a symbol table: the module's
@@ -241,7 +243,7 @@ class PairBatch:
                 tol = check_rel_tol(rel_tol, view.table.dtype)
                 if not (view.table.requires_grad and torch.is_grad_enabled()):
                     # what the function's forward runs without a gradient, minus its overhead
-                    return self._run_symbols(view, False, tol)[0].to(view.table.device)
+                    return self.run_symbols(view, False, tol)[0].to(view.table.device)
                 d, _ = SymbolEditDistanceFn.apply(view.table, self, view, tol, False)
                 return d
             costs = self.as_costs(cost_or_costs, unknown, finite=False)
@@ -273,11 +275,11 @@ class PairBatch:
                 view = self._symbol_view(cost_or_costs, unknown)
             if view is not None:
                 tol = check_rel_tol(rel_tol, view.table.dtype)
-                d, p = self._run_symbols(view, True, tol)
+                d, p = self.run_symbols(view, True, tol)
                 return d.to(view.table.device), p.to(view.table.device)
             costs = self.as_costs(cost_or_costs, unknown, finite=False)
             tol = check_rel_tol(rel_tol, costs.dtype)
-            return self._run(costs, True, tol)
+            return self.run_padded(costs, True, tol)
 
     def pseudo_distances(self, cost_or_costs, coopt: torch.Tensor, *, unknown: str = "error") -> torch.Tensor:
         """Pseudo edit distances ``sum(P0 * C)`` ``(B,)`` for frozen co-optimal matrices ``P0``
@@ -370,7 +372,7 @@ class EditDistanceFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, costs, batch: PairBatch, rel_tol: float, want_coopt: bool):
         need = bool(ctx.needs_input_grad[0]) or want_coopt
-        d, p = batch._run(costs, need, rel_tol)
+        d, p = batch.run_padded(costs, need, rel_tol)
         if ctx.needs_input_grad[0]:
             ctx.save_for_backward(p)
         if need:
@@ -398,10 +400,10 @@ class SymbolEditDistanceFn(torch.autograd.Function):
         sums = None
         lists = limits.BACKWARD_LISTS if limits.BACKWARD_LISTS is not None else dense_backward.get(view.cost, False)
         if ctx.needs_input_grad[0] and not want_coopt and lists:
-            d, sums = batch._run_symbol_sums(view, rel_tol)
+            d, sums = batch.run_symbol_sums(view, rel_tol)
             p = d.new_empty((0,))
         else:
-            d, p = batch._run_symbols(view, want_coopt, rel_tol)
+            d, p = batch.run_symbols(view, want_coopt, rel_tol)
         if ctx.needs_input_grad[0]:
             ctx.batch, ctx.view, ctx.rel_tol, ctx.want_coopt = batch, view, rel_tol, want_coopt
             ctx.table_shape, ctx.table_dtype = table.shape, table.dtype
@@ -426,27 +428,29 @@ class SymbolEditDistanceFn(torch.autograd.Function):
             weights = grad_d.detach().to("cpu", ctx.table_dtype).reshape(-1)
             grad = _ext.weighted_pair_sums_cpu(*saved, weights, ctx.table_shape[0])
         elif ctx.want_coopt:
-            grad = SymbolEditDistanceFn._scatter_coopt(saved[0].cpu(), grad_d, batch, view, ctx.table_shape[0])
+            grad = _scatter_coopt(saved[0].cpu(), grad_d, batch, view, ctx.table_shape[0])
         else:
             weights = grad_d.detach().to("cpu", ctx.table_dtype).reshape(-1)
             op = _ext.ted_symbols_grad_cpu if batch.kind == "tree" else _ext.sed_symbols_grad_cpu
-            grad = op(*batch._symbol_args(view, saved[0]), weights, ctx.rel_tol)
+            grad = op(*batch.symbol_args(view, saved[0]), weights, ctx.rel_tol)
         return grad.to(grad_d.device), None, None, None, None
 
-    @staticmethod
-    def _scatter_coopt(p, grad_d, batch, view, size):
-        """sum_k grad_d[k] * P_k scattered into a (size, size) table by the pairs' labels."""
-        rows, cols = p.shape[1], p.shape[2]
-        x_idx = view.padded_labels(batch.x_table, batch.pair_x, rows)
-        y_idx = view.padded_labels(batch.y_table, batch.pair_y, cols)
-        # Pad beyond each pair's block is the gap, and P is zero there.
-        flat = (x_idx[:, :, None] * size + y_idx[:, None, :]).reshape(-1)
-        weights = (grad_d.detach().to("cpu", p.dtype).reshape(-1, 1, 1) * p).reshape(-1)
-        grad = torch.zeros(size * size, dtype=p.dtype).index_add_(0, flat, weights)
-        return grad.view(size, size)
+
+def _scatter_coopt(p, grad_d, batch, view, size):
+    """sum_k grad_d[k] * P_k scattered into a (size, size) table by the pairs' labels."""
+    rows, cols = p.shape[1], p.shape[2]
+    x_idx = view.padded_labels(batch.x_table, batch.pair_x, rows)
+    y_idx = view.padded_labels(batch.y_table, batch.pair_y, cols)
+    # Pad beyond each pair's block is the gap, and P is zero there.
+    flat = (x_idx[:, :, None] * size + y_idx[:, None, :]).reshape(-1)
+    weights = (grad_d.detach().to("cpu", p.dtype).reshape(-1, 1, 1) * p).reshape(-1)
+    grad = torch.zeros(size * size, dtype=p.dtype).index_add_(0, flat, weights)
+    return grad.view(size, size)
 
 
 def check_temperature(temperature) -> float:
+    """The temperature as a float; TypeError unless a real number, ValueError unless finite
+    and > 0."""
     if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
         raise TypeError(f"temperature must be a real number, got {type(temperature).__name__}")
     temperature = float(temperature)
