@@ -159,9 +159,11 @@ def child_full(rows: int) -> dict:
     table = FlatTable(seqs, "X")
     n = len(seqs)
     if rows == 0:  # the first two runs of sentences that this tree's tiles use
-        from bedl_torch.ops import _LOCAL_TABLE_CELLS, _symbol_runs
+        from bedl_torch.ops import limits
+        from bedl_torch.ops.pairwise import _symbol_runs
 
-        runs = _symbol_runs(table, torch.arange(n), cost, "error", math.isqrt(_LOCAL_TABLE_CELLS) - 1)
+        runs = _symbol_runs(table, torch.arange(n), cost, "error",
+                            math.isqrt(limits.LOCAL_TABLE_CELLS) - 1)
         rows = len(runs[0]) + len(runs[1])
     ii = torch.arange(rows).repeat_interleave(n)
     jj = torch.arange(n).repeat(rows)

@@ -11,6 +11,7 @@ from bedl_torch.costs import EuclideanCost, UnitCost
 from bedl_torch.datasets import make_strings
 from bedl_torch.learning import BEDL, MedianGLVQ, init_prototypes, median_glvq_em
 from bedl_torch.learning.bedl import initial_embedding
+from bedl_torch.learning.training import ObjectiveFactory
 from bedl_torch.ops import PairBatch, pairwise_distances
 from bedl_torch.pretrained import CosineCost
 from bedl_torch.tree import Tree
@@ -314,26 +315,26 @@ def test_metric_step_evaluators_agree(monkeypatch, n_prototypes):
     calls = {}
 
     def spy(name):
-        orig = getattr(BEDL, name)
+        orig = getattr(ObjectiveFactory, name)
 
         def wrapped(self, *args, **kwargs):
             calls[name] = calls.get(name, 0) + 1
             return orig(self, *args, **kwargs)
 
-        monkeypatch.setattr(BEDL, name, wrapped)
+        monkeypatch.setattr(ObjectiveFactory, name, wrapped)
 
-    for name in ("_numpy_evaluator", "_closed_form_evaluator", "_pair_cost_terms"):
+    for name in ("numpy_evaluator", "closed_form_evaluator", "pair_cost_terms"):
         spy(name)
     ProbeLBFGS.install(monkeypatch)
     for path in ("numpy", "table", "sparse"):
         with monkeypatch.context() as mp:
             if path != "numpy":
-                mp.setattr(BEDL, "_numpy_path_ok", staticmethod(lambda cost, params: False))
+                mp.setattr(ObjectiveFactory, "numpy_path_ok", staticmethod(lambda cost, params: False))
             if path == "sparse":
-                mp.setattr(BEDL, "_TABLE_LIMIT", 0)
+                mp.setattr(ObjectiveFactory, "TABLE_LIMIT", 0)
             cost = EuclideanCost(list("abcd"), embedding=start)
             BEDL(n_prototypes=n_prototypes, max_rounds=1, cost=cost).fit(X, y)
-    assert calls == {"_numpy_evaluator": 1, "_closed_form_evaluator": 2, "_pair_cost_terms": 1}
+    assert calls == {"numpy_evaluator": 1, "closed_form_evaluator": 2, "pair_cost_terms": 1}
     numpy_rec, table_rec, sparse_rec = ProbeLBFGS.records
     for k, (loss, grad) in enumerate(sparse_rec):
         assert grad.abs().max() > 0.01
@@ -499,7 +500,7 @@ def test_pseudo_fast_path_matches_pair_batch(kind):
     batch = PairBatch.from_tables(base.x_table, base.y_table, torch.arange(12), pair_y)
     _, P0 = batch.coopt(cost)
     idx = _encode_padded(X, cost, "error")
-    F = BEDL()._symbol_frequencies(cost, batch, P0, idx)
+    F = ObjectiveFactory("pseudo", None, None).symbol_frequencies(cost, batch, P0, idx)
     assert F is not None
     expected = batch.pseudo_distances(cost, P0)
     got = F @ cost.symbol_costs().reshape(-1)

@@ -117,8 +117,8 @@ def test_training_loop_steps_on_cuda_match_cpu(kind, monkeypatch):
     sparse = torch.zeros(7, 7, dtype=torch.float64)
     sparse[:, 0] = 1.0
     from_lists = []
-    real = ops._ext.weighted_pair_sums_cpu
-    monkeypatch.setattr(ops._ext, "weighted_pair_sums_cpu", lambda *a: from_lists.append(1) or real(*a))
+    real = bedl_torch._ext.weighted_pair_sums_cpu
+    monkeypatch.setattr(bedl_torch._ext, "weighted_pair_sums_cpu", lambda *a: from_lists.append(1) or real(*a))
     for step, w in enumerate([weights, weights, weights, sparse]):
         results = []
         for cost in (cpu, gpu):
@@ -130,5 +130,5 @@ def test_training_loop_steps_on_cuda_match_cpu(kind, monkeypatch):
         torch.testing.assert_close(results[1][0], results[0][0], rtol=1e-12, atol=1e-12)
         torch.testing.assert_close(results[1][1], results[0][1], rtol=1e-10, atol=1e-10)
         # each backward's share of nonzero weights decides whether the next forward keeps lists
-        assert ops._dense_backward[gpu] is (w is weights)
+        assert ops.batch.dense_backward[gpu] is (w is weights)
     assert len(from_lists) == 2 * 3  # steps 1, 2 and 3 backward from lists, on both devices

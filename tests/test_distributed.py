@@ -120,9 +120,9 @@ def _scenario_matrices(rank, trees, others, seqs, strings, out_dir):
 
 
 def _stopping_after(stop_after, done):
-    """``bd._tile_values`` that raises KeyboardInterrupt once ``stop_after`` tiles are done
+    """``bd.problem.tile_values`` that raises KeyboardInterrupt once ``stop_after`` tiles are done
     (their names appended to ``done``)."""
-    real = bd._tile_values
+    real = bd.problem.tile_values
 
     def stopping(problem, tile):
         if len(done) == stop_after:
@@ -138,7 +138,7 @@ def _scenario_resume(rank, trees, out_dir, stop_after):
     the same call with resume=True; a resume refused; an error on rank 1 reaching rank 0."""
     path = os.path.join(out_dir, "D.npy")
     done = []
-    real, bd._tile_values = bd._tile_values, _stopping_after(stop_after, done)
+    real, bd.problem.tile_values = bd.problem.tile_values, _stopping_after(stop_after, done)
     try:
         bd.pairwise_distances(trees, tile_size=4, out=path, progress=False)
         interrupted = False
@@ -146,7 +146,7 @@ def _scenario_resume(rank, trees, out_dir, stop_after):
         interrupted = True
     dist.barrier()
     res = {"interrupted": interrupted, "first_run": list(done),
-           "partial": np.load(path).copy(), "markers": bd._finished_tiles(path)}
+           "partial": np.load(path).copy(), "markers": bd.npy_file.finished_tiles(path)}
     dist.barrier()  # every rank has read the partial state before the resume writes more
 
     computed = []
@@ -155,11 +155,11 @@ def _scenario_resume(rank, trees, out_dir, stop_after):
         computed.append(tile.name)
         return real(problem, tile)
 
-    bd._tile_values = counting
+    bd.problem.tile_values = counting
     res["resumed"] = np.array(bd.pairwise_distances(trees, tile_size=4, out=path, resume=True,
                                                     progress=False))
     res["second_run"] = list(computed)
-    bd._tile_values = real
+    bd.problem.tile_values = real
 
     try:
         bd.pairwise_distances(trees[:-1], tile_size=4, out=path, resume=True, progress=False)
@@ -170,13 +170,13 @@ def _scenario_resume(rank, trees, out_dir, stop_after):
     def failing(problem, tile):
         raise ValueError("tile failed on purpose")
 
-    bd._tile_values = failing if rank == 1 else real
+    bd.problem.tile_values = failing if rank == 1 else real
     try:
         bd.pairwise_distances(trees, tile_size=4, progress=False)
         res["failure"] = None
     except (ValueError, RuntimeError) as error:
         res["failure"] = (type(error).__name__, str(error))
-    bd._tile_values = real
+    bd.problem.tile_values = real
     return res
 
 
@@ -343,7 +343,7 @@ def test_out_file_holds_the_matrix(tmp_path):
     meta = json.loads((tmp_path / "D.npy.tiles" / "meta.json").read_text())
     assert meta["shape"] == [21, 21] and meta["dtype"] == "<f8" and meta["tile_size"] == 4
     tiles = bd.plan_tiles([len(t) for t in trees], [len(t) for t in trees], 4, True)
-    assert bd._finished_tiles(str(path)) == sorted(t.name for t in tiles)
+    assert bd.npy_file.finished_tiles(str(path)) == sorted(t.name for t in tiles)
     # float32 costs: a float32 file
     euclid = bt.EuclideanCost(list("abc"), torch.randn(3, 2))
     M = bd.pairwise_distances(trees, trees[:5], cost=euclid, tile_size=3, out=tmp_path / "E.npy",
@@ -353,11 +353,11 @@ def test_out_file_holds_the_matrix(tmp_path):
 
 
 def _interrupted_run(trees, path, stop_after, monkeypatch, **kw):
-    real, done = bd._tile_values, []
-    monkeypatch.setattr(bd, "_tile_values", _stopping_after(stop_after, done))
+    real, done = bd.problem.tile_values, []
+    monkeypatch.setattr(bd.problem, "tile_values", _stopping_after(stop_after, done))
     with pytest.raises(KeyboardInterrupt):
         bd.pairwise_distances(trees, out=path, progress=False, **kw)
-    monkeypatch.setattr(bd, "_tile_values", real)
+    monkeypatch.setattr(bd.problem, "tile_values", real)
     return done
 
 
@@ -366,7 +366,7 @@ def test_resume_computes_only_the_missing_tiles_and_gives_the_same_bits(tmp_path
     expected = bt.pairwise_distances(trees).numpy()
     path = tmp_path / "D.npy"
     first = _interrupted_run(trees, path, 4, monkeypatch, tile_size=5)
-    assert sorted(first) == bd._finished_tiles(str(path))
+    assert sorted(first) == bd.npy_file.finished_tiles(str(path))
     tiles = {t.name: t for t in bd.plan_tiles([len(t) for t in trees], [len(t) for t in trees],
                                                5, True)}
     partial = np.load(path)
@@ -378,9 +378,9 @@ def test_resume_computes_only_the_missing_tiles_and_gives_the_same_bits(tmp_path
         written[t.r0: t.r1, t.c0: t.c1] = written[t.c0: t.c1, t.r0: t.r1] = True
     assert (partial[~written] == 0).all() and (expected[~written] != 0).any()
 
-    real = bd._tile_values
+    real = bd.problem.tile_values
     computed = []
-    monkeypatch.setattr(bd, "_tile_values",
+    monkeypatch.setattr(bd.problem, "tile_values",
                         lambda problem, tile: computed.append(tile.name) or real(problem, tile))
     M = bd.pairwise_distances(trees, tile_size=5, out=path, resume=True, progress=False)
     assert sorted(computed) == sorted(set(tiles) - set(first))
@@ -414,7 +414,7 @@ def test_resume_refuses_another_call(tmp_path, monkeypatch):
         bd.pairwise_distances(trees, cost=euclid, tile_size=4, out=path, resume=True,
                               progress=False)
     # the refused calls left the partial file and its record alone: the right call finishes it
-    assert len(bd._finished_tiles(str(path))) == 2
+    assert len(bd.npy_file.finished_tiles(str(path))) == 2
     M = bd.pairwise_distances(trees, tile_size=4, out=path, resume=True, progress=False)
     assert np.array_equal(M, bt.pairwise_distances(trees).numpy())
 
@@ -564,7 +564,7 @@ _INTERRUPTING_CLI = textwrap.dedent("""
     import bedl_torch.distributed as bd
     from bedl_torch.__main__ import main
 
-    real, done = bd._tile_values, []
+    real, done = bd.problem.tile_values, []
 
     def stopping(problem, tile):
         if len(done) == 2:
@@ -572,7 +572,7 @@ _INTERRUPTING_CLI = textwrap.dedent("""
         done.append(tile.name)
         return real(problem, tile)
 
-    bd._tile_values = stopping
+    bd.problem.tile_values = stopping
     sys.exit(main(sys.argv[1:]))
 """)
 
@@ -585,7 +585,7 @@ def test_cli_one_process_interrupt_and_resume(tmp_path, monkeypatch, capsys):
     run = _cli(args, tmp_path, prefix=(sys.executable, "-c", _INTERRUPTING_CLI))
     assert run.returncode == 130, run.stderr
     assert "interrupted: 2 tiles of D.npy finished" in run.stderr
-    assert len(bd._finished_tiles(str(tmp_path / "D.npy"))) == 2
+    assert len(bd.npy_file.finished_tiles(str(tmp_path / "D.npy"))) == 2
     run = _cli(args + ["--resume"], tmp_path)
     assert run.returncode == 0, run.stderr
     assert "D.npy: 17 x 17 float64" in run.stdout

@@ -185,7 +185,7 @@ def test_symbol_runs_cover_objects_within_the_bound():
     objs = _sequences(60, 1, alphabet[:-1], max_len=9) + [alphabet[:20]]  # one with 20 symbols
     table = ops.FlatTable(objs, "X")
     objects = torch.arange(len(objs))
-    runs = ops._symbol_runs(table, objects, cost, "gap", 12)
+    runs = ops.pairwise._symbol_runs(table, objects, cost, "gap", 12)
     assert torch.equal(torch.cat(runs), objects)  # consecutive, each object once
     flat = table.flat_labels(cost, "gap")
     for run in runs:
@@ -205,7 +205,7 @@ def test_tiled_matrices_equal_the_full_table(monkeypatch, kind, dtype, objects):
     cost, alphabet = _make_cost(kind, 40, dtype)
     make = _sequences if objects == "sequence" else _trees
     X, Y = make(14, 2, alphabet), make(9, 3, alphabet)
-    monkeypatch.setattr(ops, "_LOCAL_TABLE_CELLS", 12 * 12)  # at most 11 symbols a side
+    monkeypatch.setattr(ops.limits, "LOCAL_TABLE_CELLS", 12 * 12)  # at most 11 symbols a side
     calls = _spy_symbol_kernels(monkeypatch)
     D_xx = bedl_torch.pairwise_distances(X, cost=cost, unknown="gap")
     D_xy = bedl_torch.pairwise_distances(X, Y, cost=cost, unknown="gap")
@@ -233,7 +233,7 @@ def test_tiled_pairs_and_batches_equal_forward_on_a_large_alphabet(monkeypatch, 
     x_table, y_table = ops.FlatTable(X, "X"), ops.FlatTable(Y, "Y")
     ii = torch.tensor([i for i in range(16) for j in range(11) if (i + j) % 3])
     jj = torch.tensor([j for i in range(16) for j in range(11) if (i + j) % 3])
-    monkeypatch.setattr(ops, "_LOCAL_TABLE_CELLS", 24 * 24)
+    monkeypatch.setattr(ops.limits, "LOCAL_TABLE_CELLS", 24 * 24)
     calls = _spy_symbol_kernels(monkeypatch)
     oi, oj, vals = ops.table_pair_distances(x_table, y_table, ii, jj, cost, unknown="gap")
     assert len(calls) > 2 and all(shape[0] <= 24 for shape in calls)
@@ -245,7 +245,7 @@ def test_tiled_pairs_and_batches_equal_forward_on_a_large_alphabet(monkeypatch, 
         torch.testing.assert_close(g, g_ref, **_tol(dtype))
 
     # a batch: its union of symbols exceeds the local limit, each side's does not
-    monkeypatch.setattr(ops, "_LOCAL_TABLE_CELLS", 60 * 60)
+    monkeypatch.setattr(ops.limits, "LOCAL_TABLE_CELLS", 60 * 60)
     xs, ys = [X[i] for i in ii.tolist()[:40]], [Y[j] for j in jj.tolist()[:40]]
     batch = bedl_torch.PairBatch(xs, ys)
     sides = [torch.unique(torch.cat([_indices(cost, o) for o in objs])) for objs in (xs, ys)]
@@ -270,7 +270,7 @@ def test_tiled_pseudo_distances_with_a_reference_cost(monkeypatch, dtype):
     cost, alphabet = _make_cost("cosine", 40, dtype, seed=0)
     ref_cost, _ = _make_cost("cosine", 40, dtype, seed=1)
     X, Y = _sequences(10, 8, alphabet), _sequences(7, 9, alphabet)
-    monkeypatch.setattr(ops, "_LOCAL_TABLE_CELLS", 12 * 12)
+    monkeypatch.setattr(ops.limits, "LOCAL_TABLE_CELLS", 12 * 12)
     D = bedl_torch.pairwise_distances(X, Y, cost=cost, mode="pseudo", reference_cost=ref_cost,
                                       unknown="gap")
     xs = [a for a in X for _ in Y]
@@ -297,14 +297,14 @@ def test_default_tiles_on_more_symbols_than_one_table_holds(monkeypatch):
     rng = random.Random(10)
     X = [[rng.choice(alphabet[:-1]) for _ in range(40)] for _ in range(70)]
     Y = [[rng.choice(alphabet[:-1]) for _ in range(40)] for _ in range(8)]
-    side = math.isqrt(ops._LOCAL_TABLE_CELLS)
+    side = math.isqrt(ops.limits.LOCAL_TABLE_CELLS)
     assert len({w for s in X for w in s}) > side  # X needs more than one run
     calls = _spy_symbol_kernels(monkeypatch)
     with torch.no_grad():
         D = bedl_torch.pairwise_distances(X, Y, cost=cost)
     assert len(calls) >= 2 and all(shape[0] <= side for shape in calls)
     calls.clear()
-    monkeypatch.setattr(ops, "_LOCAL_TABLE_CELLS", 0)  # no local tables: forward per chunk
+    monkeypatch.setattr(ops.limits, "LOCAL_TABLE_CELLS", 0)  # no local tables: forward per chunk
     with torch.no_grad():
         D_ref = bedl_torch.pairwise_distances(X, Y, cost=cost)
     assert not calls

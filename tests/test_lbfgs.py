@@ -12,6 +12,8 @@ from bedl_torch.datasets import make_strings
 from bedl_torch.learning import BEDL
 from bedl_torch.learning.lbfgs import LBFGS
 from bedl_torch.learning.objectives import ExactObjective, NumpyEuclideanExactObjective
+from bedl_torch.learning import training
+from bedl_torch.learning.training import ObjectiveFactory
 from lbfgs_probe import ProbeLBFGS
 
 _FIT_MODULE = sys.modules[BEDL.__module__]
@@ -134,7 +136,7 @@ def _step_results(monkeypatch, mode, reference):
         mp.setattr(BEDL, "_metric_step", recording_step)
         if reference:
             mp.setattr(_FIT_MODULE, "LBFGS", _TorchSolver)
-            mp.setattr(BEDL, "_numpy_path_ok", staticmethod(lambda cost, params: False))
+            mp.setattr(ObjectiveFactory, "numpy_path_ok", staticmethod(lambda cost, params: False))
         BEDL(mode=mode, max_rounds=1, max_eval=25).fit(X, y)
     return results[0]
 
@@ -163,15 +165,15 @@ def test_numpy_exact_objective_matches_autograd(monkeypatch, mode, n_prototypes)
     start = torch.randn(4, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
     made = []
     for name in ("ExactObjective", "NumpyEuclideanExactObjective"):
-        cls = getattr(_FIT_MODULE, name)
-        monkeypatch.setattr(_FIT_MODULE, name,
+        cls = getattr(training, name)
+        monkeypatch.setattr(training, name,
                             lambda *a, _cls=cls, **k: made.append(_cls) or _cls(*a, **k))
     ProbeLBFGS.install(monkeypatch)
     kw = {"temperature": 0.5} if mode == "soft" else {}
     for numpy_path in (True, False):
         with monkeypatch.context() as mp:
             if not numpy_path:
-                mp.setattr(BEDL, "_numpy_path_ok", staticmethod(lambda cost, params: False))
+                mp.setattr(ObjectiveFactory, "numpy_path_ok", staticmethod(lambda cost, params: False))
             cost = EuclideanCost(list("abcd"), embedding=start)
             BEDL(mode=mode, n_prototypes=n_prototypes, max_rounds=1, cost=cost, **kw).fit(X, y)
     assert made == [NumpyEuclideanExactObjective, ExactObjective]

@@ -3,7 +3,7 @@
 * Local symbol tables: the ops gather a batch's costs from a table over only the symbols in
   use (``SymbolCost.symbol_subtable``); reference: the padded path (``forward`` per pair).
 * Pairs regrouped by size into chunks (``ops.pair_chunks``).
-* BEDL's pseudo-mode metric step on the sparse symbol pairs of P0 (``_pair_cost_terms``);
+* BEDL's pseudo-mode metric step on the sparse symbol pairs of P0 (``ObjectiveFactory.pair_cost_terms``);
   reference: autograd through the padded pseudo distances ``sum(P0 * C)``.
 """
 import random
@@ -15,6 +15,7 @@ import bedl_torch
 from bedl_torch import _ext, ops
 from bedl_torch.costs import subtable_of, table_of
 from bedl_torch.learning import BEDL
+from bedl_torch.learning.training import ObjectiveFactory
 from bedl_torch.pretrained import CosineCost
 from lbfgs_probe import ProbeLBFGS
 from oracles import random_tree
@@ -113,7 +114,7 @@ def test_local_table_equals_padded_path(monkeypatch, kind, cost_kind):
     # the local tables hold the 8 symbols in use (and the gap), never the whole alphabet
     assert calls and all(shape[0] <= 9 for shape in calls)
     calls.clear()
-    monkeypatch.setattr(ops, "_LOCAL_TABLE_CELLS", 0)
+    monkeypatch.setattr(ops.limits, "LOCAL_TABLE_CELLS", 0)
     padded = run()
     assert not calls
     for a, b in zip(local, padded):
@@ -125,12 +126,12 @@ def test_local_table_with_unknown_labels_as_gap():
     objs = _sequences(6, 3, alphabet[:5] + ["not-a-word"])
     with torch.no_grad():
         D = bedl_torch.pairwise_distances(objs, cost=cost, unknown="gap")
-        ops_limit = ops._LOCAL_TABLE_CELLS
+        ops_limit = ops.limits.LOCAL_TABLE_CELLS
         try:
-            ops._LOCAL_TABLE_CELLS = 0
+            ops.limits.LOCAL_TABLE_CELLS = 0
             D_ref = bedl_torch.pairwise_distances(objs, cost=cost, unknown="gap")
         finally:
-            ops._LOCAL_TABLE_CELLS = ops_limit
+            ops.limits.LOCAL_TABLE_CELLS = ops_limit
     torch.testing.assert_close(D, D_ref, rtol=0, atol=1e-12)
     with pytest.raises(ValueError, match="missing from the cost's alphabet"):
         bedl_torch.pairwise_distances(objs, cost=cost)
@@ -150,7 +151,7 @@ def test_pair_chunks_cover_every_pair_once_grouped_by_size(monkeypatch, chunk_si
     table = ops.FlatTable(objs, "X")
     ii = torch.arange(40).repeat_interleave(40)
     jj = torch.arange(40).repeat(40)
-    monkeypatch.setattr(ops, "_CHUNK_CELLS", 2000)
+    monkeypatch.setattr(ops.limits, "CHUNK_CELLS", 2000)
     oi, oj, bounds = ops.pair_chunks(table, table, ii, jj, chunk_size)
     assert sorted(zip(oi.tolist(), oj.tolist())) == sorted(zip(ii.tolist(), jj.tolist()))
     assert bounds[0] == 0 and bounds[-1] == len(ii) and all(a < b for a, b in zip(bounds, bounds[1:]))
@@ -180,13 +181,13 @@ def test_sparse_pseudo_metric_step_matches_autograd(monkeypatch, n_prototypes):
          for k in range(24)]
     y = [k % 2 for k in range(24)]
     calls = []
-    orig = BEDL._pair_cost_terms
+    orig = ObjectiveFactory.pair_cost_terms
 
     def spy(self, *args):
         calls.append(1)
         return orig(self, *args)
 
-    monkeypatch.setattr(BEDL, "_pair_cost_terms", spy)
+    monkeypatch.setattr(ObjectiveFactory, "pair_cost_terms", spy)
     ProbeLBFGS.install(monkeypatch)
     start = cost.Omega.detach().clone()
     model = BEDL(n_prototypes=n_prototypes, max_rounds=1, cost=cost, beta=0.05).fit(X, y)

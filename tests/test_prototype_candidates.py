@@ -10,7 +10,7 @@ import torch
 
 import bedl_torch as bt
 from bedl_torch.datasets import make_strings
-from bedl_torch.learning import bedl as bedl_module
+from bedl_torch.ops.pairwise import PairwisePlan
 from bedl_torch.learning.mglvq import (MedianGLVQ, init_prototypes, kmedoids_pp_candidates,
                                        median_glvq_em)
 
@@ -141,13 +141,13 @@ def test_bedl_with_candidates_computes_m_by_c_distances(monkeypatch):
     assert torch.equal(plain.cost_.embedding, everyone.cost_.embedding)
 
     computed = []
-    original = bedl_module.table_pair_distances
+    original = PairwisePlan.values
 
-    def counting(x_table, y_table, ii, jj, cost, **kwargs):
+    def counting(plan, ii, jj):
         computed.append(len(ii))
-        return original(x_table, y_table, ii, jj, cost, **kwargs)
+        return original(plan, ii, jj)
 
-    monkeypatch.setattr(bedl_module, "table_pair_distances", counting)
+    monkeypatch.setattr(PairwisePlan, "values", counting)
     model = bt.BEDL(prototype_candidates=4, random_state=1, **kw).fit(X, y)
     C = len(model.candidates_)
     assert C == 8

@@ -13,7 +13,8 @@ from torch import nn
 import bedl_torch as bt
 from bedl_torch import _ext, ops
 from bedl_torch.costs import SymbolCost
-from bedl_torch.ops import PairBatch, _SymbolEditDistanceFn, default_rel_tol
+from bedl_torch.ops import PairBatch, default_rel_tol
+from bedl_torch.ops.batch import SymbolEditDistanceFn
 
 import oracles
 
@@ -115,9 +116,9 @@ def backward_path(request, monkeypatch):
     """Which backward the symbol-table distances take: the lists of P by label pair kept
     by forward, or the gradient kernels that compute P in backward (chosen so, or because
     the lists would exceed their room); checked by counting calls."""
-    monkeypatch.setattr(ops, "_BACKWARD_LISTS", request.param != "recompute")
+    monkeypatch.setattr(ops.limits, "BACKWARD_LISTS", request.param != "recompute")
     if request.param == "no_room":
-        monkeypatch.setattr(ops, "_PAIR_SUM_ENTRIES", 0)
+        monkeypatch.setattr(ops.limits, "PAIR_SUM_ENTRIES", 0)
     calls = _count_backward_calls(monkeypatch)
     yield request.param
     used = "lists" if request.param == "lists" else "recompute"
@@ -199,7 +200,7 @@ def test_matches_the_scatter_of_materialised_coopt(kind, dtype, backward_path):
     for want_coopt in (False, True):
         cost = TableCost(ALPHABET, _table("integer", dtype, seed=12))
         view = batch._symbol_view(cost, "error")
-        d, _ = _SymbolEditDistanceFn.apply(view.table, batch, view, default_rel_tol(dtype), want_coopt)
+        d, _ = SymbolEditDistanceFn.apply(view.table, batch, view, default_rel_tol(dtype), want_coopt)
         (d * weights).sum().backward()
         grads.append(cost.table.grad)
     assert torch.allclose(grads[0], grads[1], **_tolerances(dtype))
@@ -406,7 +407,7 @@ def test_both_backward_paths_give_the_same_bits(kind, dtype, monkeypatch):
     weights[weights.abs() < 0.5] = 0.0
     grads = []
     for lists in (True, False):
-        monkeypatch.setattr(ops, "_BACKWARD_LISTS", lists)
+        monkeypatch.setattr(ops.limits, "BACKWARD_LISTS", lists)
         grads.append(_kernel_grad(X, Y, table, weights))
     assert torch.equal(grads[0], grads[1])
     assert grads[0].abs().sum() > 0
@@ -415,7 +416,7 @@ def test_both_backward_paths_give_the_same_bits(kind, dtype, monkeypatch):
 @pytest.mark.parametrize("kind", ["tree", "sequence"])
 def test_forward_keeps_lists_after_a_dense_backward(kind, monkeypatch):
     """The adaptive choice: forward keeps the lists only where the last backward through the
-    same cost module gave at least _LISTS_MIN_NONZERO of the pairs a nonzero weight."""
+    same cost module gave at least limits.LISTS_MIN_NONZERO of the pairs a nonzero weight."""
     calls = _count_backward_calls(monkeypatch)
     X = _objects(kind, 4, seed=35)
     cost = TableCost(ALPHABET, _table("random", torch.float64, seed=36))

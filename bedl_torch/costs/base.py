@@ -9,6 +9,8 @@ the ``forward`` in use), so a subclass that changes ``forward`` alone is never b
 """
 from __future__ import annotations
 
+import itertools
+
 from typing import Hashable, Iterable, Optional, Sequence
 
 import torch
@@ -224,7 +226,7 @@ class SymbolCost(nn.Module):
 
     def _param_like(self) -> Optional[torch.Tensor]:
         """The first floating-point parameter or buffer: it fixes the device and dtype."""
-        for t in list(self.parameters()) + list(self.buffers()):
+        for t in itertools.chain(self.parameters(), self.buffers()):
             if t.is_floating_point():
                 return t
         return None

@@ -1,6 +1,8 @@
 """Learning layer: GLVQ loss and regularisers (:mod:`.losses`), median GLVQ (:mod:`.mglvq`) and
-the BEDL estimator (:mod:`.bedl`, with its metric-step objectives in :mod:`.objectives` and its
-state dicts in :mod:`.persistence`), on the shared estimator base (:mod:`.estimator`).
+the BEDL estimator (:mod:`.bedl`; its training data, distances and metric-step objective chosen
+and built in :mod:`.training`, from the evaluators of :mod:`.objectives` (interface in
+:mod:`.objective_base`, numpy forms in :mod:`.numpy_objectives`, across ranks in :mod:`.ranks`);
+its state dicts in :mod:`.persistence`), on the shared estimator base (:mod:`.estimator`).
 
 Needs only torch and numpy; scikit-learn is never imported here (the estimators are
 compatible with it through :class:`~.estimator.Estimator`).

@@ -2,15 +2,17 @@
 
 The estimator alternates median GLVQ prototype selection with a metric step that learns the
 edit costs (a cost module's parameters, by default a symbol embedding) by minimising the GLVQ
-loss plus regularisers with L-BFGS. The metric step's objective and its evaluators live in
-:mod:`.objectives`, the state dicts in :mod:`.persistence`.
+loss plus regularisers with L-BFGS. ``fit`` runs named steps: validate, initialise (the cost
+module and the training data, :func:`~.training.make_fit_data`), the rounds (training
+distances, :func:`~.training.train_distances`; median GLVQ; the metric step, whose objective
+:class:`~.training.ObjectiveFactory` chooses and builds), keep the best round, finish. The state
+dicts are in :mod:`.persistence`.
 Layer: learning (imports the ops, the cost modules, :mod:`bedl_torch.labels` and this package;
 never scikit-learn, with which it is compatible through :class:`~.estimator.Estimator`).
 """
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -21,29 +23,17 @@ import torch
 
 from ..costs import EuclideanCost, SymbolCost, simplex_embedding
 from ..labels import check_collection, missing_labels, sorted_alphabet
-from ..ops import FlatTable, PairBatch, pairwise_distances, table_pair_distances
+from ..ops import pairwise_distances
+from ..ops.encoding import flat_table
 from ..validation import check_cost_module, check_device
 from .estimator import Estimator
 from .lbfgs import LBFGS
 from .mglvq import (check_prototype_candidates, init_prototypes, kmedoids_pp_candidates,
                     median_glvq_em)
-from .objectives import (
-    DenseFrequencyTerms,
-    ExactObjective,
-    LinearPseudoObjective,
-    LossTerms,
-    MetricObjective,
-    NumpyEuclideanExactObjective,
-    NumpyEuclideanObjective,
-    PrototypePairs,
-    SparsePairTerms,
-    flat_symbol_table,
-    numpy_path_applies,
-    padded_symbol_indices,
-    symbol_frequencies,
-)
+from .objective_base import LossTerms, MetricObjective
 from .persistence import bedl_state, dtype_name, load_bedl_state
-from .ranks import Ranks, RankSumEuclideanObjective, RankSumObjective, resolve_ranks
+from .ranks import Ranks, resolve_ranks
+from .training import FitData, ObjectiveFactory, distance_block, make_fit_data, train_distances
 
 __all__ = ["BEDL", "initial_embedding"]
 
@@ -77,28 +67,6 @@ def initial_embedding(num_symbols: int, dim: Optional[int] = None, dtype=torch.f
         return torch.cat([A, A.new_zeros(num_symbols, dim - num_symbols)], 1).to(dtype).contiguous()
     _, _, Vh = torch.linalg.svd(A, full_matrices=False)
     return (A @ Vh[:dim].T).to(dtype).contiguous()
-
-
-@dataclass
-class _FitData:
-    """What the rounds of one fit share besides the cost module: the training objects
-    (flattened and encoded once), their classes and the loss."""
-
-    X: list
-    y_idx: np.ndarray  # class index of every training object
-    classes: np.ndarray
-    x_table: FlatTable
-    y_table: FlatTable
-    X_idx: torch.Tensor  # padded symbol indices of the training objects
-    unknown: str  # the ops' argument: "error" or "gap"
-    align_cost: Optional[SymbolCost]  # pseudo mode's alignment costs (None: the current ones)
-    loss: LossTerms
-    # across ranks: this rank's block of points ((lo, hi), its FlatTable), made on first use
-    block_tables: Optional[tuple] = None
-    # prototype candidates (sorted training indices; None: every point) and their columns
-    # under the initial costs, computed while choosing them (the first round's distances)
-    candidates: Optional[np.ndarray] = None
-    first_D: Optional[np.ndarray] = None
 
 
 @dataclass
@@ -225,8 +193,8 @@ class BEDL(Estimator):
     #: L-BFGS memory (torch's default is 100; the problems here have few parameters and a
     #: short history keeps the optimiser's own overhead small)
     _LBFGS_HISTORY = 10
-    #: largest (U+1)^2 symbol table for the dense pseudo-distance path
-    _TABLE_LIMIT = 1 << 16
+    #: chooses and builds the metric step's objective (a subclass may name its own)
+    objective_factory = ObjectiveFactory
 
     def __init__(
         self,
@@ -339,6 +307,11 @@ class BEDL(Estimator):
         ``unknown`` argument."""
         if self.unknown == "origin":
             return "gap"
+        try:  # every label known: the encoding the distances use (cached for these objects)
+            flat_table(X, "Y" if what == "Y" else "X").flat_labels(self.cost_, "error")
+            return "error"
+        except (ValueError, TypeError):
+            pass  # which labels: below
         missing = self._unknown_labels(X)
         if missing:
             shown = ", ".join(repr(s) for s in missing[:10])
@@ -370,7 +343,7 @@ class BEDL(Estimator):
         if self.prototype_candidates is not None:
             data.candidates, data.first_D = kmedoids_pp_candidates(
                 y_idx, int(self.prototype_candidates),
-                lambda js: self._distance_block(cost, data, torch.as_tensor(js)),
+                lambda js: distance_block(data, torch.as_tensor(js), self._fit_ranks()),
                 self.random_state)
         self.candidates_ = (np.arange(len(X), dtype=np.int64) if data.candidates is None
                             else data.candidates)
@@ -397,16 +370,13 @@ class BEDL(Estimator):
             for p in params:  # the metric step's solver works on them as flat vectors
                 if not p.is_contiguous():
                     p.data = p.data.contiguous()
-        base = PairBatch(X, X)  # the training objects' tables, flattened once
         align_cost = None
         if self.mode == "pseudo" and self.alignments == "initial" and params:
             align_cost = copy.deepcopy(cost).requires_grad_(False)
-        data = _FitData(X=X, y_idx=y_idx, classes=classes, x_table=base.x_table,
-                        y_table=base.y_table, X_idx=padded_symbol_indices(X, cost, unknown),
-                        unknown=unknown, align_cost=align_cost, loss=self._loss_terms())
+        data = make_fit_data(X, y_idx, classes, cost, unknown, align_cost, self._loss_terms())
         return cost, params, data
 
-    def _alternate(self, cost, params, data: _FitData):
+    def _alternate(self, cost, params, data: FitData):
         """Rounds of prototype selection and metric steps until a stop criterion holds; returns
         the last prototypes and the round with the lowest actual objective."""
         protos = None
@@ -485,7 +455,7 @@ class BEDL(Estimator):
         self.best_round_ = int(best.index)
         return prototypes
 
-    def _finish(self, data: _FitData, prototypes) -> None:
+    def _finish(self, data: FitData, prototypes) -> None:
         """The fitted prototype attributes, prototypes ordered by class."""
         order = np.argsort(data.y_idx[prototypes], kind="stable")
         prototypes = prototypes[order]
@@ -493,60 +463,12 @@ class BEDL(Estimator):
         self.prototypes_ = [data.X[int(i)] for i in prototypes]
         self.prototype_labels_ = data.classes[data.y_idx[prototypes]]
 
-    def _train_distances(self, cost, data: _FitData) -> np.ndarray:
+    def _train_distances(self, cost, data: FitData) -> np.ndarray:
         """The actual distances of the training objects to the prototype candidates: ``(m, m)``
         (only ``i <= j`` for a symmetric cost, mirrored) or ``(m, C)`` with candidates."""
-        if data.candidates is not None:
-            D, data.first_D = data.first_D, None
-            if D is None:
-                D = self._distance_block(cost, data, torch.as_tensor(data.candidates))
-            return D
-        m = len(data.X)
-        symmetric = bool(getattr(cost, "symmetric", False))
-        if symmetric:
-            ii, jj = torch.triu_indices(m, m, offset=0)
-        else:
-            ii = torch.arange(m).repeat_interleave(m)
-            jj = torch.arange(m).repeat(m)
-        ii, jj, v = self._pair_distances(cost, data, ii, jj)
-        D = np.zeros((m, m), dtype=v.dtype)
-        D[ii, jj] = v
-        if symmetric:
-            D[jj, ii] = v
-        return D
+        return train_distances(data, self._fit_ranks())
 
-    def _distance_block(self, cost, data: _FitData, cols: torch.Tensor) -> np.ndarray:
-        """``(m, len(cols))`` distances of every training object to the objects ``cols``."""
-        m, k = len(data.X), len(cols)
-        ii = torch.arange(m).repeat_interleave(k)
-        jj = cols.to(torch.long).repeat(m)
-        position = np.full(m, -1, dtype=np.int64)
-        position[cols.numpy()] = np.arange(k)
-        ii, jj, v = self._pair_distances(cost, data, ii, jj)
-        D = np.zeros((m, k), dtype=v.dtype)
-        D[ii, position[jj]] = v
-        return D
-
-    def _pair_distances(self, cost, data: _FitData, ii: torch.Tensor, jj: torch.Tensor):
-        """``(ii, jj, values)`` as numpy arrays, in some order, of the training pairs given,
-        without gradient; across ranks each computes a block (balanced by DP cells)."""
-        ranks = self._fit_ranks()
-        if ranks.size > 1:  # contiguous blocks of pairs, balanced by DP cells
-            lengths = data.x_table.lengths
-            b = ranks.blocks((lengths[ii] * lengths[jj]).tolist())
-            ii, jj = ii[b[ranks.rank]: b[ranks.rank + 1]], jj[b[ranks.rank]: b[ranks.rank + 1]]
-        with torch.no_grad():
-            ii, jj, vals = table_pair_distances(data.x_table, data.y_table, ii, jj, cost,
-                                                unknown=data.unknown)
-        if ranks.size > 1:
-            counts = [b[r + 1] - b[r] for r in range(ranks.size)]
-            ii, jj = ranks.gather_rows(ii, counts), ranks.gather_rows(jj, counts)
-            vals = ranks.gather_rows(vals, counts)
-        # assembled in numpy: a few small torch operations here can each wait for the
-        # intra-op thread pool on a busy machine
-        return ii.numpy(), jj.numpy(), vals.cpu().numpy()
-
-    def _prototype_step(self, data: _FitData, D: np.ndarray, previous) -> np.ndarray:
+    def _prototype_step(self, data: FitData, D: np.ndarray, previous) -> np.ndarray:
         """Median GLVQ on the distances ``D``, from the previous prototypes (first round: the
         class medoids and greedy additions)."""
         if previous is None:
@@ -560,7 +482,7 @@ class BEDL(Estimator):
 
     # -- the metric step ------------------------------------------------------
 
-    def _metric_step(self, cost, params, data: _FitData, prototypes):
+    def _metric_step(self, cost, params, data: FitData, prototypes):
         """One L-BFGS run over ``params`` (the learned parameters of ``cost``) on the loss of
         the data-to-prototype pairs; returns the loss at the start and at the end, and the
         number of gradient evaluations. A step never ends worse than it started (or at
@@ -585,120 +507,15 @@ class BEDL(Estimator):
             p.grad = None
         return loss0, final, objective.n_evals
 
-    def _make_objective(self, cost, params, data: _FitData, prototypes) -> MetricObjective:
-        """The evaluator for this step (see :mod:`.objectives`): exact and soft mode the
-        distances with autograd (numpy around them for the default Euclidean cost); pseudo
-        mode the frozen co-optimal matrices ``P0`` of the data-prototype pairs (under
-        ``data.align_cost`` or the current costs), then numpy for the default Euclidean cost,
-        the dense symbol-frequency form for small alphabets, else the sparse symbol pairs."""
-        m, P = len(data.y_idx), len(prototypes)
-        device = cost.device
-        protos_t = torch.as_tensor(prototypes, dtype=torch.long)
-        full = PairBatch.from_tables(data.x_table, data.y_table,
-                                     torch.arange(m).repeat_interleave(P), protos_t.repeat(m))
-        y_dev = torch.as_tensor(data.y_idx, device=device)
-        pairs = PrototypePairs(
-            y_dev[:, None] == torch.as_tensor(data.y_idx[prototypes], device=device)[None, :])
-        if self.mode in ("exact", "soft"):
-            kw = {} if self.mode == "exact" else {
-                "distance_kw": {"mode": "soft", "temperature": float(self.temperature)}}
-            # (the numpy evaluator builds the dense symbol cost table)
-            numpy_ok = ((cost.gap_index + 1) ** 2 <= self._TABLE_LIMIT
-                        and self._numpy_path_ok(cost, params))
-            if self._fit_ranks().size > 1:
-                return self._rank_block_objective(cost, params, data, protos_t, pairs, kw,
-                                                  numpy_ok)
-            if numpy_ok:
-                return NumpyEuclideanExactObjective(cost, full, protos_t, pairs, data.loss,
-                                                    data.unknown, **kw)
-            return ExactObjective(cost, params, full, protos_t, pairs, data.loss, data.unknown, **kw)
-        align = cost if data.align_cost is None else data.align_cost
-        P0 = self._coopt_by_rank(full, align, data, P).to(device)
-        F = self._symbol_frequencies(cost, full, P0, data.X_idx)
-        if F is not None and self._numpy_path_ok(cost, params):
-            return self._numpy_evaluator(cost, F.view(m, P, -1), pairs, data.loss)
-        if F is not None:
-            terms = DenseFrequencyTerms(flat_symbol_table(cost), F.view(m * P, -1))
-        else:
-            terms = self._pair_cost_terms(cost, full, P0, data.X_idx)
-        return self._closed_form_evaluator(cost, params, terms, pairs, data.loss)
-
-    # -- across the ranks of a process group (see .ranks) ----------------------
+    def _make_objective(self, cost, params, data: FitData, prototypes) -> MetricObjective:
+        """The evaluator for this step, chosen and built by :attr:`objective_factory` (see
+        :class:`~.training.ObjectiveFactory`)."""
+        factory = self.objective_factory(self.mode, self.temperature, self._fit_ranks())
+        return factory.build(cost, params, data, prototypes)
 
     def _fit_ranks(self) -> Ranks:
         ranks = getattr(self, "_ranks", None)
         return ranks if ranks is not None else Ranks()
-
-    def _row_blocks(self, data: _FitData):
-        """Each rank's contiguous block of training points, balanced by their node counts."""
-        return self._fit_ranks().blocks(data.x_table.lengths.tolist())
-
-    def _coopt_by_rank(self, full: PairBatch, align, data: _FitData, P: int) -> torch.Tensor:
-        """``full.coopt(align)[1]``, each rank computing its block of points' pairs; the
-        blocks are gathered, so every rank holds the single-process bits."""
-        ranks = self._fit_ranks()
-        if ranks.size == 1:
-            return full.coopt(align, unknown=data.unknown)[1]
-        b = self._row_blocks(data)
-        lo, hi = b[ranks.rank] * P, b[ranks.rank + 1] * P
-        block = torch.zeros((hi - lo, full.rows, full.cols), dtype=align.dtype)
-        if hi > lo:
-            sub = PairBatch.from_tables(full.x_table, full.y_table, full.pair_x[lo:hi],
-                                        full.pair_y[lo:hi])
-            p = sub.coopt(align, unknown=data.unknown)[1].cpu()
-            block = block.to(p.dtype)
-            block[:, : p.shape[1], : p.shape[2]] = p
-        counts = [(b[r + 1] - b[r]) * P for r in range(ranks.size)]
-        return ranks.gather_rows(block, counts)
-
-    def _rank_block_objective(self, cost, params, data: _FitData, protos_t, pairs, kw,
-                              numpy_ok: bool):
-        """Exact (or soft) mode across ranks: this rank's block of points. The default
-        Euclidean cost sums the GLVQ loss and its gradient on the cost table over the ranks
-        (regularisers and chain rule on every rank); other costs sum the loss and the
-        parameters' gradient (the regularisers on rank 0). Sums in rank order."""
-        ranks = self._fit_ranks()
-        b = self._row_blocks(data)
-        lo, hi = b[ranks.rank], b[ranks.rank + 1]
-        inner = None
-        if hi > lo:
-            if data.block_tables is None or data.block_tables[0] != (lo, hi):
-                data.block_tables = ((lo, hi), FlatTable(data.X[lo:hi], "X"))
-            x_block = data.block_tables[1]
-            P = len(protos_t)
-            block = PairBatch.from_tables(x_block, data.y_table,
-                                          torch.arange(hi - lo).repeat_interleave(P),
-                                          protos_t.repeat(hi - lo))
-            block_pairs = PrototypePairs(pairs.same[lo:hi])
-            if numpy_ok:
-                inner = NumpyEuclideanExactObjective(cost, block, protos_t, block_pairs,
-                                                     data.loss, data.unknown, **kw)
-            else:
-                loss = data.loss if ranks.rank == 0 else dataclasses.replace(data.loss, beta=0.0)
-                inner = ExactObjective(cost, params, block, protos_t, block_pairs, loss,
-                                       data.unknown, **kw)
-        if numpy_ok:
-            return RankSumEuclideanObjective(cost, data.loss, inner, ranks)
-        return RankSumObjective(inner, params, ranks, cost.dtype, cost.device)
-
-    # The evaluator factories are methods so that a subclass can replace one of them.
-
-    def _symbol_frequencies(self, cost, batch, P0, X_idx):
-        """:func:`~.objectives.symbol_frequencies` up to :attr:`_TABLE_LIMIT` table cells."""
-        return symbol_frequencies(cost, batch, P0, X_idx, self._TABLE_LIMIT)
-
-    @staticmethod
-    def _numpy_path_ok(cost, params) -> bool:
-        return numpy_path_applies(cost, params)
-
-    def _numpy_evaluator(self, cost, F, pairs, loss) -> MetricObjective:
-        return NumpyEuclideanObjective(cost, F, pairs, loss)
-
-    def _pair_cost_terms(self, cost, batch, P0, X_idx) -> SparsePairTerms:
-        return SparsePairTerms(cost, batch, P0, X_idx)
-
-    def _closed_form_evaluator(self, cost, params, terms, pairs, loss) -> MetricObjective:
-        return LinearPseudoObjective(cost, params, terms, pairs, loss)
 
     # -- prediction -----------------------------------------------------------
 

@@ -4,7 +4,7 @@
 :class:`~bedl_torch.learning.MedianGLVQ` and :class:`~bedl_torch.evaluation.gesl.GESL`: their
 parameters are the keyword arguments of ``__init__``, stored verbatim as attributes of the same
 name (the convention ``sklearn.base.clone``, ``GridSearchCV`` and ``cross_val_score`` rely on),
-and every ``fit`` starts with :meth:`Estimator._validate_params`.
+and every ``fit`` starts with the estimator's ``_validate_params``.
 """
 from __future__ import annotations
 

@@ -24,7 +24,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from .objectives import MetricObjective, _NumpyEuclidean
+from .numpy_objectives import NumpyEuclideanBase
+from .objective_base import MetricObjective
 
 __all__ = ["Ranks", "RankSumObjective", "RankSumEuclideanObjective", "resolve_ranks"]
 
@@ -157,7 +158,7 @@ class RankSumObjective(MetricObjective):
         return total[0]
 
 
-class RankSumEuclideanObjective(_NumpyEuclidean):
+class RankSumEuclideanObjective(NumpyEuclideanBase):
     """The numpy evaluator of the default Euclidean cost across ranks: each rank's block
     (``block``, a :class:`~.objectives.NumpyEuclideanExactObjective` over its points, or
     ``None``) gives the GLVQ loss and its gradient on the ``(U+1, U+1)`` cost table; those are
@@ -169,9 +170,9 @@ class RankSumEuclideanObjective(_NumpyEuclidean):
         self.block, self.ranks = block, ranks
         self.uses_autograd = False if block is None else block.uses_autograd
 
-    def _glvq_and_table_grad(self, C: np.ndarray, backward: bool):
+    def glvq_and_table_grad(self, C: np.ndarray, backward: bool):
         if self.block is not None:
-            loss, G = self.block._glvq_and_table_grad(C, backward)
+            loss, G = self.block.glvq_and_table_grad(C, backward)
         else:
             loss, G = 0.0, (np.zeros_like(C) if backward else None)
         parts = [np.array([loss], dtype=C.dtype)] + ([G.reshape(-1)] if backward else [])

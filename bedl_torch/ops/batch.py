@@ -1,0 +1,500 @@
+"""Batches of pairs and the autograd functions over the kernels.
+
+:class:`PairBatch` holds pairs drawn from two :class:`~.encoding.FlatTable` objects and runs
+the kernels on padded costs or on a symbol table; :class:`SymbolTableKernels` calls the
+symbol-table kernels on prebuilt arguments. The autograd functions (:class:`EditDistanceFn`,
+:class:`SymbolEditDistanceFn`, :class:`SoftEditDistanceFn`) live here because they call the
+batch's kernels and scatter into its views' tables.
+
+Layer: ops (imports the kernels, the cost modules and :mod:`.encoding`).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import weakref
+from typing import Optional, Sequence, Tuple
+
+import torch
+
+from .. import _ext
+from ..costs import SymbolCost
+from ..validation import check_cost_module, check_cost_tensor, check_sums_finite
+from . import limits
+from .encoding import FlatTable, SymbolView, check_costs, check_rel_tol, whole_table
+
+__all__ = ["PairBatch", "SymbolTableKernels", "EditDistanceFn", "SymbolEditDistanceFn",
+           "SoftEditDistanceFn", "soft_distances", "check_temperature", "dense_backward"]
+
+dense_backward = weakref.WeakKeyDictionary()  # cost module -> its last backward's weights were dense
+
+
+class PairBatch:
+    """A batch of pairs ``(xs[k], ys[k])``, flattened once for repeated evaluation.
+
+    Both sides hold trees (:class:`bedl_torch.Tree`) or both hold sequences. Use
+    it where the same pairs are evaluated many times (an optimiser's loop): the
+    structure and the symbol indices are computed once.
+
+    Args:
+        xs, ys: equally long sequences of trees or of sequences.
+
+    Attributes:
+        x_table, y_table (FlatTable): the two sides, flattened. pair_x, pair_y: int64 ``(B,)``
+            indices of each pair's objects in the tables. m, n: int64 ``(B,)`` their lengths.
+        kind (str): ``"tree"`` or ``"sequence"``. All on the CPU.
+
+    Raises:
+        ValueError: sides of different lengths. TypeError: objects that are neither trees nor
+            sequences, or trees mixed with sequences.
+
+    Results (distances, co-optimal matrices) come back on the costs' device and dtype.
+    """
+
+    def __init__(self, xs: Sequence, ys: Sequence):
+        xs, ys = list(xs), list(ys)
+        if len(xs) != len(ys):
+            raise ValueError(f"xs and ys must have the same length, got {len(xs)} and {len(ys)}")
+        self._init(FlatTable(xs, "xs"), FlatTable(ys, "ys"), torch.arange(len(xs)), torch.arange(len(ys)))
+
+    @classmethod
+    def from_tables(cls, x_table: FlatTable, y_table: FlatTable, pair_x, pair_y) -> "PairBatch":
+        """Pairs ``(x_table.objects[pair_x[k]], y_table.objects[pair_y[k]])`` over tables
+        flattened once.
+
+        Args:
+            x_table, y_table: :class:`FlatTable` objects, e.g. the ``x_table``/``y_table``
+                attributes of another ``PairBatch``; their structure and symbol indices are
+                shared, so sub-batches (chunks, data-to-prototype pairs) cost no re-flattening.
+            pair_x, pair_y: equally long int64 index vectors (CPU) into the two tables.
+
+        Raises:
+            TypeError: one table holds trees and the other sequences.
+        """
+        self = cls.__new__(cls)
+        self._init(x_table, y_table, torch.as_tensor(pair_x, dtype=torch.long),
+                   torch.as_tensor(pair_y, dtype=torch.long))
+        return self
+
+    def _init(self, x_table, y_table, pair_x, pair_y):
+        if x_table.kind and y_table.kind and x_table.kind != y_table.kind:
+            raise TypeError(
+                f"both sides must be trees or both sequences, got {x_table.kind}s and {y_table.kind}s"
+            )
+        self.x_table, self.y_table = x_table, y_table
+        self.kind = x_table.kind or y_table.kind or "sequence"
+        self.pair_x, self.pair_y = pair_x, pair_y
+        self.m = x_table.lengths[pair_x] if len(pair_x) else torch.zeros(0, dtype=torch.long)
+        self.n = y_table.lengths[pair_y] if len(pair_y) else torch.zeros(0, dtype=torch.long)
+        self.rows = int(self.m.max()) + 1 if len(self) else 1
+        self.cols = int(self.n.max()) + 1 if len(self) else 1
+
+    def __len__(self) -> int:
+        return len(self.pair_x)
+
+    @property
+    def shape(self) -> Tuple[int, int, int]:
+        """Shape ``(B, M+1, N+1)`` of the padded cost tensor."""
+        return (len(self), self.rows, self.cols)
+
+    # -- costs ---------------------------------------------------------------
+
+    def costs(self, cost: SymbolCost, unknown: str = "error") -> torch.Tensor:
+        """Padded costs ``(B, M+1, N+1)`` of every pair under a cost module (its device and
+        dtype; the padding holds gap costs).
+
+        Raises:
+            ValueError: labels missing from ``cost.alphabet`` (named) unless
+                ``unknown="gap"``, or a module that returns the wrong shape.
+            TypeError: ``cost`` is not a :class:`SymbolCost`.
+        """
+        check_cost_module(cost)
+        x_idx = self.x_table.encoded(cost, unknown)[self.pair_x, : self.rows]
+        y_idx = self.y_table.encoded(cost, unknown)[self.pair_y, : self.cols]
+        out = cost(x_idx, y_idx)
+        check_cost_tensor(out, f"the costs of {type(cost).__name__}", finite=False)
+        if out.shape != self.shape:
+            raise ValueError(
+                f"{type(cost).__name__} returned costs of shape {tuple(out.shape)}, expected {self.shape}"
+            )
+        return out
+
+    def as_costs(self, cost_or_costs, unknown="error", finite: bool = True) -> torch.Tensor:
+        """The padded costs of a cost module (:meth:`costs`), or a given cost tensor checked
+        against the batch's shape."""
+        if isinstance(cost_or_costs, SymbolCost):
+            costs = self.costs(cost_or_costs, unknown)
+        else:
+            costs = cost_or_costs
+        check_costs(costs, finite=finite)
+        if costs.dim() != 3 or costs.shape[0] != len(self) or costs.shape[1] < self.rows or costs.shape[2] < self.cols:
+            raise ValueError(
+                f"costs must be 3-D (batch, |x|+1, |y|+1) of at least {self.shape}, got {tuple(costs.shape)}"
+            )
+        return costs
+
+    # -- kernels -------------------------------------------------------------
+
+    def run_padded(self, costs: torch.Tensor, need_coopt: bool, rel_tol: float):
+        """The kernels on padded costs (any device): distances and (with ``need_coopt``) P,
+        on the costs' device."""
+        device = costs.device
+        c = costs.detach()
+        if device.type != "cpu":
+            c = c.cpu()
+        # The kernels check finiteness and the overflow rule on the data they read and raise
+        # ValueError naming the pair (see _check_costs).
+        if self.kind == "tree":
+            d, p = _ext.ted_cpu(c, self.x_table.sizes, self.x_table.ptr, self.y_table.sizes,
+                                self.y_table.ptr, self.pair_x, self.pair_y, need_coopt, rel_tol)
+        else:
+            d, p = _ext.sed_cpu(c, self.m, self.n, need_coopt, rel_tol)
+        if device.type != "cpu":
+            d = d.to(device)
+            p = p.to(device)
+        return d, p
+
+    def symbol_args(self, view: SymbolView, table: torch.Tensor) -> tuple:
+        """The symbol-table kernels' leading arguments: ``table`` (the view's, or a saved copy
+        of it) on the CPU, the labels in the view's numbering, the layout and the pairs."""
+        t = table.detach()
+        if t.device.type != "cpu":
+            t = t.cpu()
+        xl = view.flat_labels(self.x_table)
+        yl = view.flat_labels(self.y_table)
+        if self.kind == "tree":
+            return (t, xl, self.x_table.sizes, self.x_table.ptr, yl, self.y_table.sizes, self.y_table.ptr,
+                    self.pair_x, self.pair_y)
+        return t, xl, self.x_table.ptr, yl, self.y_table.ptr, self.pair_x, self.pair_y
+
+    def run_symbols(self, view: SymbolView, need_coopt: bool, rel_tol: float):
+        """Kernels on a symbol view's table; P stays on the CPU (padded)."""
+        op = _ext.ted_symbols_cpu if self.kind == "tree" else _ext.sed_symbols_cpu
+        return op(*self.symbol_args(view, view.table), need_coopt, rel_tol)
+
+    def run_symbol_sums(self, view: SymbolView, rel_tol: float):
+        """Distances with each pair's P listed by label pair (for the backward), or only the
+        distances (and None) where the lists could exceed ``limits.PAIR_SUM_ENTRIES``."""
+        op = _ext.ted_symbols_sums_cpu if self.kind == "tree" else _ext.sed_symbols_sums_cpu
+        return _distances_and_sums(op(*self.symbol_args(view, view.table), rel_tol, limits.PAIR_SUM_ENTRIES))
+
+    def _symbol_view(self, cost, unknown: str) -> Optional[SymbolView]:
+        """How the kernels can gather this batch's costs from a symbol table: the module's
+        whole table, or a local one over the batch's symbols where that is smaller than the
+        padded cost tensor; None: the padded path (``cost.forward`` per pair)."""
+        if not isinstance(cost, SymbolCost):
+            return None
+        check_cost_module(cost)
+        table = whole_table(cost, self.x_table, self.y_table, unknown)
+        if table is not None:
+            return SymbolView(table, cost, unknown)
+        if not len(self):
+            return None
+        x_enc = self.x_table.encoded(cost, unknown)  # (also names unknown labels)
+        y_enc = self.y_table.encoded(cost, unknown)
+        labels = [x_enc[torch.unique(self.pair_x), : self.rows],
+                  y_enc[torch.unique(self.pair_y), : self.cols]]
+        # worth it only where symbols repeat: the table well below the padded costs
+        padded_cells = len(self) * self.rows * self.cols
+        view = SymbolView.local(cost, unknown, labels, min(padded_cells // 4, limits.LOCAL_TABLE_CELLS))
+        if view is None and self.y_table is not self.x_table:
+            # rows over the x side's symbols, columns over the y side's: no more costs than
+            # the padded path computes
+            view = SymbolView.between(cost, unknown, labels[0], labels[1], self.y_table,
+                                       limits.LOCAL_TABLE_CELLS, max_block=padded_cells)
+        return view
+
+    def distances(self, cost_or_costs, mode: str = "exact", reference=None, *,
+                  rel_tol: Optional[float] = None, unknown: str = "error",
+                  temperature: Optional[float] = None) -> torch.Tensor:
+        """Distances ``(B,)`` of all pairs, differentiable in the costs.
+
+        Args:
+            cost_or_costs: a cost module or a padded float32/float64 cost tensor
+                ``(B, >= M+1, >= N+1)`` on any device.
+            mode: ``"exact"`` (gradient P(C)) or ``"pseudo"`` (``sum(P0 * C)`` with
+                P0 at ``reference``: a cost module, a padded tensor or a P0 tensor
+                from :meth:`coopt`; default the current costs, detached) or ``"soft"``
+                (:func:`soft_edit_distance` at ``temperature``; gradient the expected
+                alignment).
+
+        Raises:
+            ValueError: an unknown mode, costs of the wrong shape, NaN or inf costs, labels
+                missing from the alphabet, ``mode="soft"`` without a temperature (or one that
+                is not finite and > 0), a temperature with another mode. TypeError: non-float
+                costs.
+        """
+        if mode == "soft":
+            return soft_distances(self, cost_or_costs, temperature, unknown)
+        if temperature is not None:
+            raise ValueError(f"temperature is used only with mode='soft', got mode={mode!r}")
+        if isinstance(reference, torch.Tensor):
+            check_cost_tensor(reference, "reference", finite=False)
+        return self.run_distances(cost_or_costs, mode, reference, rel_tol, unknown)
+
+    def run_distances(self, cost_or_costs, mode="exact", reference=None, rel_tol=None,
+                      unknown="error", view=None):
+        """:meth:`distances` without the argument checks, on a given symbol ``view`` (None:
+        this batch's own), for callers that evaluate many batches under one table."""
+        if mode == "exact":
+            if view is None:
+                view = self._symbol_view(cost_or_costs, unknown)
+            if view is not None:
+                tol = check_rel_tol(rel_tol, view.table.dtype)
+                if not (view.table.requires_grad and torch.is_grad_enabled()):
+                    # what the function's forward runs without a gradient, minus its overhead
+                    return self.run_symbols(view, False, tol)[0].to(view.table.device)
+                d, _ = SymbolEditDistanceFn.apply(view.table, self, view, tol, False)
+                return d
+            costs = self.as_costs(cost_or_costs, unknown, finite=False)
+            tol = check_rel_tol(rel_tol, costs.dtype)
+            d, _ = EditDistanceFn.apply(costs, self, tol, False)
+            return d
+        if mode == "pseudo":
+            if reference is None:
+                reference = cost_or_costs
+                if isinstance(reference, torch.Tensor):
+                    reference = reference.detach()
+            if isinstance(reference, SymbolCost):
+                p0 = self.run_coopt(reference, rel_tol, unknown)[1]
+            else:
+                p0 = self.run_coopt(reference, rel_tol)[1]
+            return self.run_pseudo(cost_or_costs, p0, unknown, view)
+        raise ValueError(f"mode must be 'exact', 'pseudo' or 'soft', got {mode!r}")
+
+    def coopt(self, cost_or_costs, *, rel_tol: Optional[float] = None,
+              unknown: str = "error") -> Tuple[torch.Tensor, torch.Tensor]:
+        """Distances ``(B,)`` and co-optimal matrices ``(B, M+1, N+1)`` (zero outside each
+        pair's block), without gradient, on the costs' device. Raises as :meth:`distances`."""
+        return self.run_coopt(cost_or_costs, rel_tol, unknown)
+
+    def run_coopt(self, cost_or_costs, rel_tol=None, unknown="error", view=None):
+        """:meth:`coopt` on a given symbol ``view`` (None: this batch's own)."""
+        with torch.no_grad():
+            if view is None:
+                view = self._symbol_view(cost_or_costs, unknown)
+            if view is not None:
+                tol = check_rel_tol(rel_tol, view.table.dtype)
+                d, p = self.run_symbols(view, True, tol)
+                return d.to(view.table.device), p.to(view.table.device)
+            costs = self.as_costs(cost_or_costs, unknown, finite=False)
+            tol = check_rel_tol(rel_tol, costs.dtype)
+            return self.run_padded(costs, True, tol)
+
+    def pseudo_distances(self, cost_or_costs, coopt: torch.Tensor, *, unknown: str = "error") -> torch.Tensor:
+        """Pseudo edit distances ``sum(P0 * C)`` ``(B,)`` for frozen co-optimal matrices ``P0``
+        (from :meth:`coopt`), differentiable in the costs.
+
+        Raises:
+            TypeError: ``coopt`` not a dense float32/float64 tensor.
+            ValueError: ``coopt`` not a ``(B, M+1, N+1)`` tensor, or on the meta device; as
+                :meth:`costs`; sums that overflow the dtype.
+        """
+        check_cost_tensor(coopt, "coopt", finite=False)
+        return self.run_pseudo(cost_or_costs, coopt, unknown)
+
+    def run_pseudo(self, cost_or_costs, coopt, unknown="error", view=None):
+        """:meth:`pseudo_distances` without the check of ``coopt``'s type, on a given symbol
+        ``view`` (None: this batch's own)."""
+        if not isinstance(coopt, torch.Tensor) or coopt.shape[0] != len(self) or coopt.dim() != 3:
+            raise ValueError("coopt must be a (B, M+1, N+1) tensor from PairBatch.coopt")
+        if view is None and isinstance(cost_or_costs, SymbolCost):
+            view = self._symbol_view(cost_or_costs, unknown)
+        if view is not None:  # gather the padded costs from the table (differentiable)
+            xi = view.padded_labels(self.x_table, self.pair_x, self.rows).to(view.table.device)
+            yi = view.padded_labels(self.y_table, self.pair_y, self.cols).to(view.table.device)
+            costs = view.table[xi[:, :, None], yi[:, None, :]]
+        else:
+            costs = self.as_costs(cost_or_costs, unknown)
+        rows, cols = min(costs.shape[1], coopt.shape[1]), min(costs.shape[2], coopt.shape[2])
+        p0 = coopt[:, :rows, :cols].to(device=costs.device, dtype=costs.dtype)
+        out = (p0 * costs[:, :rows, :cols]).sum(dim=(1, 2))
+        check_sums_finite(out, "pseudo distances of pairs")
+        return out
+
+
+def _distances_and_sums(result) -> tuple:
+    """A sums op's ``(distances, ptr, entry, value)`` as ``(distances, (ptr, entry, value))``,
+    or ``(distances, None)`` where it listed nothing (the lists would not fit)."""
+    d, *sums = result
+    return d, (tuple(sums) if sums[0].numel() else None)
+
+
+class SymbolTableKernels:
+    """The symbol-table kernels on one batch's pairs with their arguments built once, for
+    callers that evaluate the same pairs under many tables (BEDL's exact metric step).
+
+    Skips :meth:`PairBatch.distances`' per-call work (module checks, views, autograd): the
+    table passed must be the whole ``(U+1, U+1)`` table of the module the labels were encoded
+    with, a CPU tensor; the kernels still check it (NaN/inf, overflow rule).
+
+    Args:
+        batch: the pairs. cost: the module whose alphabet encodes the labels.
+        unknown: ``"error"`` or ``"gap"``, as for the ops.
+    """
+
+    def __init__(self, batch: PairBatch, cost: SymbolCost, unknown: str):
+        xt, yt = batch.x_table, batch.y_table
+        xl, yl = xt.flat_labels(cost, unknown), yt.flat_labels(cost, unknown)
+        if batch.kind == "tree":
+            self._args = (xl, xt.sizes, xt.ptr, yl, yt.sizes, yt.ptr, batch.pair_x, batch.pair_y)
+            self._distances, self._grad = _ext.ted_symbols_cpu, _ext.ted_symbols_grad_cpu
+            self._sums = _ext.ted_symbols_sums_cpu
+        else:
+            self._args = (xl, xt.ptr, yl, yt.ptr, batch.pair_x, batch.pair_y)
+            self._distances, self._grad = _ext.sed_symbols_cpu, _ext.sed_symbols_grad_cpu
+            self._sums = _ext.sed_symbols_sums_cpu
+
+    def distances(self, table: torch.Tensor, rel_tol: float) -> torch.Tensor:
+        """The exact distances ``(B,)`` under ``table`` (no gradient)."""
+        return self._distances(table, *self._args, False, rel_tol)[0]
+
+    def weighted_grad(self, table: torch.Tensor, weights: torch.Tensor, rel_tol: float) -> torch.Tensor:
+        """The ``(U+1, U+1)`` gradient of ``sum_k weights[k] * distance_k`` in the table's
+        entries (``weights``: ``(B,)`` of the table's dtype), as the distances' backward."""
+        return self._grad(table, *self._args, weights, rel_tol)
+
+    def distances_with_sums(self, table: torch.Tensor, rel_tol: float):
+        """The exact distances ``(B,)`` and each pair's P summed by label pair (one pass), for
+        :meth:`grad_from_sums` once the weights are known; the sums are None where they could
+        exceed ``limits.PAIR_SUM_ENTRIES`` entries (use :meth:`weighted_grad` then)."""
+        return _distances_and_sums(self._sums(table, *self._args, rel_tol, limits.PAIR_SUM_ENTRIES))
+
+    @staticmethod
+    def grad_from_sums(sums, weights: torch.Tensor, symbols: int) -> torch.Tensor:
+        """:meth:`weighted_grad` from :meth:`distances_with_sums`' sums: the same bits."""
+        return _ext.weighted_pair_sums_cpu(*sums, weights, symbols)
+
+
+class EditDistanceFn(torch.autograd.Function):
+    """Forward returns the distances and (when needed) P; backward only scales P."""
+
+    @staticmethod
+    def forward(ctx, costs, batch: PairBatch, rel_tol: float, want_coopt: bool):
+        need = bool(ctx.needs_input_grad[0]) or want_coopt
+        d, p = batch.run_padded(costs, need, rel_tol)
+        if ctx.needs_input_grad[0]:
+            ctx.save_for_backward(p)
+        if need:
+            ctx.mark_non_differentiable(p)
+        return d, p
+
+    @staticmethod
+    def backward(ctx, grad_d, grad_p):
+        (p,) = ctx.saved_tensors
+        return grad_d.reshape(-1, 1, 1).to(p.dtype) * p, None, None, None
+
+
+class SymbolEditDistanceFn(torch.autograd.Function):
+    """Distances from a symbol cost table. Where the table requires grad and the last backward
+    through the same cost module weighted most pairs (``limits.LISTS_MIN_NONZERO``), forward computes
+    each pair's co-optimal matrix P with its distance and keeps only P summed by label pair
+    (a few entries per pair), so that backward merely weights and adds them (as torchaudio's
+    RNN-T loss computes its gradient in forward). Otherwise (few weighted pairs, or lists that
+    could grow past ``limits.PAIR_SUM_ENTRIES``), forward computes the distances alone and backward
+    runs the gradient kernel, which computes the lists of the pairs of nonzero weight: the
+    same bits either way. Where P is requested too (``want_coopt``), backward scatters that P."""
+
+    @staticmethod
+    def forward(ctx, table, batch: PairBatch, view: SymbolView, rel_tol: float, want_coopt: bool):
+        sums = None
+        lists = limits.BACKWARD_LISTS if limits.BACKWARD_LISTS is not None else dense_backward.get(view.cost, False)
+        if ctx.needs_input_grad[0] and not want_coopt and lists:
+            d, sums = batch.run_symbol_sums(view, rel_tol)
+            p = d.new_empty((0,))
+        else:
+            d, p = batch.run_symbols(view, want_coopt, rel_tol)
+        if ctx.needs_input_grad[0]:
+            ctx.batch, ctx.view, ctx.rel_tol, ctx.want_coopt = batch, view, rel_tol, want_coopt
+            ctx.table_shape, ctx.table_dtype = table.shape, table.dtype
+            ctx.from_sums = sums is not None
+            # P, the sums, or the table as of forward (autograd refuses backward if it
+            # changed in place since)
+            ctx.save_for_backward(*(sums if sums is not None else [p if want_coopt else table]))
+        d = d.to(table.device)
+        p = p.to(table.device)
+        if want_coopt:
+            ctx.mark_non_differentiable(p)
+        return d, p
+
+    @staticmethod
+    def backward(ctx, grad_d, grad_p):
+        saved = ctx.saved_tensors
+        batch, view = ctx.batch, ctx.view
+        if not ctx.want_coopt:
+            nonzero = int(torch.count_nonzero(grad_d))
+            dense_backward[view.cost] = nonzero >= limits.LISTS_MIN_NONZERO * grad_d.numel()
+        if ctx.from_sums:
+            weights = grad_d.detach().to("cpu", ctx.table_dtype).reshape(-1)
+            grad = _ext.weighted_pair_sums_cpu(*saved, weights, ctx.table_shape[0])
+        elif ctx.want_coopt:
+            grad = _scatter_coopt(saved[0].cpu(), grad_d, batch, view, ctx.table_shape[0])
+        else:
+            weights = grad_d.detach().to("cpu", ctx.table_dtype).reshape(-1)
+            op = _ext.ted_symbols_grad_cpu if batch.kind == "tree" else _ext.sed_symbols_grad_cpu
+            grad = op(*batch.symbol_args(view, saved[0]), weights, ctx.rel_tol)
+        return grad.to(grad_d.device), None, None, None, None
+
+
+def _scatter_coopt(p, grad_d, batch, view, size):
+    """sum_k grad_d[k] * P_k scattered into a (size, size) table by the pairs' labels."""
+    rows, cols = p.shape[1], p.shape[2]
+    x_idx = view.padded_labels(batch.x_table, batch.pair_x, rows)
+    y_idx = view.padded_labels(batch.y_table, batch.pair_y, cols)
+    # Pad beyond each pair's block is the gap, and P is zero there.
+    flat = (x_idx[:, :, None] * size + y_idx[:, None, :]).reshape(-1)
+    weights = (grad_d.detach().to("cpu", p.dtype).reshape(-1, 1, 1) * p).reshape(-1)
+    grad = torch.zeros(size * size, dtype=p.dtype).index_add_(0, flat, weights)
+    return grad.view(size, size)
+
+
+def check_temperature(temperature) -> float:
+    """The temperature as a float; TypeError unless a real number, ValueError unless finite
+    and > 0."""
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+        raise TypeError(f"temperature must be a real number, got {type(temperature).__name__}")
+    temperature = float(temperature)
+    if not (math.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature must be finite and > 0, got {temperature}")
+    return temperature
+
+
+def _run_soft(batch: PairBatch, costs: torch.Tensor, temperature: float, need_grad: bool):
+    """The soft kernels on padded costs (any device); results on the costs' device."""
+    c = costs.detach()
+    if c.device.type != "cpu":
+        c = c.cpu()
+    if batch.kind == "tree":
+        d, p = _ext.ted_soft_cpu(c, batch.x_table.sizes, batch.x_table.ptr, batch.y_table.sizes,
+                                 batch.y_table.ptr, batch.pair_x, batch.pair_y, temperature, need_grad)
+    else:
+        d, p = _ext.sed_soft_cpu(c, batch.m, batch.n, temperature, need_grad)
+    return d.to(costs.device), p.to(costs.device)
+
+
+class SoftEditDistanceFn(torch.autograd.Function):
+    """Soft distances; the gradient is the expected alignment, which forward computes when
+    the costs need a gradient."""
+
+    @staticmethod
+    def forward(ctx, costs, batch: PairBatch, temperature: float):
+        need = bool(ctx.needs_input_grad[0])
+        d, p = _run_soft(batch, costs, temperature, need)
+        if need:
+            ctx.save_for_backward(p)
+        return d
+
+    @staticmethod
+    def backward(ctx, grad_d):
+        (p,) = ctx.saved_tensors
+        return grad_d.reshape(-1, 1, 1).to(p.dtype) * p, None, None
+
+
+def soft_distances(batch: PairBatch, cost_or_costs, temperature, unknown="error") -> torch.Tensor:
+    """Soft distances ``(B,)`` of a batch under a cost module (its padded costs) or padded costs."""
+    if temperature is None:
+        raise ValueError("mode='soft' needs a temperature")
+    temperature = check_temperature(temperature)
+    costs = batch.as_costs(cost_or_costs, unknown, finite=False)
+    return SoftEditDistanceFn.apply(costs, batch, temperature)
+

@@ -1,0 +1,301 @@
+"""Inputs of the kernels: collections of trees or sequences flattened once (:class:`FlatTable`),
+their symbol indices under a cost module, and the symbol cost tables the kernels gather from
+(:class:`SymbolView`); the tie tolerance.
+
+Layer: ops (imports the cost modules, :mod:`bedl_torch.labels` and the validation checks).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+import weakref
+from collections import OrderedDict
+from typing import Optional, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from ..costs import SymbolCost, block_of, subtable_of, table_of
+from ..labels import kind_of, labels_of, long_tensor
+from ..validation import check_cost_tensor
+from . import limits
+
+__all__ = ["default_rel_tol", "check_rel_tol", "check_costs", "FlatTable", "flat_table",
+           "SymbolView", "matrix_view", "whole_table"]
+
+
+def default_rel_tol(dtype: torch.dtype) -> float:
+    """Relative tolerance under which two alternatives count as tied.
+
+    1e-9 for float64 and 1e-5 for float32 (rounding in float32 costs, e.g. from an
+    embedding, is around 1e-7 relative), times the magnitude involved: the larger
+    of the two path costs and of the pair's largest absolute cost. P counts each
+    co-optimal mapping in one order of its edits, so a tolerance below the costs'
+    rounding (0 for costs such as 0.1 and 0.2) can leave a pair none; the kernels
+    then raise ValueError naming the pair.
+    """
+    return 1e-9 if dtype == torch.float64 else 1e-5
+
+
+class FlatTable:
+    """A collection of trees or of sequences, flattened once for the kernels and shared by
+    many pairs.
+
+    :class:`PairBatch` builds one per side; :meth:`PairBatch.from_tables` and
+    :func:`table_pair_distances` take them, so that pairs drawn again and again from the
+    same objects (chunks of a matrix, BEDL's data-to-prototype pairs) are never flattened or
+    encoded twice. The symbol indices under a cost module are computed on first use and cached
+    per module.
+
+    Args:
+        objects: trees (:class:`~bedl_torch.tree.Tree`) or sequences (``str``, ``list``,
+            ``tuple``), one kind only.
+        side: the name used in error messages (e.g. ``"X"``).
+
+    Attributes:
+        objects (list): the objects. kind (str or None): ``"tree"``, ``"sequence"`` or
+            ``None`` (no objects). lengths: int64 ``(len(objects),)``, nodes or elements per
+            object. ptr: int64 ``(len(objects) + 1,)``: object ``t`` holds the concatenated
+            elements ``ptr[t] .. ptr[t + 1] - 1``. sizes (trees only): int64, the subtree
+            sizes of all nodes, concatenated. All on the CPU.
+
+    Raises:
+        TypeError: objects that are neither trees nor sequences, or both kinds mixed.
+    """
+
+    def __init__(self, objects: Sequence, side: str):
+        objects = list(objects)
+        kinds = {kind_of(o) for o in objects}
+        if len(kinds) > 1:
+            raise TypeError(f"{side}: cannot mix trees and sequences in one batch")
+        self.objects = objects
+        self.kind = kinds.pop() if kinds else None
+        self.lengths = long_tensor(len(o) for o in objects)
+        self.ptr = torch.zeros(len(objects) + 1, dtype=torch.long)
+        torch.cumsum(self.lengths, 0, out=self.ptr[1:])
+        if self.kind == "tree":
+            data = bytearray(b"".join([o.subtree_sizes_bytes() for o in objects]))
+            self.sizes = torch.frombuffer(data, dtype=torch.long) if data else torch.zeros(0, dtype=torch.long)
+        self._encoded = weakref.WeakKeyDictionary()
+
+    def __len__(self) -> int:
+        return len(self.objects)
+
+    def _codes(self, cost: SymbolCost, unknown: str) -> dict:
+        """This table's symbol indices under ``cost`` (cached per cost module, dropped when
+        its alphabet grows or is replaced): ``"flat"`` always, ``"padded"`` once asked for."""
+        per_cost = self._encoded.setdefault(cost, {})
+        # (the entry keeps the alphabet list, so its id is not reused while cached)
+        key = (id(cost.alphabet), len(cost.alphabet), unknown)
+        if key not in per_cost:
+            # One encode call for the whole table (it names unknown labels).
+            flat = cost.encode(list(itertools.chain.from_iterable(map(labels_of, self.objects))),
+                               unknown=unknown)
+            per_cost.clear()
+            per_cost[key] = {"flat": flat, "alphabet": cost.alphabet}
+        return per_cost[key]
+
+    def flat_labels(self, cost: SymbolCost, unknown: str) -> torch.Tensor:
+        """Symbol index of every node (element), concatenated in table order (like ``sizes``)."""
+        return self._codes(cost, unknown)["flat"]
+
+    def encoded(self, cost: SymbolCost, unknown: str) -> torch.Tensor:
+        """Symbol indices ``(len, max_len + 1)``, padded with the gap."""
+        codes = self._codes(cost, unknown)
+        if "padded" not in codes:
+            width = int(self.lengths.max()) + 1 if len(self) else 1
+            out = torch.full((len(self), width), cost.gap_index, dtype=torch.long)
+            out[torch.arange(width)[None, :] < self.lengths[:, None]] = codes["flat"]
+            codes["padded"] = out
+        return codes["padded"]
+
+
+# FlatTables of recent collections of strings, tuples and trees (hashable, and unchangeable),
+# keyed by the collection's contents: repeated calls on the same collection (a model's
+# predictions, a loop over the same data) skip flattening and encoding it again.
+_TABLE_CACHE_SIZE = 16
+_table_cache: "OrderedDict[tuple, FlatTable]" = OrderedDict()
+_table_cache_lock = threading.Lock()
+
+
+def flat_table(objects: Sequence, side: str) -> FlatTable:
+    """``FlatTable(objects, side)``, shared with earlier calls on equal objects.
+
+    Only collections of strings, tuples and trees (hashable and unchangeable; equal ones
+    flatten and encode alike) are shared, in a small cache of the latest ones; a collection
+    holding a list (a sequence that can change in place) gets a new table every time. A shared
+    table's encodings follow the cost modules (see :meth:`FlatTable.flat_labels`).
+    """
+    key = (side, tuple(objects))
+    try:
+        hash(key)
+    except TypeError:  # a list among the objects
+        return FlatTable(objects, side)
+    with _table_cache_lock:
+        table = _table_cache.get(key)
+        if table is not None:
+            _table_cache.move_to_end(key)
+            return table
+    table = FlatTable(objects, side)
+    with _table_cache_lock:
+        _table_cache[key] = table
+        while len(_table_cache) > _TABLE_CACHE_SIZE:
+            _table_cache.popitem(last=False)
+    return table
+
+
+def check_rel_tol(rel_tol, dtype) -> float:
+    """The tie tolerance to use: ``default_rel_tol(dtype)`` for None; ValueError unless finite and >= 0."""
+    if rel_tol is None:
+        return default_rel_tol(dtype)
+    rel_tol = float(rel_tol)
+    if not (math.isfinite(rel_tol) and rel_tol >= 0):
+        raise ValueError(f"rel_tol must be finite and >= 0, got {rel_tol}")
+    return rel_tol
+
+
+def check_costs(costs, name: str = "costs", finite: bool = True) -> None:
+    """:func:`bedl_torch.validation.check_cost_tensor` (type, layout, device, dtype; with
+    ``finite`` also NaN/inf)."""
+    check_cost_tensor(costs, name, finite=finite)
+
+
+class SymbolView:
+    """A symbol cost table and the label indices into it, for the symbol-table kernels.
+
+    Either a cost module's whole ``(U+1, U+1)`` table (``lookup`` None: labels are alphabet
+    indices), or a local table over only the symbols in use, gap last (``lookup`` maps an
+    alphabet index to its row), so that alphabets of 30,000+ words never build a U x U
+    matrix and a batch never materialises its padded ``(B, M+1, N+1)`` costs. A local table
+    between two sets of objects (:meth:`between`) numbers its rows over the symbols of one
+    side (``lookup``) and its columns over those of the other (``col_lookup``, for the labels
+    of the table ``col_side``), so it holds only the costs that those pairs read.
+    """
+
+    def __init__(self, table: torch.Tensor, cost: SymbolCost, unknown: str,
+                 lookup: Optional[torch.Tensor] = None, col_lookup: Optional[torch.Tensor] = None,
+                 col_side: Optional["FlatTable"] = None):
+        self.table, self.cost, self.unknown, self.lookup = table, cost, unknown, lookup
+        self.col_lookup, self.col_side = col_lookup, col_side
+        self._flat = {}  # id(side) -> (side, its labels in this table's numbering)
+
+    @classmethod
+    def local(cls, cost: SymbolCost, unknown: str, labels: Sequence[torch.Tensor],
+              limit: int) -> Optional["SymbolView"]:
+        """The local view over the symbols in ``labels`` (alphabet indices), or None when its
+        table would exceed ``limit`` cells."""
+        gap = cost.gap_index
+        used = torch.unique(torch.cat([t.reshape(-1) for t in labels]
+                                      + [torch.tensor([gap], dtype=torch.long)]))
+        k = len(used)  # sorted: the gap, the largest index, comes last
+        if k * k > limit:
+            return None
+        table = subtable_of(cost, used)
+        check_costs(table, f"{type(cost).__name__} costs")
+        lookup = torch.full((gap + 1,), k - 1, dtype=torch.long)
+        lookup[used] = torch.arange(k)
+        return cls(table, cost, unknown, lookup)
+
+    @classmethod
+    def between(cls, cost: SymbolCost, unknown: str, x_labels: torch.Tensor,
+                y_labels: torch.Tensor, col_side: "FlatTable", limit: int,
+                max_block: Optional[int] = None) -> Optional["SymbolView"]:
+        """The local view whose rows are the symbols of ``x_labels`` and whose columns are
+        those of ``y_labels`` (alphabet indices, any shape; the labels of ``col_side`` are read
+        as columns), or None when its ``S x S`` table would exceed ``limit`` cells or its
+        ``kx x ky`` block of costs ``max_block``.
+
+        ``S = max(kx, ky) + 1``: the kernels take a square table, the gap last in both
+        directions. Where the two sides' symbols are about as many, the table is one
+        :func:`~bedl_torch.costs.block_of` call whose shorter side is padded with the gap
+        (rows or columns that no pair reads), built in place; else the ``(kx+1, ky+1)`` block
+        is computed alone and copied into a table of zeros (its backward, too, stays on the
+        block). Each side's symbols are numbered by frequency, so the costs most pairs read
+        share few cache lines.
+        """
+        gap = cost.gap_index
+        rows, cols = _symbols_by_frequency(x_labels, gap), _symbols_by_frequency(y_labels, gap)
+        kx, ky = len(rows), len(cols)
+        size = max(kx, ky) + 1
+        if size * size > limit or (max_block is not None and kx * ky > max_block):
+            return None
+        name = f"{type(cost).__name__} costs"
+        if 2 * (kx + 1) * (ky + 1) >= size * size:
+            block = block_of(cost, F.pad(rows, (0, size - kx), value=gap),
+                             F.pad(cols, (0, size - ky), value=gap))
+            check_costs(block, name)
+        else:
+            block = block_of(cost, F.pad(rows, (0, 1), value=gap), F.pad(cols, (0, 1), value=gap))
+            check_costs(block, name)
+            # rows kx .. size - 2 or columns ky .. size - 2 stand for no symbol
+            table = block.new_zeros(size, size)
+            if kx < ky:
+                table[:kx], table[-1] = block[:kx], block[-1]
+            else:
+                table[:, :ky], table[:, -1] = block[:, :ky], block[:, -1]
+            block = table
+        lookups = []
+        for symbols in (rows, cols):
+            lookup = torch.full((gap + 1,), size - 1, dtype=torch.long)
+            lookup[symbols] = torch.arange(len(symbols))
+            lookups.append(lookup)
+        return cls(block, cost, unknown, lookups[0], lookups[1], col_side)
+
+    def _lookup(self, side: "FlatTable") -> Optional[torch.Tensor]:
+        return self.col_lookup if side is self.col_side and self.col_side is not None else self.lookup
+
+    def flat_labels(self, side: "FlatTable") -> torch.Tensor:
+        lookup = self._lookup(side)
+        if lookup is None:
+            return side.flat_labels(self.cost, self.unknown)
+        cached = self._flat.get(id(side))
+        if cached is None or cached[0] is not side:
+            cached = self._flat[id(side)] = (side, lookup[side.flat_labels(self.cost, self.unknown)])
+        return cached[1]
+
+    def padded_labels(self, side: "FlatTable", pairs: torch.Tensor, width: int) -> torch.Tensor:
+        enc = side.encoded(self.cost, self.unknown)[pairs, :width]
+        lookup = self._lookup(side)
+        return enc if lookup is None else lookup[enc]
+
+
+def _symbols_by_frequency(labels: torch.Tensor, gap: int) -> torch.Tensor:
+    """The distinct symbols of ``labels`` but the gap, the most frequent first (ties by index)."""
+    counts = torch.bincount(labels.reshape(-1), minlength=gap + 1)[:gap]
+    symbols = torch.nonzero(counts).reshape(-1)
+    return symbols[torch.argsort(counts[symbols], descending=True, stable=True)]
+
+
+def matrix_view(x_table: "FlatTable", y_table: "FlatTable", cost, unknown: str) -> Optional[SymbolView]:
+    """One symbol view for every pair of two tables (a whole matrix): the whole table, or a
+    local one over all their symbols if it fits ``limits.LOCAL_TABLE_CELLS``, else None (then
+    :func:`~.pairwise.table_pair_distances` splits the pairs)."""
+    if not isinstance(cost, SymbolCost):
+        return None
+    table = whole_table(cost, x_table, y_table, unknown)
+    if table is not None:
+        return SymbolView(table, cost, unknown)
+    labels = [x_table.flat_labels(cost, unknown)]
+    if y_table is not x_table:
+        labels.append(y_table.flat_labels(cost, unknown))
+    return SymbolView.local(cost, unknown, labels, limits.LOCAL_TABLE_CELLS)
+
+
+def whole_table(cost: SymbolCost, x_table: "FlatTable", y_table: "FlatTable", unknown: str) -> Optional[torch.Tensor]:
+    """The cost module's whole symbol table if it has one, else None."""
+    table = table_of(cost)
+    if table is None:
+        return None
+    # Fail early, naming unknown labels, as the padded path does.
+    x_table.flat_labels(cost, unknown)
+    y_table.flat_labels(cost, unknown)
+    size = len(cost.alphabet) + 1
+    if not isinstance(table, torch.Tensor) or tuple(table.shape) != (size, size):
+        raise ValueError(
+            f"{type(cost).__name__}.symbol_table() must return a ({size}, {size}) tensor, got "
+            f"{tuple(table.shape) if isinstance(table, torch.Tensor) else type(table).__name__}"
+        )
+    check_costs(table, f"{type(cost).__name__}.symbol_table()")
+    return table
+

@@ -1,0 +1,453 @@
+"""Distances of many pairs drawn from two collections, and distance matrices.
+
+:class:`PairwisePlan` is the one plan of a matrix (or a block of one): the checks of its
+arguments, the flattened collections, which pairs are computed (all, or ``i <= j`` of a
+symmetric matrix), how their values are computed (one symbol table, tiles of tables, chunks of
+similar sizes) and how they are assembled into a matrix (mirrored where symmetric). Its users:
+:func:`pairwise_distances`, :mod:`bedl_torch.distributed` (per tile, with the whole matrix's
+symbol tables) and BEDL's training distances (:mod:`bedl_torch.learning.training`).
+
+Layer: ops (imports :mod:`.batch`, :mod:`.encoding`, the cost modules and
+:mod:`bedl_torch.labels`).
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import math
+import threading
+from collections import OrderedDict
+from typing import Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from ..costs import SymbolCost, UnitCost
+from ..labels import alphabet_of
+from ..validation import check_cost_module
+from . import limits
+from .batch import PairBatch, check_temperature, soft_distances
+from .encoding import FlatTable, SymbolView, check_rel_tol, flat_table, matrix_view
+
+__all__ = ["MODES", "PairwisePlan", "pair_indices", "assemble", "pair_chunks",
+           "table_pair_distances", "pairwise_distances"]
+
+MODES = ("exact", "pseudo", "soft")
+
+
+def pair_chunks(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: torch.Tensor,
+                 chunk_size: Optional[int] = None):
+    """The pairs ``(ii[k], jj[k])`` reordered by size, and chunk boundaries.
+
+    Pairs of similar sizes share a chunk, so a chunk's padded ``(B, M+1, N+1)`` costs and
+    co-optimal matrices waste little on padding (sentences of 5 to 50 words padded to the
+    longest made each pair cost six times its cells); each chunk holds about
+    ``limits.CHUNK_CELLS`` padded cells, or ``chunk_size`` pairs.
+    """
+    if chunk_size is not None and chunk_size >= len(ii):
+        return ii, jj, [0, len(ii)]  # one chunk: nothing padded, the kernel schedules its pairs
+    lx, ly = x_table.lengths[ii], y_table.lengths[jj]
+    key = torch.maximum(lx, ly)
+    order = torch.argsort(key, stable=True)
+    ii, jj = ii[order], jj[order]
+    n = len(ii)
+    if chunk_size is not None:
+        return ii, jj, list(range(0, n, chunk_size)) + [n]
+    cells = ((key[order] + 1) ** 2).tolist()  # a chunk's padded cells per pair, at most
+    bounds = [0]
+    while bounds[-1] < n:
+        s = bounds[-1]
+        e = min(n, s + max(1, limits.CHUNK_CELLS // cells[s]))
+        e = min(n, s + max(1, limits.CHUNK_CELLS // cells[e - 1]))  # sizes grow within a chunk
+        bounds.append(e)
+    return ii, jj, bounds
+
+
+def table_pair_distances(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor,
+                         jj: torch.Tensor, cost: SymbolCost, *, mode: str = "exact",
+                         reference_cost: Optional[SymbolCost] = None,
+                         rel_tol: Optional[float] = None, unknown: str = "error",
+                         chunk_size: Optional[int] = None, temperature: Optional[float] = None):
+    """Distances of the pairs ``(x_table.objects[ii[k]], y_table.objects[jj[k]])`` in
+    memory-bounded chunks, for callers that keep :class:`FlatTable` objects across many calls
+    (BEDL's training distances, once per round) and assemble the values themselves.
+
+    Args:
+        x_table, y_table: the objects, flattened once. ii, jj: int64 ``(Q,)`` pair indices.
+        cost, mode, reference_cost, rel_tol, unknown, chunk_size, temperature: as for
+            :func:`pairwise_distances` (``chunk_size=None``: chosen by memory).
+
+    Returns:
+        ``(ii, jj, values)`` in the order computed (pairs regrouped by tile and size): the
+        indices on the CPU, ``values`` ``(Q,)`` on the cost's device and dtype, differentiable
+        in its parameters when gradients are enabled.
+
+    Raises:
+        ValueError: labels missing from the alphabet (with ``unknown="error"``), NaN or inf
+            costs.
+    """
+    ref = reference_cost if reference_cost is not None else cost
+    return _table_pair_distances(x_table, y_table, ii, jj, cost, mode, ref, rel_tol, unknown,
+                                 chunk_size, temperature)
+
+
+def _table_pair_distances(x_table, y_table, ii, jj, cost, mode, ref, rel_tol, unknown,
+                          chunk_size, temperature):
+    # One symbol table for all pairs (a module's whole table, or one over the symbols of X
+    # and Y); where that one would be too large, tiles of pairs with a table each.
+    view = matrix_view(x_table, y_table, cost, unknown) if mode != "soft" else None
+    tiles = None
+    if view is None and mode != "soft":
+        tiles = _symbol_tiles(x_table, y_table, ii, jj, cost, unknown)
+    if tiles is None:
+        ref_view = view if ref is cost else None
+        if mode == "pseudo" and ref_view is None:
+            with torch.no_grad():
+                ref_view = matrix_view(x_table, y_table, ref, unknown)
+        return _chunked_distances(x_table, y_table, ii, jj, cost, view, ref, ref_view, mode,
+                                  rel_tol, unknown, chunk_size, temperature)
+    # The kernels tell a table's rows from its columns by the side their labels come from.
+    col_side = copy.copy(y_table) if y_table is x_table else y_table
+    x_enc, y_enc = x_table.encoded(cost, unknown), y_table.encoded(cost, unknown)
+    parts = []
+    for ti, tj, x_objects, y_objects in tiles:
+        x_labels, y_labels = x_enc[x_objects], y_enc[y_objects]
+        view = SymbolView.between(cost, unknown, x_labels, y_labels, col_side,
+                                  limits.LOCAL_TABLE_CELLS)
+        ref_view = view if ref is cost else None
+        if mode == "pseudo" and ref_view is None:
+            with torch.no_grad():
+                ref_view = SymbolView.between(ref, unknown, x_labels, y_labels, col_side,
+                                              limits.LOCAL_TABLE_CELLS)
+        parts.append(_chunked_distances(x_table, col_side, ti, tj, cost, view, ref, ref_view,
+                                        mode, rel_tol, unknown, chunk_size, temperature))
+        del view, ref_view  # one tile's tables at a time (unless autograd keeps them)
+    return tuple(torch.cat(t) for t in zip(*parts))
+
+
+def _chunked_distances(x_table, y_table, ii, jj, cost, view, ref, ref_view, mode, rel_tol,
+                       unknown, chunk_size, temperature):
+    """``(ii, jj, values)`` of pairs that share one symbol view (or none), in chunks."""
+    if chunk_size is None and mode == "exact" and view is not None:
+        # Distances from a symbol table keep nothing per pair (their backward recomputes P):
+        # one kernel call over all pairs (its fixed cost is paid once).
+        chunk_size = max(1, len(ii))
+    whole = (x_table, y_table, ii, jj)
+    ii, jj, bounds = pair_chunks(x_table, y_table, ii, jj, chunk_size)
+    values = []
+    for s, e in zip(bounds[:-1], bounds[1:]):
+        if len(bounds) == 2 and ii is whole[2] and jj is whole[3]:
+            batch = _whole_batch(*whole)
+        else:
+            batch = PairBatch.from_tables(x_table, y_table, ii[s:e], jj[s:e])
+        if mode == "exact":
+            values.append(batch.run_distances(cost, rel_tol=rel_tol, unknown=unknown, view=view))
+        elif mode == "soft":
+            values.append(soft_distances(batch, cost, temperature, unknown))
+        else:
+            p0 = batch.run_coopt(ref, rel_tol, unknown, view=ref_view)[1]
+            values.append(batch.run_pseudo(cost, p0, unknown, view=view))
+    return ii, jj, torch.cat(values)
+
+
+# The batches of whole matrices of recent calls, by the identities of their tables and pair
+# indices (held by the entries, so the ids stay theirs): repeated calls on the same
+# collections reuse the pairs' layout (pair_indices gives the same index tensors).
+_BATCH_CACHE_SIZE = 8
+_batch_cache: "OrderedDict[tuple, tuple]" = OrderedDict()
+_batch_cache_lock = threading.Lock()
+
+
+def _whole_batch(x_table, y_table, ii, jj) -> PairBatch:
+    """``PairBatch.from_tables(x_table, y_table, ii, jj)``, shared with earlier calls on the
+    same four objects."""
+    key = (id(x_table), id(y_table), id(ii), id(jj))
+    with _batch_cache_lock:
+        entry = _batch_cache.get(key)
+        if entry is not None:
+            _batch_cache.move_to_end(key)
+            return entry[-1]
+    batch = PairBatch.from_tables(x_table, y_table, ii, jj)
+    with _batch_cache_lock:
+        _batch_cache[key] = (x_table, y_table, ii, jj, batch)
+        while len(_batch_cache) > _BATCH_CACHE_SIZE:
+            _batch_cache.popitem(last=False)
+    return batch
+
+
+def _symbol_tiles(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: torch.Tensor,
+                  cost: SymbolCost, unknown: str):
+    """The pairs split into tiles ``(ii, jj, x_objects, y_objects)`` for a cost module whose
+    symbols in use are too many for one local table, or None (no local tables allowed).
+
+    The objects of each side are cut into runs of consecutive indices with at most
+    ``sqrt(limits.LOCAL_TABLE_CELLS) - 1`` distinct symbols each; a tile holds the pairs between one
+    run of each side, and its table the costs between their symbols. A table's cost is
+    amortised over the tile's cells: a tile has about one DP cell per pair of its words
+    (``tokens_x * tokens_y``), its table one entry per pair of distinct words, and words
+    repeat (300 SST sentences: about 5,800 words, 2,000 distinct).
+    """
+    max_symbols = math.isqrt(limits.LOCAL_TABLE_CELLS) - 1
+    if max_symbols < 1 or not len(ii):
+        return None
+    x_runs = _symbol_runs(x_table, _objects_in(ii, len(x_table)), cost, unknown, max_symbols)
+    y_runs = _symbol_runs(y_table, _objects_in(jj, len(y_table)), cost, unknown, max_symbols)
+    if len(x_runs) == 1 and len(y_runs) == 1:
+        return [(ii, jj, x_runs[0], y_runs[0])]
+    x_run, y_run = _run_index(x_runs, len(x_table)), _run_index(y_runs, len(y_table))
+    tile = x_run[ii] * len(y_runs) + y_run[jj]
+    order = torch.argsort(tile, stable=True)
+    ii, jj, tile = ii[order], jj[order], tile[order]
+    ids, counts = torch.unique_consecutive(tile, return_counts=True)
+    tiles, s = [], 0
+    for t, c in zip(ids.tolist(), counts.tolist()):
+        tiles.append((ii[s:s + c], jj[s:s + c], x_runs[t // len(y_runs)], y_runs[t % len(y_runs)]))
+        s += c
+    return tiles
+
+
+def _objects_in(indices: torch.Tensor, n: int) -> torch.Tensor:
+    """The distinct values of ``indices`` (in ``[0, n)``), sorted."""
+    return torch.nonzero(torch.bincount(indices, minlength=n)).reshape(-1)
+
+
+def _symbol_runs(side: FlatTable, objects: torch.Tensor, cost: SymbolCost, unknown: str,
+                 max_symbols: int) -> list:
+    """``objects`` (sorted indices) cut into runs of at most ``max_symbols`` distinct symbols
+    (not counting the gap; an object with more forms a run alone), as index tensors."""
+    flat, ptr, gap = side.flat_labels(cost, unknown).tolist(), side.ptr.tolist(), cost.gap_index
+    runs, run, seen = [], [], set()
+    for o in objects.tolist():
+        symbols = set(flat[ptr[o]:ptr[o + 1]])
+        symbols.discard(gap)
+        if run and len(seen) + len(symbols - seen) > max_symbols:
+            runs.append(run)
+            run, seen = [], set()
+        run.append(o)
+        seen |= symbols
+    if run:
+        runs.append(run)
+    return [torch.tensor(r, dtype=torch.long) for r in runs]
+
+
+def _run_index(runs: list, n: int) -> torch.Tensor:
+    """The run of every object (``-1`` where none)."""
+    index = torch.full((n,), -1, dtype=torch.long)
+    for k, run in enumerate(runs):
+        index[run] = k
+    return index
+
+
+@functools.lru_cache(maxsize=32)
+def pair_indices(rows: int, cols: int, triangle: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Row-major pair indices ``(ii, jj)`` of a ``rows x cols`` block: all pairs, or with
+    ``triangle`` only ``i <= j`` (the rest mirrors them). Cached: the same tensors for the same
+    block, which callers must not change in place."""
+    if triangle:
+        ii, jj = torch.triu_indices(rows, cols, offset=0)
+        return ii, jj
+    return torch.arange(rows).repeat_interleave(cols), torch.arange(cols).repeat(rows)
+
+
+def assemble(ii, jj, values, shape: Tuple[int, int], mirror: bool):
+    """The ``shape`` matrix holding ``values[k]`` at ``(ii[k], jj[k])`` (and at ``(jj[k],
+    ii[k])`` with ``mirror``), zeros elsewhere: a numpy array for numpy values (no torch calls:
+    each can wait for the intra-op thread pool on a busy machine), else a tensor on the values'
+    device, differentiable in them."""
+    if isinstance(values, np.ndarray):
+        out = np.zeros(shape, dtype=values.dtype)
+        out[ii, jj] = values
+        if mirror:
+            out[jj, ii] = values
+        return out
+    ii, jj = ii.to(values.device), jj.to(values.device)
+    if mirror:
+        off = ii != jj
+        ii, jj, values = (torch.cat([ii, jj[off]]), torch.cat([jj, ii[off]]),
+                          torch.cat([values, values[off]]))
+    out = torch.zeros(shape, dtype=values.dtype, device=values.device)
+    return out.index_put((ii, jj), values)
+
+
+def _check_mode(mode: str, temperature, modes: Sequence[str]) -> Optional[float]:
+    """The checked temperature (None outside soft mode); ValueError for another mode."""
+    if mode not in modes:
+        quoted = [repr(m) for m in modes]
+        allowed = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+        raise ValueError(f"mode must be {allowed}, got {mode!r}")
+    if mode == "soft":
+        if temperature is None:
+            raise ValueError("mode='soft' needs a temperature")
+        return check_temperature(temperature)
+    if temperature is not None:
+        raise ValueError(f"temperature is used only with mode='soft', got mode={mode!r}")
+    return None
+
+
+class PairwisePlan:
+    """The distance matrix of ``X`` and ``Y`` (``Y=None``: ``X``) under a cost module, checked
+    and planned once: :meth:`pairs` to compute, :meth:`values` of pairs, :meth:`assemble` into
+    the matrix, :meth:`matrix` all three.
+
+    Args:
+        X, Y, cost, mode, reference_cost, chunk_size, rel_tol, unknown, symmetric, temperature:
+            as for :func:`pairwise_distances`.
+        modes: the modes allowed (:mod:`bedl_torch.distributed` has no soft mode).
+        tables: ``(x_table, y_table)``, the collections already flattened (then ``X`` and
+            ``Y`` are their objects); default: flattened here.
+
+    Attributes:
+        X, Y (lists), x_table, y_table (:class:`FlatTable`), cost, reference (the cost module
+        of pseudo mode's P0), symmetric (bool), same (``Y`` was None), shape, dtype and device
+        (the cost's), and the options.
+
+    Raises:
+        As :func:`pairwise_distances`, before any distance is computed.
+    """
+
+    def __init__(self, X, Y=None, cost: Optional[SymbolCost] = None, *, mode: str = "exact",
+                 reference_cost: Optional[SymbolCost] = None, chunk_size: Optional[int] = None,
+                 rel_tol: Optional[float] = None, unknown: str = "error",
+                 symmetric: Optional[bool] = None, temperature: Optional[float] = None,
+                 modes: Sequence[str] = MODES, tables: Optional[Tuple[FlatTable, FlatTable]] = None):
+        self.temperature = _check_mode(mode, temperature, modes)
+        self.same = Y is None
+        if tables is not None:
+            X, Y = tables[0].objects, tables[1].objects
+        X = list(X)
+        Y = X if self.same else list(Y)
+        if cost is None:
+            cost = UnitCost(alphabet_of(X, Y))
+        else:
+            check_cost_module(cost)
+        if reference_cost is not None:
+            check_cost_module(reference_cost, "reference_cost")
+        if symmetric is None:
+            symmetric = self.same and getattr(cost, "symmetric", False)
+        symmetric = bool(symmetric)
+        if symmetric and not self.same and len(X) != len(Y):
+            raise ValueError("symmetric=True needs a square matrix")
+        if chunk_size is not None and chunk_size < 1:
+            raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+        if tables is None:
+            x_table = flat_table(X, "X")
+            tables = (x_table, x_table if self.same else flat_table(Y, "Y"))
+        self.x_table, self.y_table = tables
+        kx, ky = self.x_table.kind, self.y_table.kind
+        if kx and ky and kx != ky:
+            raise TypeError(f"X and Y must both hold trees or both sequences, got {kx}s and {ky}s")
+        # Fail early, naming unknown labels, before any work.
+        for module in (cost, reference_cost):
+            if module is not None:
+                self.x_table.flat_labels(module, unknown)
+                self.y_table.flat_labels(module, unknown)
+        self.dtype, self.device = cost.dtype, cost.device
+        check_rel_tol(rel_tol, self.dtype)
+        self.X, self.Y, self.cost, self.symmetric = X, Y, cost, symmetric
+        self.mode, self.reference_cost, self.chunk_size = mode, reference_cost, chunk_size
+        self.rel_tol, self.unknown = rel_tol, unknown
+        self.reference = reference_cost if reference_cost is not None else cost
+
+    @property
+    def shape(self) -> Tuple[int, int]:
+        return (len(self.X), len(self.Y))
+
+    def pairs(self, cols: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The pairs to compute, row-major: the whole matrix (``i <= j`` where symmetric), or
+        every row with the columns ``cols`` (int64 indices into ``Y``)."""
+        nx, ny = self.shape
+        if cols is None:
+            return pair_indices(nx, ny, self.symmetric)
+        ii, jj = pair_indices(nx, len(cols), False)
+        return ii, cols.to(torch.long)[jj]
+
+    def values(self, ii: torch.Tensor, jj: torch.Tensor):
+        """``(ii, jj, values)`` of the pairs in the order computed (see
+        :func:`table_pair_distances`), differentiable in the cost module where gradients are
+        enabled."""
+        return _table_pair_distances(self.x_table, self.y_table, ii, jj, self.cost, self.mode,
+                                     self.reference, self.rel_tol, self.unknown,
+                                     self.chunk_size, self.temperature)
+
+    def matrix_views(self) -> Tuple[Optional[SymbolView], Optional[SymbolView]]:
+        """The symbol views of the whole matrix for the cost and pseudo mode's reference (None
+        where none fits), built once for :meth:`chunk_values` over blocks of it."""
+        with torch.no_grad():
+            view = matrix_view(self.x_table, self.y_table, self.cost, self.unknown)
+            ref_view = view if self.reference is self.cost else None
+            if self.mode == "pseudo" and ref_view is None:
+                ref_view = matrix_view(self.x_table, self.y_table, self.reference, self.unknown)
+        return view, ref_view
+
+    def chunk_values(self, x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor,
+                     jj: torch.Tensor, view: Optional[SymbolView], ref_view: Optional[SymbolView]):
+        """``(ii, jj, values)`` of pairs of two tables (e.g. blocks of ``X`` and ``Y``) whose
+        costs come from the given views (None: each chunk's own), in chunks of similar sizes."""
+        return _chunked_distances(x_table, y_table, ii, jj, self.cost, view, self.reference,
+                                  ref_view, self.mode, self.rel_tol, self.unknown,
+                                  self.chunk_size, self.temperature)
+
+    def assemble(self, ii, jj, values, cols: Optional[torch.Tensor] = None):
+        """The matrix (numpy or tensor, see :func:`assemble`) from :meth:`values` of
+        :meth:`pairs`: ``(len(X), len(Y))`` mirrored where symmetric, or ``(len(X),
+        len(cols))``."""
+        nx, ny = self.shape
+        if cols is None:
+            return assemble(ii, jj, values, (nx, ny), self.symmetric)
+        position = np.full(ny, -1, dtype=np.int64)
+        position[np.asarray(cols)] = np.arange(len(cols))
+        if isinstance(values, np.ndarray):
+            jj = position[jj]
+        else:
+            jj = torch.from_numpy(position)[jj]
+        return assemble(ii, jj, values, (nx, len(cols)), False)
+
+    def matrix(self) -> torch.Tensor:
+        """The whole matrix on the cost's device and dtype."""
+        ii, jj = self.pairs()
+        if len(ii) == 0:
+            return torch.zeros(self.shape, dtype=self.dtype, device=self.device)
+        return self.assemble(*self.values(ii, jj))
+
+
+def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional[SymbolCost] = None, *,
+                       mode: str = "exact", reference_cost: Optional[SymbolCost] = None,
+                       chunk_size: Optional[int] = None, rel_tol: Optional[float] = None,
+                       unknown: str = "error", symmetric: Optional[bool] = None,
+                       temperature: Optional[float] = None) -> torch.Tensor:
+    """Matrix of edit distances ``(len(X), len(Y))`` under a cost module.
+
+    Args:
+        X, Y: lists of trees or of sequences; ``Y=None`` means ``Y = X``.
+        cost: a :class:`SymbolCost` (e.g. :class:`EuclideanCost`); ``None`` means unit
+            costs over the labels of X and Y.
+        mode: ``"exact"``, ``"pseudo"`` (P frozen at ``reference_cost``, default the
+            cost module's current state) or ``"soft"`` (:func:`soft_edit_distance` at
+            ``temperature``, from each chunk's padded costs).
+        chunk_size: pairs per kernel call; bounds memory. Default: about 4M cost cells
+            per chunk where co-optimal matrices or padded costs are kept (pseudo mode, no
+            symbol table), else all pairs in one call. With gradients enabled each chunk
+            keeps its P or its symbol table for backward. A cost module without
+            a whole table whose symbols in use are too many for one local table computes
+            the matrix in tiles (blocks of X times blocks of Y, one table of at most
+            ``2000 x 2000`` costs each), chunked within.
+        unknown: ``"error"`` (ValueError naming labels missing from the alphabet) or
+            ``"gap"`` (map them to the gap).
+        symmetric: compute only ``i <= j`` and mirror; default when ``Y is None``
+            and the cost module declares ``symmetric = True``.
+
+    Returns:
+        Tensor on the cost's device and dtype, differentiable in the cost module's
+        parameters when gradients are enabled.
+
+    Raises:
+        TypeError: objects that are neither trees nor sequences, trees mixed with sequences,
+            ``cost``/``reference_cost`` not a SymbolCost.
+        ValueError: an unknown ``mode``, labels missing from the alphabet (with
+            ``unknown="error"``), ``symmetric`` for a non-square matrix, ``chunk_size < 1``,
+            NaN or inf costs, ``mode="soft"`` without a temperature (or one that is not
+            finite and > 0), a temperature with another mode.
+    """
+    return PairwisePlan(X, Y, cost, mode=mode, reference_cost=reference_cost,
+                        chunk_size=chunk_size, rel_tol=rel_tol, unknown=unknown,
+                        symmetric=symmetric, temperature=temperature).matrix()
