@@ -72,12 +72,13 @@ def _sed_fake(costs, x_len, y_len, need_coopt, rel_tol):
 
 @torch.library.register_fake("bedl_torch::ted_symbols")
 def _ted_symbols_fake(table, x_labels, x_sizes, x_ptr, y_labels, y_sizes, y_ptr, pair_x, pair_y,
-                      need_coopt, rel_tol):
+                      need_coopt, rel_tol, max_distance=None):
     return _symbol_outputs(table, pair_x.shape[0], need_coopt)
 
 
 @torch.library.register_fake("bedl_torch::sed_symbols")
-def _sed_symbols_fake(table, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, need_coopt, rel_tol):
+def _sed_symbols_fake(table, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, need_coopt, rel_tol,
+                      max_distance=None):
     return _symbol_outputs(table, pair_x.shape[0], need_coopt)
 
 

@@ -12,10 +12,10 @@ TORCH_LIBRARY(bedl_torch, m) {
         "Tensor pair_x, Tensor pair_y, bool need_coopt, float rel_tol) -> (Tensor, Tensor)");
   m.def("ted_symbols(Tensor symbol_costs, Tensor x_labels, Tensor x_sizes, Tensor x_ptr, "
         "Tensor y_labels, Tensor y_sizes, Tensor y_ptr, Tensor pair_x, Tensor pair_y, "
-        "bool need_coopt, float rel_tol) -> (Tensor, Tensor)");
+        "bool need_coopt, float rel_tol, Tensor? max_distance=None) -> (Tensor, Tensor)");
   m.def("sed(Tensor costs, Tensor x_len, Tensor y_len, bool need_coopt, float rel_tol) -> (Tensor, Tensor)");
   m.def("sed_symbols(Tensor symbol_costs, Tensor x_labels, Tensor x_ptr, Tensor y_labels, Tensor y_ptr, "
-        "Tensor pair_x, Tensor pair_y, bool need_coopt, float rel_tol) -> (Tensor, Tensor)");
+        "Tensor pair_x, Tensor pair_y, bool need_coopt, float rel_tol, Tensor? max_distance=None) -> (Tensor, Tensor)");
   m.def("ted_symbols_grad(Tensor symbol_costs, Tensor x_labels, Tensor x_sizes, Tensor x_ptr, "
         "Tensor y_labels, Tensor y_sizes, Tensor y_ptr, Tensor pair_x, Tensor pair_y, "
         "Tensor pair_weights, float rel_tol) -> Tensor");

@@ -12,6 +12,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <optional>
 #include <tuple>
 
 namespace bedl {
@@ -42,7 +43,8 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cpu(const at::Tensor& symbol_cost
                                                    const at::Tensor& pair_x,
                                                    const at::Tensor& pair_y,
                                                    bool need_coopt,
-                                                   double rel_tol);
+                                                   double rel_tol,
+                                                   const std::optional<at::Tensor>& max_distance);
 
 // Sequence edit distance for B pairs of lengths (x_len[b], y_len[b]).
 std::tuple<at::Tensor, at::Tensor> sed_cpu(const at::Tensor& costs,
@@ -61,7 +63,8 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_cost
                                                    const at::Tensor& pair_x,
                                                    const at::Tensor& pair_y,
                                                    bool need_coopt,
-                                                   double rel_tol);
+                                                   double rel_tol,
+                                                   const std::optional<at::Tensor>& max_distance);
 
 // The gradient of sum_b pair_weights[b] * distance_b with respect to the (S, S)
 // symbol table, for the pairs of ted_symbols_cpu (sed_symbols_cpu): the

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -262,6 +263,64 @@ std::vector<double> cost_scales(const scalar_t* c, int64_t batch, int64_t rows, 
   }
   return scales;
 }
+
+// The per-pair thresholds of a distances-only symbol-table call
+// (max_distance): a pair whose distance is above its threshold comes back as
+// +inf, and the passes may stop it as soon as no completion can end at or
+// below it. A threshold of +inf keeps the pair's distance.
+struct DistanceCutoffs {
+  at::Tensor thresholds;  // float64 (batch,)
+  const double* t = nullptr;
+  std::vector<double> row_min;  // each table row's least entry: what deleting or replacing that symbol costs at least
+  double max_abs = 0.0;
+  bool float32 = false;
+
+  static std::optional<DistanceCutoffs> of(const std::optional<at::Tensor>& max_distance, const SymbolInputs& in,
+                                           bool need_coopt) {
+    if (!max_distance.has_value()) return std::nullopt;
+    const at::Tensor& md = *max_distance;
+    BEDL_CHECK_VALUE(!need_coopt, "max_distance needs need_coopt=False: P needs every cell of a pair");
+    BEDL_CHECK_VALUE(md.device().is_cpu() && md.layout() == at::kStrided, "max_distance must be a dense CPU tensor");
+    BEDL_CHECK_TYPE(md.scalar_type() == at::kFloat || md.scalar_type() == at::kDouble,
+                    "max_distance must be float32 or float64, got ", md.scalar_type());
+    BEDL_CHECK_VALUE(md.dim() == 1 && md.size(0) == in.batch, "max_distance must have one entry per pair (",
+                     in.batch, "), got shape ", md.sizes());
+    DistanceCutoffs out;
+    out.thresholds = md.to(at::kDouble).contiguous();
+    out.t = out.thresholds.data_ptr<double>();
+    for (int64_t b = 0; b < in.batch; ++b) {
+      BEDL_CHECK_VALUE(!std::isnan(out.t[b]), "max_distance[", b, "] is NaN");
+    }
+    const int64_t S = in.symbols;
+    out.row_min.assign(S, 0.0);
+    AT_DISPATCH_FLOATING_TYPES(in.table.scalar_type(), "row_min", [&] {
+      const scalar_t* c = in.table.data_ptr<scalar_t>();
+      for (int64_t a = 0; a < S; ++a) {
+        double low = static_cast<double>(c[a * S]);
+        for (int64_t k = 1; k < S; ++k) low = std::min(low, static_cast<double>(c[a * S + k]));
+        out.row_min[a] = low;
+      }
+    });
+    out.max_abs = in.max_abs;
+    out.float32 = in.table.scalar_type() == at::kFloat;
+    return out;
+  }
+  bool applies(int64_t b) const { return std::isfinite(t[b]); }
+  // Pair b's threshold with a margin for rounding: bounds and distances sum up
+  // to |x| + |y| costs in other orders, and float32 distances are rounded once more.
+  double limit(int64_t b, int64_t m, int64_t n) const {
+    const double nodes = static_cast<double>(m + n);
+    const double size = std::fabs(t[b]) + nodes * max_abs;
+    return t[b] + size * ((nodes + 2.0) * 2.3e-16 + (float32 ? 1.2e-7 : 0.0));
+  }
+  // Every distance above its threshold becomes +inf.
+  template <typename scalar_t>
+  void mark_beyond(scalar_t* d) const {
+    for (int64_t b = 0; b < thresholds.size(0); ++b) {
+      if (static_cast<double>(d[b]) > t[b]) d[b] = std::numeric_limits<scalar_t>::infinity();
+    }
+  }
+};
 
 // A batch's padded cost blocks, (batch, rows, cols): checked and contiguous.
 struct PaddedCosts {

@@ -1,11 +1,18 @@
 // The sequence edit distance alone on the CPU: the classic (m+1) x (n+1)
 // table, two rows at a time, or four rows at a time in the lanes of AVX2
 // vectors (sed_strips_avx2); every cell through common/sequence.h, the same
-// bits on both paths.
+// bits on both paths. Memory: three rows of distances; the costs come from a
+// row source, a padded block (PaddedRows) or rows gathered from a symbol table
+// four at a time (SymbolRows), so a long pair never holds its (m+1)(n+1) costs.
+// A cutoff (RowCutoff) stops a pair as soon as no completion can end at or
+// below its threshold.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <utility>
+#include <vector>
 
 #include "../../common/sequence.h"
 #include "../parallel.h"
@@ -13,6 +20,76 @@
 
 namespace bedl {
 namespace sed {
+
+// A padded cost block as rows: row(i) (i < m) replaces x_i by y_0 .. y_{n-1}
+// and deletes x_i at [n]; ins() inserts y_0 .. y_{n-1}.
+template <typename scalar_t>
+struct PaddedRows {
+  using value_type = scalar_t;
+  const scalar_t* c;
+  int64_t stride, m;
+  void need(int64_t, int) const {}
+  const scalar_t* row(int64_t i) const { return c + i * stride; }
+  const scalar_t* ins() const { return c + m * stride; }
+};
+
+// The same rows gathered from a (R, C) symbol table (x's labels index rows, y's
+// columns, the gap last in both), at most four at a time: need(first, count)
+// gathers rows first .. first + count - 1 (count <= 4, ascending calls) into
+// slots of n + 1 doubles, so memory stays linear in |y|.
+template <typename scalar_t>
+struct SymbolRows {
+  using value_type = double;
+  const scalar_t* table;
+  int64_t R, C;
+  const int64_t *x, *y;
+  int64_t m, n;
+  std::vector<double>& buf;  // 4 rows + the insertions
+  int64_t held[4] = {-1, -1, -1, -1};
+
+  SymbolRows(const scalar_t* table_, int64_t R_, int64_t C_, const int64_t* x_, int64_t m_, const int64_t* y_,
+             int64_t n_, std::vector<double>& buf_)
+      : table(table_), R(R_), C(C_), x(x_), y(y_), m(m_), n(n_), buf(buf_) {
+    buf.resize(5 * (n + 1));
+    const scalar_t* gap_row = table + (R - 1) * C;
+    double* ins_out = buf.data() + 4 * (n + 1);
+    for (int64_t j = 0; j < n; ++j) ins_out[j] = static_cast<double>(gap_row[y[j]]);
+  }
+  void need(int64_t first, int count) {
+    for (int64_t i = first; i < first + count; ++i) {
+      double* out = buf.data() + (i & 3) * (n + 1);
+      if (held[i & 3] == i) continue;
+      const scalar_t* src = table + x[i] * C;
+      for (int64_t j = 0; j < n; ++j) out[j] = static_cast<double>(src[y[j]]);
+      out[n] = static_cast<double>(src[C - 1]);
+      held[i & 3] = i;
+    }
+  }
+  const double* row(int64_t i) const { return buf.data() + (i & 3) * (n + 1); }
+  const double* ins() const { return buf.data() + 4 * (n + 1); }
+};
+
+// No cutoff: every pair to its end.
+struct NoCutoff {
+  static constexpr bool kActive = false;
+  static bool beyond(int64_t, const double*) { return false; }
+};
+
+// Stops a pair once row i of its table shows that every completion ends above
+// `limit`: min_j D(i, j) + below[i] > limit, where below[i] is a lower bound of
+// what consuming x_i .. x_{m-1} and inserting any of y can still add
+// (RowCutoff::lower_bounds). Valid for any costs.
+struct RowCutoff {
+  static constexpr bool kActive = true;
+  double limit;         // the threshold plus a margin for rounding
+  const double* below;  // m + 1 entries
+  int64_t n;
+  bool beyond(int64_t i, const double* row) const {
+    double low = row[0];
+    for (int64_t j = 1; j <= n; ++j) low = std::min(low, row[j]);
+    return low + below[i] > limit;
+  }
+};
 
 #ifdef BEDL_X86_SIMD
 
@@ -31,14 +108,17 @@ __attribute__((target("avx2"))) inline __m256d load4(const float* p) {
 // Every cell is computed by the same expressions in the same order as
 // row by row, so the same bits. Advances `prev` (row 0 on entry) by the rows
 // done, a multiple of four, which it returns; the caller finishes the rest.
-template <typename scalar_t>
-__attribute__((target("avx2"))) int64_t sed_strips_avx2(const scalar_t* c, int64_t m, int64_t n,
-                                                        int64_t stride, SedWorkspace& ws,
-                                                        double*& prev, double*& next) {
+// With an active cutoff, sets `stopped` and returns where a strip's last row
+// shows the pair beyond it.
+template <typename Rows, typename Cutoff>
+__attribute__((target("avx2"))) int64_t sed_strips_avx2(Rows& rows, int64_t m, int64_t n, SedWorkspace& ws,
+                                                        double*& prev, double*& next, const Cutoff& cut,
+                                                        bool& stopped) {
+  using scalar_t = typename Rows::value_type;
   constexpr int R = 4, K = 2;
   constexpr int64_t lag = K * (R - 1);  // the last lane's columns trail the first's by this
   if (n <= lag || m < R) return 0;
-  const scalar_t* ins = c + m * stride;
+  const scalar_t* ins = rows.ins();
   // ins_skew[4 s + r]: the insertion lane r adds in step s.
   ws.ins_skew.resize(4 * (n + 1));
   double* ins_skew = ws.ins_skew.data();
@@ -50,8 +130,9 @@ __attribute__((target("avx2"))) int64_t sed_strips_avx2(const scalar_t* c, int64
     const scalar_t* row[R];
     double del[R], first[R];  // deletion costs; column 0 of each row
     double sum = prev[0];
+    rows.need(done, R);
     for (int r = 0; r < R; ++r) {
-      row[r] = c + (done + r) * stride;
+      row[r] = rows.row(done + r);
       del[r] = static_cast<double>(row[r][n]);
       sum = sum + del[r];
       first[r] = sum;
@@ -121,22 +202,31 @@ __attribute__((target("avx2"))) int64_t sed_strips_avx2(const scalar_t* c, int64
     _mm256_storeu_pd(v3, V3);
     for (; s <= n + lag; ++s) scalar_step(s);
     std::swap(prev, next);
+    if (Cutoff::kActive && cut.beyond(done + R, prev)) {
+      stopped = true;
+      return done + R;
+    }
   }
   return done;
 }
 #endif
 
-template <typename scalar_t>
-double sed_distance(const scalar_t* c, int64_t m, int64_t n, int64_t stride, SedWorkspace& ws) {
+// The distance of an (m, n) pair whose costs `rows` gives; +inf where `cut`
+// stops it.
+template <typename Rows, typename Cutoff = NoCutoff>
+double sed_distance_rows(Rows& rows, int64_t m, int64_t n, SedWorkspace& ws, const Cutoff& cut = {}) {
+  using scalar_t = typename Rows::value_type;
+  constexpr double kBeyond = std::numeric_limits<double>::infinity();
   ws.row_prev.resize(n + 1);
   ws.row_cur.resize(n + 1);
   ws.row_next.resize(n + 1);
   double* prev = ws.row_prev.data();
   double* cur = ws.row_cur.data();
   double* next = ws.row_next.data();
-  const scalar_t* ins = c + m * stride;
+  const scalar_t* ins = rows.ins();
   prev[0] = 0.0;
   for (int64_t j = 1; j <= n; ++j) prev[j] = prev[j - 1] + static_cast<double>(ins[j - 1]);
+  if (Cutoff::kActive && cut.beyond(0, prev)) return kBeyond;
   // One cell of a row from the row above; the left neighbour stays in a
   // register: only the insertion waits on it.
   auto cell = [&](const double* above, const scalar_t* row, double del, double left, int64_t j) {
@@ -145,15 +235,20 @@ double sed_distance(const scalar_t* c, int64_t m, int64_t n, int64_t stride, Sed
   };
   int64_t i = 1;
 #ifdef BEDL_X86_SIMD
-  if (dp::simd_avx2()) i += sed_strips_avx2(c, m, n, stride, ws, prev, next);
+  if (dp::simd_avx2()) {
+    bool stopped = false;
+    i += sed_strips_avx2(rows, m, n, ws, prev, next, cut, stopped);
+    if (stopped) return kBeyond;
+  }
 #endif
   if (n >= 1) {
     // Two rows at once, the second one cell behind: two independent chains
     // for the processor to overlap. Same operations in the same order as row
     // by row, so the same bits.
     for (; i + 1 <= m; i += 2) {
-      const scalar_t* row_a = c + (i - 1) * stride;
-      const scalar_t* row_b = c + i * stride;
+      rows.need(i - 1, 2);
+      const scalar_t* row_a = rows.row(i - 1);
+      const scalar_t* row_b = rows.row(i);
       const double del_a = static_cast<double>(row_a[n]), del_b = static_cast<double>(row_b[n]);
       double left_a = prev[0] + del_a;
       cur[0] = left_a;
@@ -170,10 +265,12 @@ double sed_distance(const scalar_t* c, int64_t m, int64_t n, int64_t stride, Sed
       left_b = cell(cur, row_b, del_b, left_b, n);
       next[n] = left_b;
       std::swap(prev, next);
+      if (Cutoff::kActive && cut.beyond(i + 1, prev)) return kBeyond;
     }
   }
   for (; i <= m; ++i) {
-    const scalar_t* row = c + (i - 1) * stride;
+    rows.need(i - 1, 1);
+    const scalar_t* row = rows.row(i - 1);
     const double del = static_cast<double>(row[n]);
     double left = prev[0] + del;
     cur[0] = left;
@@ -182,8 +279,16 @@ double sed_distance(const scalar_t* c, int64_t m, int64_t n, int64_t stride, Sed
       cur[j] = left;
     }
     std::swap(prev, cur);
+    if (Cutoff::kActive && cut.beyond(i, prev)) return kBeyond;
   }
   return prev[n];
+}
+
+// The distance of an (m, n) pair with padded costs (row stride `stride`).
+template <typename scalar_t>
+double sed_distance(const scalar_t* c, int64_t m, int64_t n, int64_t stride, SedWorkspace& ws) {
+  PaddedRows<scalar_t> rows{c, stride, m};
+  return sed_distance_rows(rows, m, n, ws);
 }
 
 }  // namespace sed

@@ -96,26 +96,45 @@ struct SymbolGroup {
   }
 };
 
+// The distance of pair sp alone, its costs gathered from the table a few rows
+// at a time (memory linear in |y|); with `cutoff` (its thresholds), +inf where
+// no completion can end at or below its threshold.
+template <typename scalar_t>
+double symbol_distance(const scalar_t* t, int64_t S, const SymbolPair& sp, int64_t b,
+                       const dp::DistanceCutoffs* cutoff, SedWorkspace& ws) {
+  SymbolRows<scalar_t> rows(t, S, S, sp.x, sp.m, sp.y, sp.n, ws.cost);
+  if (cutoff == nullptr || !cutoff->applies(b)) return sed_distance_rows(rows, sp.m, sp.n, ws);
+  // below[i]: each of x_i .. x_{m-1} deleted or replaced at its row's least cost, and
+  // every insertion that could lower the sum.
+  ws.below.resize(sp.m + 1);
+  double lowest_ins = 0.0;
+  for (int64_t j = 0; j < sp.n; ++j) lowest_ins += std::min(0.0, static_cast<double>(t[(S - 1) * S + sp.y[j]]));
+  ws.below[sp.m] = lowest_ins;
+  for (int64_t i = sp.m - 1; i >= 0; --i) ws.below[i] = ws.below[i + 1] + cutoff->row_min[sp.x[i]];
+  const RowCutoff cut{cutoff->limit(b, sp.m, sp.n), ws.below.data(), sp.n};
+  return sed_distance_rows(rows, sp.m, sp.n, ws, cut);
+}
+
 // The pairs `order` of ss: their distances into d and, with need_coopt,
 // their P, left in ws.p_acc for on_p(b, pair, ws). The lanes take four
-// pairs of `order` at a time.
+// pairs of `order` at a time. cutoff (distances only): stop pairs beyond
+// their thresholds (the caller marks every pair above its threshold).
 template <typename scalar_t, class OnP>
 void run_symbol_sequences(const SymbolSequences& ss, const std::vector<int64_t>& order, double rel_tol,
-                          bool need_coopt, scalar_t* d, const OnP& on_p) {
+                          bool need_coopt, scalar_t* d, const OnP& on_p,
+                          const dp::DistanceCutoffs* cutoff = nullptr) {
   const int64_t S = ss.in.symbols;
   const scalar_t* t = ss.in.table.data_ptr<scalar_t>();
   auto pair = [&](int64_t k, SedWorkspace& ws) {
     const int64_t b = order[k];
     const SymbolPair sp = ss.pair(b);
     const int64_t m = sp.m, n = sp.n;
-    const double scale = need_coopt ? fill_symbols<true>(t, S, sp.x, m, sp.y, n, ws)
-                                    : fill_symbols<false>(t, S, sp.x, m, sp.y, n, ws);
-    const double* cb = ws.cost.data();
     if (!need_coopt) {
-      d[b] = static_cast<scalar_t>(sed_distance(cb, m, n, n + 1, ws));
+      d[b] = static_cast<scalar_t>(symbol_distance(t, S, sp, b, cutoff, ws));
       return;
     }
-    d[b] = static_cast<scalar_t>(sed_solve_coopt(cb, m, n, n + 1, dp::Tie{rel_tol, scale}, ws));
+    const double scale = fill_symbols<true>(t, S, sp.x, m, sp.y, n, ws);
+    d[b] = static_cast<scalar_t>(sed_solve_coopt(ws.cost.data(), m, n, n + 1, dp::Tie{rel_tol, scale}, ws));
     on_p(b, sp, ws);
   };
   auto group = [&](int64_t k0, int count, SedWorkspace& ws) {
@@ -180,11 +199,12 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_cost
                                                    const at::Tensor& y_ptr,
                                                    const at::Tensor& pair_x,
                                                    const at::Tensor& pair_y, bool need_coopt,
-                                                   double rel_tol) {
+                                                   double rel_tol, const std::optional<at::Tensor>& max_distance) {
   const SymbolSequences ss(symbol_costs_in, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, rel_tol);
   const dp::SymbolInputs& in = ss.in;
   const int64_t batch = in.batch, rows = ss.rows, cols = ss.cols;
   const at::Tensor& table = in.table;
+  const std::optional<dp::DistanceCutoffs> cutoff = dp::DistanceCutoffs::of(max_distance, in, need_coopt);
   at::Tensor dist = at::empty({batch}, table.options());
   at::Tensor coopt = need_coopt ? at::zeros({batch, rows, cols}, table.options())
                                 : at::empty({0}, table.options());
@@ -194,7 +214,9 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_cost
     run_symbol_sequences(ss, dp::all_pairs(batch), rel_tol, need_coopt, dist.data_ptr<scalar_t>(),
                          [&](int64_t b, const SymbolPair& sp, SedWorkspace& ws) {
                            write_p(ws, sp.m, sp.n, p + b * rows * cols, cols);
-                         });
+                         },
+                         cutoff ? &*cutoff : nullptr);
+    if (cutoff) cutoff->mark_beyond(dist.data_ptr<scalar_t>());
   });
   return {dist, coopt};
 }

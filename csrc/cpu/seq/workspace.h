@@ -24,7 +24,8 @@ struct SedWorkspace {
   SedCounts<dp::Count> exact;               // counts with an exponent: where doubles overflow
   std::vector<uint8_t> coopt;               // co-optimal incoming edges per cell
   std::vector<double> p_acc;                // P accumulator, (m+1)(n+1)
-  std::vector<double> cost;                 // a pair's costs gathered from a symbol table
+  std::vector<double> cost;                 // a pair's costs gathered from a symbol table (or a few rows of them)
+  std::vector<double> below;               // a cutoff's lower bounds of each row's completions
   std::vector<double> ins_skew;             // insertion costs as the AVX2 strips read them
   sed::SedLanes lanes;                      // four pairs' inside passes at once (AVX2)
   dp::PairLabelSums label_sums;             // a pair's P by label pair (the symbol-table gradient's lists)

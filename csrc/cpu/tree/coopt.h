@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "../check.h"
@@ -230,16 +231,17 @@ bool ted_coopt(const TreeIndex& x, const TreeIndex& y, const dp::Tie& tie, TedWo
 }
 
 // The distance (and, with need_coopt, P in ws.p_acc) of the pair whose costs
-// are in ws.cost.
+// are in ws.cost. cut_below (distances only; m + 1 entries) and cut_limit: the
+// final table's cutoff (distance_table); +inf where it stops the pair.
 inline double ted_solve(const TreeIndex& x, const TreeIndex& y, bool need_coopt, const dp::Tie& tie,
-                        TedWorkspace& ws) {
+                        TedWorkspace& ws, const double* cut_below = nullptr, double cut_limit = 0.0) {
   const int64_t m = x.n, n = y.n, w = n + 1, cells = (m + 1) * w;
   ws.fd.resize(cells);
   ws.tdm.resize(cells);
   if (!need_coopt) {
-    TreePair<dp::FastCount> p{x, y, ws, ws.fast, w, tie};
+    TreePair<dp::FastCount> p{x, y, ws, ws.fast, w, tie, cut_below, cut_limit};
     inside<false>(p);
-    return ws.fd[m * w + n];
+    return p.beyond ? std::numeric_limits<double>::infinity() : ws.fd[m * w + n];
   }
   // Counts as doubles unless they overflow (massive ties in large trees).
   double distance;

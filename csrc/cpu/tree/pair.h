@@ -26,6 +26,11 @@ struct TreePair {
   CountBuffers<Count>& cnt;
   int64_t w;  // row stride of all (m+1)(n+1) arrays
   dp::Tie tie;
+  // A distance-only pair's cutoff (none: nullptr): the final table stops at a
+  // row i where min_j fd(i, j) + cut_below[i] > cut_limit, and sets `beyond`.
+  const double* cut_below = nullptr;
+  double cut_limit = 0.0;
+  bool beyond = false;
 
   double del(int64_t i) const { return ws.dels[i]; }
   double ins(int64_t j) const { return ws.cost[j]; }

@@ -9,6 +9,7 @@
 // All give the same values, flags and counts to the bit.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "../avx2.h"
@@ -47,11 +48,26 @@ void leaf_y(TreePair<Count>& p, size_t kx_index, int64_t ky) {
   }
 }
 
+// Whether the final table's row i (columns c0 .. cols_end) puts the pair
+// beyond its cutoff: every mapping restricted to the postorder prefixes
+// x[1..i] and y[1..j*] (j* the last y node mapped into x[1..i]) is a forest
+// mapping of those prefixes, so it costs at least min_j fd(i, j), and the
+// rest at least cut_below[i] (any costs).
+template <typename Count>
+bool final_row_beyond(TreePair<Count>& p, const double* row, int64_t c0, int64_t cols_end, int64_t i) {
+  double low = row[c0];
+  for (int64_t j = c0 + 1; j <= cols_end; ++j) low = std::min(low, row[j]);
+  if (low + p.cut_below[i] <= p.cut_limit) return false;
+  p.beyond = true;
+  return true;
+}
+
 // The forest table of keyroots a, b (indices), distances only, for what later
 // tables read of it: the tdm of its path pairs (i, j), each the forest
 // distance at (i - 1, j - 1) plus the replacement. So the last row and column
 // are left out (but in the final table, whose corner is the answer): 12% of
-// the cells of 30-node random trees.
+// the cells of 30-node random trees. The final table stops early where the
+// pair has a cutoff (p.cut_below) and a row shows it beyond.
 template <typename Count>
 void distance_table(TreePair<Count>& p, size_t a, size_t b) {
   const TreeIndex &x = p.x, &y = p.y;
@@ -61,6 +77,7 @@ void distance_table(TreePair<Count>& p, size_t a, size_t b) {
   const ForestTable t = p.table(kx, ky);
   const int64_t r0 = t.r0, c0 = t.c0;
   const bool last = p.is_final(kx, ky);
+  const bool cut = last && p.cut_below != nullptr;
   const int64_t rows_end = last ? kx : kx - 1, cols_end = last ? ky : ky - 1;
   fd[r0 * w + c0] = 0.0;
   // The first column and row. The sums stay in a register; reading them back
@@ -107,6 +124,7 @@ void distance_table(TreePair<Count>& p, size_t a, size_t b) {
                            cost[cols_end]);
       fd[row2 + cols_end] = left2;
       ++i;
+      if (cut && final_row_beyond(p, fd + row2, c0, cols_end, i)) return;
       continue;
     }
     double left = fd[row + c0];
@@ -126,6 +144,7 @@ void distance_table(TreePair<Count>& p, size_t a, size_t b) {
         fd[cell] = left;
       }
     }
+    if (cut && final_row_beyond(p, fd + row, c0, cols_end, i)) return;
   }
   if (last) return;
   // The path pairs in the left-out row and column.

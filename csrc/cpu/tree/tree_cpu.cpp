@@ -58,7 +58,8 @@ namespace {
 // (Use::kCoopt where need_coopt).
 template <typename scalar_t, class OnP>
 void run_symbol_trees(const SymbolTrees& st, const TreeLanes<scalar_t>& lanes, const std::vector<int64_t>& order,
-                      double rel_tol, bool need_coopt, scalar_t* d, const OnP& on_p) {
+                      double rel_tol, bool need_coopt, scalar_t* d, const OnP& on_p,
+                      const dp::DistanceCutoffs* cutoff = nullptr) {
   const dp::SymbolInputs& in = st.in;
   const int64_t S = in.symbols;
   const std::vector<OrientedTree>& xs = st.trees.xs;
@@ -83,7 +84,23 @@ void run_symbol_trees(const SymbolTrees& st, const TreeLanes<scalar_t>& lanes, c
                          : fill_symbols<false>(t, S, x, x_labels, y, y_labels, ws);
       point_at_cost(x.n, y.n, ws);
     }
-    d[b] = static_cast<scalar_t>(ted_solve(x, y, need_coopt, dp::Tie{rel_tol, scale, nonnegative}, ws));
+    const double* cut_below = nullptr;
+    double cut_limit = 0.0;
+    if (cutoff != nullptr && cutoff->applies(b)) {
+      // cut_below[i]: x's nodes after i (postorder) deleted or replaced at their rows' least
+      // costs, and every insertion that could lower the sum
+      const int64_t gap = S - 1;
+      std::vector<double>& below = ws.cut_below;
+      below.resize(x.n + 1);
+      double lowest_ins = 0.0;
+      for (int64_t q = 0; q < y.n; ++q) lowest_ins += std::min(0.0, static_cast<double>(t[gap * S + y_labels[q]]));
+      below[x.n] = lowest_ins;
+      for (int64_t i = x.n; i >= 1; --i) below[i - 1] = below[i] + cutoff->row_min[x_labels[x.pre_of_post[i]]];
+      cut_below = below.data();
+      cut_limit = cutoff->limit(b, x.n, y.n);
+    }
+    d[b] = static_cast<scalar_t>(
+        ted_solve(x, y, need_coopt, dp::Tie{rel_tol, scale, nonnegative}, ws, cut_below, cut_limit));
     if (need_coopt) on_p(b, x, y, ws);
   };
   auto group_fn = [&](const std::vector<int64_t>& g, LanesAndScalar& ws) {
@@ -137,9 +154,10 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cpu(
     const at::Tensor& symbol_costs_in, const at::Tensor& x_labels, const at::Tensor& x_sizes,
     const at::Tensor& x_ptr, const at::Tensor& y_labels, const at::Tensor& y_sizes,
     const at::Tensor& y_ptr, const at::Tensor& pair_x, const at::Tensor& pair_y, bool need_coopt,
-    double rel_tol) {
+    double rel_tol, const std::optional<at::Tensor>& max_distance) {
   const SymbolTrees st(symbol_costs_in, x_labels, x_sizes, x_ptr, y_labels, y_sizes, y_ptr, pair_x, pair_y,
                        rel_tol);
+  const std::optional<dp::DistanceCutoffs> cutoff = dp::DistanceCutoffs::of(max_distance, st.in, need_coopt);
   const at::Tensor& table = st.in.table;
   const int64_t batch = st.in.batch, rows = st.rows, cols = st.cols;
   at::Tensor dist = at::empty({batch}, table.options());
@@ -154,7 +172,9 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cpu(
     run_symbol_trees(st, lanes, dp::all_pairs(st.in.batch), rel_tol, need_coopt, dist.data_ptr<scalar_t>(),
                      [&](int64_t b, const TreeIndex& x, const TreeIndex& y, TedWorkspace& ws) {
                        write_coopt(x, y, ws, p + b * rows * cols, cols);
-                     });
+                     },
+                     cutoff ? &*cutoff : nullptr);
+    if (cutoff) cutoff->mark_beyond(dist.data_ptr<scalar_t>());
   });
   return {dist, coopt};
 }

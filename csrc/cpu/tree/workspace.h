@@ -63,6 +63,7 @@ struct TedWorkspace {
   std::vector<int64_t> flag_offset;
   dp::PairLabelSums label_sums;  // a pair's P by label pair (the symbol-table gradient's lists)
   std::vector<int64_t> label_col;  // y's label slots in label_sums, in postorder
+  std::vector<double> cut_below;   // a distance cutoff's lower bounds of the final table's rows
 };
 
 }  // namespace ted
