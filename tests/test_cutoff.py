@@ -128,3 +128,27 @@ def test_long_sequence_pair_distance_in_linear_memory():
     distance, grown = out.stdout.split()
     assert 0 < float(distance) <= n
     assert int(grown) < 200 * 2**20, f"the distance of two {n}-symbol sequences grew the process by {grown} bytes"
+
+
+def test_whole_tables_beyond_the_memory_limit_raise_before_allocating(monkeypatch):
+    """P needs a pair's whole table: where it would exceed what the process may use, a
+    ValueError names the pair, its sizes and the memory, instead of std::bad_alloc."""
+    monkeypatch.setenv("BEDL_TORCH_MEMORY_LIMIT", "1000000")  # 1 MB
+    rng = np.random.default_rng(3)
+    x, y = "".join(random_sequence(300, ALPHABET, rng)), "".join(random_sequence(250, ALPHABET, rng))
+    cost = bt.UnitCost(list(ALPHABET))
+    # the distance alone takes rows: fine
+    d = bt.pairwise_distances(["ab", x], [y], cost)
+    assert float(d[1, 0]) > 0
+    with pytest.raises(ValueError, match=r"pair 1 \(\|x\| = 300, \|y\| = 250\): P needs its whole "
+                                         r"\(301 x 251\) table, about 0\.00\d+ GB, more than the 0\.001 GB"):
+        bt.PairBatch(["ab", x], [y, y]).coopt(cost)
+    with pytest.raises(ValueError, match=r"the gradient|P \(for the gradient"):
+        table_cost = bt.EuclideanCost(list(ALPHABET))
+        bt.pairwise_distances([x, "abc"], [y], table_cost).sum().backward()
+    trees = [bt.Tree(*random_tree(260, ALPHABET, rng)), bt.Tree(*random_tree(3, ALPHABET, rng))]
+    with pytest.raises(ValueError, match=r"pair 0 \(\|x\| = 260, \|y\| = 260\): the distance needs"):
+        bt.pairwise_distances(trees[:1], trees[:1], cost)
+    monkeypatch.setenv("BEDL_TORCH_MEMORY_LIMIT", "lots")
+    with pytest.raises(ValueError, match="BEDL_TORCH_MEMORY_LIMIT must be a number of bytes > 0, got 'lots'"):
+        bt.PairBatch(["ab"], ["abc"]).coopt(cost)

@@ -5,9 +5,16 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/resource.h>
+#include <unistd.h>
+#define BEDL_HAS_RLIMIT 1
+#endif
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <tuple>
 #include <limits>
 #include <optional>
 #include <string>
@@ -262,6 +269,68 @@ std::vector<double> cost_scales(const scalar_t* c, int64_t batch, int64_t rows, 
     check_pair_costs<scalar_t>(scales[b], mn.first, mn.second, b, "costs");
   }
   return scales;
+}
+
+// The memory a kernel may take for one pair's tables: the machine's physical
+// memory, the process's address-space limit (RLIMIT_AS) if lower, and
+// BEDL_TORCH_MEMORY_LIMIT (bytes) if set and lower.
+inline double memory_limit_bytes() {
+  double limit = std::numeric_limits<double>::infinity();
+#ifdef BEDL_HAS_RLIMIT
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page > 0) limit = static_cast<double>(pages) * static_cast<double>(page);
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+    limit = std::min(limit, static_cast<double>(rl.rlim_cur));
+  }
+#endif
+  if (const char* env = std::getenv("BEDL_TORCH_MEMORY_LIMIT")) {
+    char* end = nullptr;
+    const double v = std::strtod(env, &end);
+    BEDL_CHECK_VALUE(end != env && *end == '\0' && v > 0, "BEDL_TORCH_MEMORY_LIMIT must be a number of bytes > 0, got '",
+                     env, "'");
+    limit = std::min(limit, v);
+  }
+  return limit;
+}
+
+// ValueError, before anything is allocated, where the largest pair of a batch
+// (pair b, |x| = m, |y| = n) needs more memory than memory_limit_bytes():
+// `what` (e.g. "P") needs its whole (m+1) x (n+1) table, bytes_per_cell each.
+inline void check_table_memory(int64_t b, int64_t m, int64_t n, double bytes_per_cell, const char* what) {
+  if (b < 0) return;
+  const double bytes = static_cast<double>(m + 1) * static_cast<double>(n + 1) * bytes_per_cell;
+  const double limit = memory_limit_bytes();
+  BEDL_CHECK_VALUE(bytes <= limit, "pair ", b, " (|x| = ", m, ", |y| = ", n, "): ", what, " needs its whole (",
+                   m + 1, " x ", n + 1, ") table, about ", bytes / 1e9, " GB, more than the ", limit / 1e9,
+                   " GB this process may use (physical memory, RLIMIT_AS or BEDL_TORCH_MEMORY_LIMIT); "
+                   "compute the distance alone, without P or gradient, or split the pair");
+}
+
+// Bytes per cell of a pair's whole tables, by what a kernel computes (the
+// arrays of its passes; the kept flags and counts are bounded apart).
+constexpr double kSequencePBytes = 48.0;   // counts (two states), flags, P, gathered costs
+constexpr double kSequenceSoftBytes = 56.0;
+constexpr double kTreeDistanceBytes = 24.0;  // forest distances, tdm, costs
+constexpr double kTreePBytes = 104.0;        // + flags, counts (tdm, two states), outside weights, P
+constexpr double kTreeSoftBytes = 96.0;
+
+// The pair of most cells among `batch` pairs of sizes sizes(b) = (m, n): (b, m, n), b = -1 if none.
+template <typename SizeFn>
+inline std::tuple<int64_t, int64_t, int64_t> largest_pair(int64_t batch, const SizeFn& sizes) {
+  int64_t best = -1, bm = 0, bn = 0;
+  double cells = -1.0;
+  for (int64_t b = 0; b < batch; ++b) {
+    const auto mn = sizes(b);
+    const double c = static_cast<double>(mn.first + 1) * static_cast<double>(mn.second + 1);
+    if (c > cells) {
+      cells = c;
+      best = b;
+      bm = mn.first;
+      bn = mn.second;
+    }
+  }
+  return {best, bm, bn};
 }
 
 // The per-pair thresholds of a distances-only symbol-table call

@@ -68,6 +68,14 @@ struct SymbolSequences : dp::BatchExtent {
       add(b, sp.m, sp.n);
     }
   }
+  // check_table_memory for the batch's largest pair, where `what` needs its whole table.
+  void check_memory(const char* what) const {
+    const auto [b, m, n] = dp::largest_pair(in.batch, [&](int64_t k) {
+      const SymbolPair sp = pair(k);
+      return std::make_pair(sp.m, sp.n);
+    });
+    dp::check_table_memory(b, m, n, dp::kSequencePBytes, what);
+  }
   SymbolPair pair(int64_t b) const {
     const int64_t px = pair_x[b], py = pair_y[b];
     return {x_labels + x_ptr[px], y_labels + y_ptr[py], x_ptr[px + 1] - x_ptr[px], y_ptr[py + 1] - y_ptr[py]};

@@ -18,6 +18,10 @@ std::tuple<at::Tensor, at::Tensor> sed_cpu(const at::Tensor& costs_in, const at:
                                            double rel_tol) {
   using namespace sed;
   const PaddedSequences in(costs_in, x_len, y_len, [&] { dp::check_rel_tol(rel_tol); });
+  if (need_coopt) {
+    const auto [b, m, n] = dp::largest_pair(in.batch, [&](int64_t k) { return in.sizes(k); });
+    dp::check_table_memory(b, m, n, dp::kSequencePBytes, "P");
+  }
   const at::Tensor& costs = in.costs;
   const int64_t batch = in.batch, rows = in.rows, cols = in.cols;
   const int64_t* xl_p = in.xl;
@@ -205,6 +209,7 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_cost
   const int64_t batch = in.batch, rows = ss.rows, cols = ss.cols;
   const at::Tensor& table = in.table;
   const std::optional<dp::DistanceCutoffs> cutoff = dp::DistanceCutoffs::of(max_distance, in, need_coopt);
+  if (need_coopt) ss.check_memory("P");
   at::Tensor dist = at::empty({batch}, table.options());
   at::Tensor coopt = need_coopt ? at::zeros({batch, rows, cols}, table.options())
                                 : at::empty({0}, table.options());
@@ -231,6 +236,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sed_symbols_sums_cpu(
   const dp::PairLabels labels(in);
   dp::PairSumsOut out;
   const bool with_sums = out.plan(order, list_bounds(ss, labels), max_entries);
+  if (with_sums) ss.check_memory("P (for the gradient's lists)");
   at::Tensor dist = at::empty({in.batch}, in.table.options());
   AT_DISPATCH_FLOATING_TYPES(in.table.scalar_type(), "sed_symbols_sums_cpu", [&] {
     ss.check_overflow<scalar_t>(in.max_abs);
@@ -249,6 +255,7 @@ at::Tensor sed_symbols_grad_cpu(const at::Tensor& symbol_costs_in, const at::Ten
   const SymbolSequences ss(symbol_costs_in, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, rel_tol);
   const dp::SymbolInputs& in = ss.in;
   const at::Tensor weights = dp::check_pair_weights(pair_weights, in.table, in.batch);
+  ss.check_memory("the gradient (P)");
   at::Tensor grad;
   AT_DISPATCH_FLOATING_TYPES(in.table.scalar_type(), "sed_symbols_grad_cpu", [&] {
     ss.check_overflow<scalar_t>(in.max_abs);

@@ -13,6 +13,10 @@ namespace bedl {
 std::tuple<at::Tensor, at::Tensor> sed_soft_cpu(const at::Tensor& costs_in, const at::Tensor& x_len,
                                                 const at::Tensor& y_len, double temperature, bool need_grad) {
   const sed::PaddedSequences in(costs_in, x_len, y_len, [&] { soft::check_temperature(temperature); });
+  {
+    const auto [b, m, n] = dp::largest_pair(in.batch, [&](int64_t k) { return in.sizes(k); });
+    dp::check_table_memory(b, m, n, dp::kSequenceSoftBytes, "the soft distance");
+  }
   const at::Tensor& costs = in.costs;
   const int64_t batch = in.batch, rows = in.rows, cols = in.cols;
   const int64_t* xl_p = in.xl;

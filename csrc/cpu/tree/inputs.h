@@ -47,6 +47,11 @@ struct PaddedTrees : dp::PaddedCosts {
                        " and ", mn.second, " nodes, which do not fit costs of shape ", costs.sizes());
     }
   }
+  // check_table_memory for the batch's largest pair (bytes per cell by what is computed).
+  void check_memory(double bytes_per_cell, const char* what) const {
+    const auto [b, m, n] = dp::largest_pair(batch, [&](int64_t k) { return sizes(k); });
+    dp::check_table_memory(b, m, n, bytes_per_cell, what);
+  }
   // Pair b's trees in the orientation it runs in.
   OrientedPair oriented(int64_t b) const { return orient(trees.xs[px[b]], trees.ys()[py[b]]); }
   std::pair<int64_t, int64_t> sizes(int64_t b) const {
@@ -74,6 +79,15 @@ struct SymbolTrees : dp::BatchExtent {
       const int64_t m = trees.xs[px_p[b]].left.n, n = trees.ys()[py_p[b]].left.n;
       add(b, m, n);
     }
+  }
+  // check_table_memory for the batch's largest pair (bytes per cell by what is computed).
+  void check_memory(double bytes_per_cell, const char* what) const {
+    const int64_t* px = in.pair_x.data_ptr<int64_t>();
+    const int64_t* py = in.pair_y.data_ptr<int64_t>();
+    const auto [b, m, n] = dp::largest_pair(in.batch, [&](int64_t k) {
+      return std::make_pair(trees.xs[px[k]].left.n, trees.ys()[py[k]].left.n);
+    });
+    dp::check_table_memory(b, m, n, bytes_per_cell, what);
   }
   // Each pair's room for its list of P by label pair.
   std::vector<int64_t> list_bounds(const dp::PairLabels& labels) const {

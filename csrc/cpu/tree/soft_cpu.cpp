@@ -19,6 +19,7 @@ std::tuple<at::Tensor, at::Tensor> ted_soft_cpu(const at::Tensor& costs_in, cons
   using namespace ted;
   const PaddedTrees in(costs_in, x_sizes, x_ptr, y_sizes, y_ptr, pair_x, pair_y,
                        [&] { soft::check_temperature(temperature); });
+  in.check_memory(dp::kTreeSoftBytes, "the soft distance");
   const at::Tensor& costs = in.costs;
   const int64_t batch = in.batch, rows = in.rows, cols = in.cols;
   at::Tensor dist = at::empty({batch}, costs.options());

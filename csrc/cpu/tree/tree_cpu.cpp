@@ -25,6 +25,7 @@ std::tuple<at::Tensor, at::Tensor> ted_cpu(const at::Tensor& costs_in, const at:
                                            double rel_tol) {
   const PaddedTrees in(costs_in, x_sizes, x_ptr, y_sizes, y_ptr, pair_x, pair_y,
                        [&] { dp::check_rel_tol(rel_tol); });
+  in.check_memory(need_coopt ? dp::kTreePBytes : dp::kTreeDistanceBytes, need_coopt ? "P" : "the distance");
   const at::Tensor& costs = in.costs;
   const int64_t batch = in.batch, rows = in.rows, cols = in.cols;
   at::Tensor dist = at::empty({batch}, costs.options());
@@ -158,6 +159,7 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cpu(
   const SymbolTrees st(symbol_costs_in, x_labels, x_sizes, x_ptr, y_labels, y_sizes, y_ptr, pair_x, pair_y,
                        rel_tol);
   const std::optional<dp::DistanceCutoffs> cutoff = dp::DistanceCutoffs::of(max_distance, st.in, need_coopt);
+  st.check_memory(need_coopt ? dp::kTreePBytes : dp::kTreeDistanceBytes, need_coopt ? "P" : "the distance");
   const at::Tensor& table = st.in.table;
   const int64_t batch = st.in.batch, rows = st.rows, cols = st.cols;
   at::Tensor dist = at::empty({batch}, table.options());
@@ -190,6 +192,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ted_symbols_sums_cpu(
   const dp::PairLabels labels(in);
   dp::PairSumsOut out;
   const bool with_sums = out.plan(order, st.list_bounds(labels), max_entries);
+  st.check_memory(with_sums ? dp::kTreePBytes : dp::kTreeDistanceBytes,
+                  with_sums ? "P (for the gradient's lists)" : "the distance");
   at::Tensor dist = at::empty({in.batch}, in.table.options());
   AT_DISPATCH_FLOATING_TYPES(in.table.scalar_type(), "ted_symbols_sums_cpu", [&] {
     st.check_overflow<scalar_t>(in.max_abs);
@@ -212,6 +216,7 @@ at::Tensor ted_symbols_grad_cpu(const at::Tensor& symbol_costs_in, const at::Ten
                        rel_tol);
   const dp::SymbolInputs& in = st.in;
   const at::Tensor weights = dp::check_pair_weights(pair_weights, in.table, in.batch);
+  st.check_memory(dp::kTreePBytes, "the gradient (P)");
   at::Tensor grad;
   AT_DISPATCH_FLOATING_TYPES(in.table.scalar_type(), "ted_symbols_grad_cpu", [&] {
     st.check_overflow<scalar_t>(in.max_abs);
