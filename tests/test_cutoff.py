@@ -152,3 +152,32 @@ def test_whole_tables_beyond_the_memory_limit_raise_before_allocating(monkeypatc
     monkeypatch.setenv("BEDL_TORCH_MEMORY_LIMIT", "lots")
     with pytest.raises(ValueError, match="BEDL_TORCH_MEMORY_LIMIT must be a number of bytes > 0, got 'lots'"):
         bt.PairBatch(["ab"], ["abc"]).coopt(cost)
+
+
+@pytest.mark.parametrize("kind", ["tree", "sequence"])
+def test_table_pair_distances_with_thresholds(kind):
+    """The ops' path to the cutoff: each pair's exact distance where it is within its
+    threshold, inf or its exact distance above it; the thresholds follow the pairs."""
+    from bedl_torch.ops import table_pair_distances
+
+    rng = np.random.default_rng(11)
+    xs, ys = _objects(kind, 6, 1, 30, rng), _objects(kind, 5, 1, 30, rng)
+    cost = bt.EuclideanCost(list(ALPHABET))
+    xt, yt = FlatTable(xs, "X"), FlatTable(ys, "Y")
+    ii = torch.tensor([5, 0, 3, 3, 1, 4, 2, 0])
+    jj = torch.tensor([0, 4, 1, 2, 3, 0, 4, 0])
+    with torch.no_grad():
+        _, _, exact = table_pair_distances(xt, yt, ii, jj, cost)
+    exact = exact.double()
+    limits = exact.clone()
+    limits[::2] -= 0.5  # every other pair beyond its threshold
+    ri, rj, got = table_pair_distances(xt, yt, ii, jj, cost, max_distance=limits)
+    assert torch.equal(ri, ii) and torch.equal(rj, jj)
+    got = got.double()
+    assert torch.equal(got[1::2], exact[1::2])
+    assert ((got[::2] == exact[::2]) | torch.isinf(got[::2])).all()
+    assert torch.isinf(got[::2]).any()
+    with pytest.raises(ValueError, match="one threshold per pair"):
+        table_pair_distances(xt, yt, ii, jj, cost, max_distance=limits[:3])
+    with pytest.raises(ValueError, match="max_distance needs mode='exact'"):
+        table_pair_distances(xt, yt, ii, jj, cost, mode="pseudo", max_distance=limits)

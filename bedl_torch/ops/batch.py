@@ -167,10 +167,14 @@ class PairBatch:
                     self.pair_x, self.pair_y)
         return t, xl, self.x_table.ptr, yl, self.y_table.ptr, self.pair_x, self.pair_y
 
-    def run_symbols(self, view: SymbolView, need_coopt: bool, rel_tol: float):
-        """Kernels on a symbol view's table; P stays on the CPU (padded)."""
+    def run_symbols(self, view: SymbolView, need_coopt: bool, rel_tol: float,
+                    max_distance: Optional[torch.Tensor] = None):
+        """Kernels on a symbol view's table; P stays on the CPU (padded). ``max_distance``
+        (float64 ``(B,)``, distances only): pairs above their thresholds come back as inf."""
         op = _ext.ted_symbols_cpu if self.kind == "tree" else _ext.sed_symbols_cpu
-        return op(*self.symbol_args(view, view.table), need_coopt, rel_tol)
+        if max_distance is None:
+            return op(*self.symbol_args(view, view.table), need_coopt, rel_tol)
+        return op(*self.symbol_args(view, view.table), need_coopt, rel_tol, max_distance)
 
     def run_symbol_sums(self, view: SymbolView, rel_tol: float):
         """Distances with each pair's P listed by label pair (for the backward), or only the
@@ -233,17 +237,20 @@ class PairBatch:
         return self.run_distances(cost_or_costs, mode, reference, rel_tol, unknown)
 
     def run_distances(self, cost_or_costs, mode="exact", reference=None, rel_tol=None,
-                      unknown="error", view=None):
+                      unknown="error", view=None, max_distance=None):
         """:meth:`distances` without the argument checks, on a given symbol ``view`` (None:
-        this batch's own), for callers that evaluate many batches under one table."""
+        this batch's own), for callers that evaluate many batches under one table.
+        ``max_distance`` (float64 ``(B,)``; exact mode, no gradient): on the symbol-table
+        path, pairs above their thresholds may come back as inf (the kernels stop them
+        early); elsewhere every distance is exact."""
         if mode == "exact":
             if view is None:
                 view = self._symbol_view(cost_or_costs, unknown)
             if view is not None:
                 tol = check_rel_tol(rel_tol, view.table.dtype)
-                if not (view.table.requires_grad and torch.is_grad_enabled()):
+                if max_distance is not None or not (view.table.requires_grad and torch.is_grad_enabled()):
                     # what the function's forward runs without a gradient, minus its overhead
-                    return self.run_symbols(view, False, tol)[0].to(view.table.device)
+                    return self.run_symbols(view, False, tol, max_distance)[0].to(view.table.device)
                 d, _ = SymbolEditDistanceFn.apply(view.table, self, view, tol, False)
                 return d
             costs = self.as_costs(cost_or_costs, unknown, finite=False)

@@ -67,7 +67,8 @@ def table_pair_distances(x_table: FlatTable, y_table: FlatTable, ii: torch.Tenso
                          jj: torch.Tensor, cost: SymbolCost, *, mode: str = "exact",
                          reference_cost: Optional[SymbolCost] = None,
                          rel_tol: Optional[float] = None, unknown: str = "error",
-                         chunk_size: Optional[int] = None, temperature: Optional[float] = None):
+                         chunk_size: Optional[int] = None, temperature: Optional[float] = None,
+                         max_distance: Optional[torch.Tensor] = None):
     """Distances of the pairs ``(x_table.objects[ii[k]], y_table.objects[jj[k]])`` in
     memory-bounded chunks, for callers that keep :class:`FlatTable` objects across many calls
     (BEDL's training distances, once per round) and assemble the values themselves.
@@ -76,6 +77,10 @@ def table_pair_distances(x_table: FlatTable, y_table: FlatTable, ii: torch.Tenso
         x_table, y_table: the objects, flattened once. ii, jj: int64 ``(Q,)`` pair indices.
         cost, mode, reference_cost, rel_tol, unknown, chunk_size, temperature: as for
             :func:`pairwise_distances` (``chunk_size=None``: chosen by memory).
+        max_distance: a threshold per pair (``(Q,)``, exact mode): a pair above its
+            threshold may come back as ``inf`` instead of its distance (the kernels stop it
+            early where its costs come from one symbol table), every other pair with its
+            exact distance; no gradient then. For search (:mod:`bedl_torch.search`).
 
     Returns:
         ``(ii, jj, values)`` in the order computed (pairs regrouped by tile and size): the
@@ -87,12 +92,23 @@ def table_pair_distances(x_table: FlatTable, y_table: FlatTable, ii: torch.Tenso
             costs.
     """
     ref = reference_cost if reference_cost is not None else cost
+    if max_distance is not None:
+        if mode != "exact":
+            raise ValueError(f"max_distance needs mode='exact', got mode={mode!r}")
+        max_distance = torch.as_tensor(max_distance, dtype=torch.float64).reshape(-1).cpu()
+        if len(max_distance) != len(ii):
+            raise ValueError(f"max_distance must have one threshold per pair ({len(ii)}), got {len(max_distance)}")
+        if torch.isnan(max_distance).any():
+            raise ValueError("max_distance contains NaN")
+        with torch.no_grad():
+            return _table_pair_distances(x_table, y_table, ii, jj, cost, mode, ref, rel_tol, unknown,
+                                         chunk_size, temperature, max_distance)
     return _table_pair_distances(x_table, y_table, ii, jj, cost, mode, ref, rel_tol, unknown,
                                  chunk_size, temperature)
 
 
 def _table_pair_distances(x_table, y_table, ii, jj, cost, mode, ref, rel_tol, unknown,
-                          chunk_size, temperature):
+                          chunk_size, temperature, max_distance=None):
     # One symbol table for all pairs (a module's whole table, or one over the symbols of X
     # and Y); where that one would be too large, tiles of pairs with a table each.
     view = matrix_view(x_table, y_table, cost, unknown) if mode != "soft" else None
@@ -105,7 +121,7 @@ def _table_pair_distances(x_table, y_table, ii, jj, cost, mode, ref, rel_tol, un
             with torch.no_grad():
                 ref_view = matrix_view(x_table, y_table, ref, unknown)
         return _chunked_distances(x_table, y_table, ii, jj, cost, view, ref, ref_view, mode,
-                                  rel_tol, unknown, chunk_size, temperature)
+                                  rel_tol, unknown, chunk_size, temperature, max_distance)
     # The kernels tell a table's rows from its columns by the side their labels come from.
     col_side = copy.copy(y_table) if y_table is x_table else y_table
     x_enc, y_enc = x_table.encoded(cost, unknown), y_table.encoded(cost, unknown)
@@ -126,12 +142,15 @@ def _table_pair_distances(x_table, y_table, ii, jj, cost, mode, ref, rel_tol, un
 
 
 def _chunked_distances(x_table, y_table, ii, jj, cost, view, ref, ref_view, mode, rel_tol,
-                       unknown, chunk_size, temperature):
-    """``(ii, jj, values)`` of pairs that share one symbol view (or none), in chunks."""
-    if chunk_size is None and mode == "exact" and view is not None:
+                       unknown, chunk_size, temperature, max_distance=None):
+    """``(ii, jj, values)`` of pairs that share one symbol view (or none), in chunks;
+    max_distance (aligned with ii) reaches the kernels where one call takes every pair."""
+    if (chunk_size is None or max_distance is not None) and mode == "exact" and view is not None:
         # Distances from a symbol table keep nothing per pair (their backward recomputes P):
         # one kernel call over all pairs (its fixed cost is paid once).
         chunk_size = max(1, len(ii))
+    if view is None:
+        max_distance = None  # (padded costs: exact distances)
     whole = (x_table, y_table, ii, jj)
     ii, jj, bounds = pair_chunks(x_table, y_table, ii, jj, chunk_size)
     values = []
@@ -141,7 +160,8 @@ def _chunked_distances(x_table, y_table, ii, jj, cost, view, ref, ref_view, mode
         else:
             batch = PairBatch.from_tables(x_table, y_table, ii[s:e], jj[s:e])
         if mode == "exact":
-            values.append(batch.run_distances(cost, rel_tol=rel_tol, unknown=unknown, view=view))
+            values.append(batch.run_distances(cost, rel_tol=rel_tol, unknown=unknown, view=view,
+                                              max_distance=max_distance))
         elif mode == "soft":
             values.append(soft_distances(batch, cost, temperature, unknown))
         else:
