@@ -3,16 +3,19 @@
 The estimator alternates median GLVQ prototype selection with a metric step that learns the
 edit costs (a cost module's parameters, by default a symbol embedding) by minimising the GLVQ
 loss plus regularisers with L-BFGS. ``fit`` runs named steps: validate, initialise (the cost
-module and the training data, :func:`~.training.make_fit_data`), the rounds (training
-distances, :func:`~.training.train_distances`; median GLVQ; the metric step, whose objective
-:class:`~.training.ObjectiveFactory` chooses and builds), keep the best round, finish. The state
-dicts are in :mod:`.persistence`.
+module and the training data, :func:`~.training.make_fit_data`), the prototype candidates, the
+rounds (training distances, :func:`~.training.train_distances`; median GLVQ; the metric step,
+whose objective :class:`~.training.ObjectiveFactory` chooses and builds), keep the best round,
+finish. ``loss="nca"`` replaces the GLVQ loss by the soft nearest-neighbour likelihood over the
+training objects (:mod:`.nca`): its rounds have no prototype step and it predicts by k-NN.
+The state dicts are in :mod:`.persistence`.
 Layer: learning (imports the ops, the cost modules, :mod:`bedl_torch.labels` and this package;
 never scikit-learn, with which it is compatible through :class:`~.estimator.Estimator`).
 """
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -30,6 +33,7 @@ from .estimator import Estimator
 from .lbfgs import LBFGS
 from .mglvq import (check_prototype_candidates, init_prototypes, kmedoids_pp_candidates,
                     median_glvq_em)
+from .nca import NCALossTerms, NCAReferences, knn_vote, nca_scale
 from .objective_base import LossTerms, MetricObjective
 from .persistence import bedl_state, dtype_name, load_bedl_state
 from .ranks import Ranks, resolve_ranks
@@ -38,6 +42,7 @@ from .training import FitData, ObjectiveFactory, distance_block, make_fit_data, 
 __all__ = ["BEDL", "initial_embedding"]
 
 _REGULARIZERS = ("logdet", "frobenius", "both", None)
+_LOSSES = ("glvq", "nca")
 
 
 def initial_embedding(num_symbols: int, dim: Optional[int] = None, dtype=torch.float64) -> torch.Tensor:
@@ -168,7 +173,16 @@ class BEDL(Estimator):
     fit returns: the lowest entry of ``actual_loss_history_``; in pseudo mode a metric step
     lowers the surrogate, not necessarily the actual loss), n_rounds_ (metric steps run),
     n_evals_ (L-BFGS evaluations per step), stop_reason_, fit_time_ (seconds), candidates_
-    (the training points median GLVQ could choose from).
+    (the training points median GLVQ could choose from). With ``loss="nca"``: prototypes_,
+    prototype_indices_ and prototype_labels_ are the references (every training object, or
+    the candidates), the histories hold the NCA objective, scale_ is the softmax's ``s``.
+
+    Rounds with ``loss="nca"``: the actual distances to the references (the fit's first fixes
+    ``s``), the objective on them, then a metric step (exact mode: L-BFGS on the exact
+    objective, restarted each round; pseudo mode: on the pseudo distances of the round's
+    frozen alignments). It stops when the objective on actual distances improves by less than
+    a relative ``1e-4`` on the previous round (or rises), when a metric step cannot lower its
+    objective, or after ``max_rounds``, and keeps the round with the lowest actual objective.
 
     Alternation (the paper's Section 3.2): per round, the exact learned distances between all
     training points, median GLVQ warm-started from the previous prototypes, then a metric
@@ -216,6 +230,9 @@ class BEDL(Estimator):
         temperature: Optional[float] = None,
         process_group="auto",
         prototype_candidates: Optional[int] = None,
+        loss: str = "glvq",
+        n_neighbors: int = 1,
+        nca_scale: float = 1.0,
     ):
         self.n_prototypes = n_prototypes
         self.dim = dim
@@ -235,10 +252,21 @@ class BEDL(Estimator):
         self.temperature = temperature
         self.process_group = process_group
         self.prototype_candidates = prototype_candidates
+        self.loss = loss
+        self.n_neighbors = n_neighbors
+        self.nca_scale = nca_scale
 
     # -- validation -----------------------------------------------------------
 
     def _validate_params(self) -> None:
+        if not isinstance(self.loss, str) or self.loss not in _LOSSES:
+            raise ValueError(f"loss must be 'glvq' or 'nca', got {self.loss!r}")
+        k = self.n_neighbors
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"n_neighbors must be an int >= 1, got {k!r}")
+        s = self.nca_scale
+        if isinstance(s, bool) or not isinstance(s, (int, float)) or not (math.isfinite(s) and s > 0):
+            raise ValueError(f"nca_scale must be a finite number > 0, got {s!r}")
         if self.mode not in ("pseudo", "exact", "soft"):
             raise ValueError(f"mode must be 'pseudo', 'exact' or 'soft', got {self.mode!r}")
         if self.mode == "soft":
@@ -322,12 +350,16 @@ class BEDL(Estimator):
             )
         return "error"
 
-    def _loss_terms(self) -> LossTerms:
+    def _loss_terms(self):
+        """The loss of the metric step (:class:`NCALossTerms` with a scale that the first round
+        sets, for ``loss="nca"``)."""
+        if self.loss == "nca":
+            return NCALossTerms(self.regularizer, float(self.beta))
         return LossTerms(self.phi, self.regularizer, float(self.beta))
 
     def _objective(self, d_plus, d_minus, cost) -> torch.Tensor:
-        """The loss (autograd) for distances to the closest correct and wrong prototypes."""
-        return self._loss_terms()(d_plus, d_minus, cost)
+        """The GLVQ loss (autograd) for distances to the closest correct and wrong prototypes."""
+        return LossTerms(self.phi, self.regularizer, float(self.beta))(d_plus, d_minus, cost)
 
     # -- fitting --------------------------------------------------------------
 
@@ -336,18 +368,16 @@ class BEDL(Estimator):
         ``y``. Returns ``self``."""
         t_start = time.perf_counter()
         self._validate_params()
+        self.__dict__.pop("scale_", None)  # (loss="nca" sets it)
         X, y_idx, classes = self._validate_data(X, y)
         self._ranks = resolve_ranks(self.process_group)
         self._ranks.check_same((X, y_idx.tolist(), classes.tolist()), "the training data")
         cost, params, data = self._initialize(X, y_idx, classes)
-        if self.prototype_candidates is not None:
-            data.candidates, data.first_D = kmedoids_pp_candidates(
-                y_idx, int(self.prototype_candidates),
-                lambda js: distance_block(data, torch.as_tensor(js), self._fit_ranks()),
-                self.random_state)
-        self.candidates_ = (np.arange(len(X), dtype=np.int64) if data.candidates is None
-                            else data.candidates)
-        prototypes, best = self._alternate(cost, params, data)
+        self._choose_candidates(data)
+        if self.loss == "nca":
+            prototypes, best = self._nca_rounds(cost, params, data)
+        else:
+            prototypes, best = self._alternate(cost, params, data)
         prototypes = self._keep_best_round(params, best, prototypes)
         self._finish(data, prototypes)
         self.fit_time_ = time.perf_counter() - t_start
@@ -375,6 +405,17 @@ class BEDL(Estimator):
             align_cost = copy.deepcopy(cost).requires_grad_(False)
         data = make_fit_data(X, y_idx, classes, cost, unknown, align_cost, self._loss_terms())
         return cost, params, data
+
+    def _choose_candidates(self, data: FitData) -> None:
+        """The prototype candidates (``prototype_candidates``), chosen under the initial costs;
+        their distance columns are the first round's."""
+        if self.prototype_candidates is not None:
+            data.candidates, data.first_D = kmedoids_pp_candidates(
+                data.y_idx, int(self.prototype_candidates),
+                lambda js: distance_block(data, torch.as_tensor(js), self._fit_ranks()),
+                self.random_state)
+        self.candidates_ = (np.arange(len(data.X), dtype=np.int64) if data.candidates is None
+                            else data.candidates)
 
     def _alternate(self, cost, params, data: FitData):
         """Rounds of prototype selection and metric steps until a stop criterion holds; returns
@@ -441,6 +482,62 @@ class BEDL(Estimator):
         if not params:
             return "no parameters to learn"
         return None
+
+    #: ``loss="nca"`` stops when a round's actual objective improves on the previous round's
+    #: by less than this fraction of it
+    _NCA_RTOL = 1e-4
+
+    def _nca_rounds(self, cost, params, data: FitData):
+        """``loss="nca"``: rounds of a metric step on the neighbour objective over the
+        references (the candidates), see the class docstring; returns the references and the
+        round with the lowest actual objective."""
+        refs = self.candidates_
+        data.nca_refs = NCAReferences(data.y_idx, refs, bool(getattr(cost, "symmetric", False)))
+        best: Optional[_Round] = None
+        previous = None
+        self.loss_history_ = []
+        self.actual_loss_history_ = []
+        self.n_evals_ = []
+        self.stop_reason_ = "max_rounds"
+        self.n_rounds_ = 0
+        for rnd in range(int(self.max_rounds) + 1):
+            t_round = time.perf_counter()
+            D = self._train_distances(cost, data)
+            if rnd == 0:  # the softmax's scale, fixed for the fit
+                self.scale_ = nca_scale(D, data.nca_refs, float(self.nca_scale))
+                data.loss = dataclasses.replace(data.loss, scale=self.scale_)
+            objective = data.loss.on_matrix(D, data.nca_refs, cost)
+            self.actual_loss_history_.append(objective)
+            if best is None or objective < best.objective:
+                best = _Round(objective, [p.detach().clone() for p in params], refs, rnd)
+            stop = None
+            if previous is not None and not objective < previous - self._NCA_RTOL * abs(previous):
+                stop = "objective not improved"
+            elif rnd == int(self.max_rounds):
+                stop = "max_rounds"
+            elif not params:
+                stop = "no parameters to learn"
+            previous = objective
+            if stop is not None:
+                self.stop_reason_ = stop
+                if self.verbose:
+                    print(f"[BEDL] round {rnd}: {stop} ({objective:.6g}); stop")
+                break
+            loss0, loss1, n_eval = self._metric_step(cost, params, data, refs)
+            self.n_rounds_ += 1
+            if not self.loss_history_:
+                self.loss_history_.append(loss0)
+            self.loss_history_.append(loss1)
+            self.n_evals_.append(n_eval)
+            if not loss1 < loss0:
+                self.stop_reason_ = "metric not improved"
+                if self.verbose:
+                    print(f"[BEDL] round {rnd}: metric not improved ({loss0:.6g}); stop")
+                break
+            if self.verbose:
+                print(f"[BEDL] round {rnd}: NCA objective {objective:.6g}; step {loss0:.6g} -> "
+                      f"{loss1:.6g} in {n_eval} evaluations ({time.perf_counter() - t_round:.3f} s)")
+        return refs, best
 
     def _keep_best_round(self, params, best: _Round, prototypes):
         """Return to the round with the lowest actual objective (its parameters and
@@ -524,7 +621,8 @@ class BEDL(Estimator):
             raise RuntimeError(f"this {type(self).__name__} is not fitted yet; call fit first")
 
     def decision_distances(self, X) -> np.ndarray:
-        """``(len(X), n_prototypes_total)`` learned edit distances to the prototypes."""
+        """``(len(X), n_prototypes_total)`` learned edit distances to the prototypes (with
+        ``loss="nca"``: to the references)."""
         self._check_fitted()
         X = check_collection(X)
         unknown = self._check_known(X)
@@ -537,8 +635,12 @@ class BEDL(Estimator):
         return D.cpu().numpy()
 
     def predict(self, X) -> np.ndarray:
-        """Label of the closest prototype under the learned distance."""
+        """Label of the closest prototype under the learned distance; with ``loss="nca"`` the
+        vote of the ``n_neighbors`` nearest references."""
         D = self.decision_distances(X)
+        if self.loss == "nca":
+            labels = np.searchsorted(self.classes_, self.prototype_labels_)
+            return self.classes_[knn_vote(D, labels, int(self.n_neighbors), len(self.classes_))]
         return self.prototype_labels_[np.argmin(D, axis=1)]
 
     def score(self, X, y) -> float:
