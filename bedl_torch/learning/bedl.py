@@ -232,7 +232,8 @@ class BEDL(Estimator):
         prototype_candidates: Optional[int] = None,
         loss: str = "glvq",
         n_neighbors: int = 1,
-        nca_scale: float = 1.0,
+        nca_scale: float = 0.25,
+        validation_fraction: Optional[float] = None,
     ):
         self.n_prototypes = n_prototypes
         self.dim = dim
@@ -255,6 +256,7 @@ class BEDL(Estimator):
         self.loss = loss
         self.n_neighbors = n_neighbors
         self.nca_scale = nca_scale
+        self.validation_fraction = validation_fraction
 
     # -- validation -----------------------------------------------------------
 
@@ -267,6 +269,10 @@ class BEDL(Estimator):
         s = self.nca_scale
         if isinstance(s, bool) or not isinstance(s, (int, float)) or not (math.isfinite(s) and s > 0):
             raise ValueError(f"nca_scale must be a finite number > 0, got {s!r}")
+        v = self.validation_fraction
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
+                              or not 0 < v < 1):
+            raise ValueError(f"validation_fraction must be None or a number in (0, 1), got {v!r}")
         if self.mode not in ("pseudo", "exact", "soft"):
             raise ValueError(f"mode must be 'pseudo', 'exact' or 'soft', got {self.mode!r}")
         if self.mode == "soft":
@@ -368,25 +374,80 @@ class BEDL(Estimator):
         ``y``. Returns ``self``."""
         t_start = time.perf_counter()
         self._validate_params()
-        self.__dict__.pop("scale_", None)  # (loss="nca" sets it)
+        for name in ("scale_", "validation_errors_", "kept_initial_", "validation_indices_"):
+            self.__dict__.pop(name, None)  # (set by some fits only)
         X, y_idx, classes = self._validate_data(X, y)
         self._ranks = resolve_ranks(self.process_group)
         self._ranks.check_same((X, y_idx.tolist(), classes.tolist()), "the training data")
-        cost, params, data = self._initialize(X, y_idx, classes)
+        alphabet = sorted_alphabet(X)
+        fit_idx, held_out = self._hold_out(y_idx)
+        if held_out is not None:
+            X_all, y_all = X, y_idx
+            X, y_idx = [X[i] for i in fit_idx], y_idx[fit_idx]
+        cost, params, data = self._initialize(X, y_idx, classes, alphabet)
         self._choose_candidates(data)
         if self.loss == "nca":
             prototypes, best = self._nca_rounds(cost, params, data)
         else:
             prototypes, best = self._alternate(cost, params, data)
         prototypes = self._keep_best_round(params, best, prototypes)
+        if held_out is not None:
+            prototypes = self._check_against_initial(
+                params, data, prototypes, [X_all[i] for i in held_out], y_all[held_out])
         self._finish(data, prototypes)
+        if held_out is not None:  # indices into the X given to fit
+            self.prototype_indices_ = fit_idx[self.prototype_indices_]
+            self.candidates_ = fit_idx[self.candidates_]
+            self.validation_indices_ = held_out
+        self.__dict__.pop("_first_round", None)
         self.fit_time_ = time.perf_counter() - t_start
         return self
 
-    def _initialize(self, X, y_idx, classes):
-        """The initial cost module over the training alphabet, its learned parameters and the
-        data the rounds share."""
-        cost = self._make_cost(sorted_alphabet(X))
+    def _hold_out(self, y_idx: np.ndarray):
+        """``(indices of the fit, held-out indices or None)`` for ``validation_fraction``: per
+        class a rounded share, at least one object and never all of them."""
+        if self.validation_fraction is None:
+            return np.arange(len(y_idx)), None
+        rng = np.random.default_rng(0 if self.random_state is None else self.random_state)
+        held = []
+        for c in range(int(y_idx.max()) + 1):
+            members = np.flatnonzero(y_idx == c)
+            n = min(max(1, int(round(float(self.validation_fraction) * len(members)))),
+                    len(members) - 1)
+            held.extend(rng.choice(members, n, replace=False).tolist() if n > 0 else [])
+        held = np.sort(np.asarray(held, dtype=np.int64))
+        return np.setdiff1d(np.arange(len(y_idx)), held), held
+
+    def _check_against_initial(self, params, data: FitData, prototypes, X_val, y_val):
+        """``validation_fraction``'s check: the held-out k-NN error under the learned and the
+        initial costs (the first round's); the first round's state where the learned is worse.
+        Returns the prototypes kept."""
+        first = self._first_round
+        errors = []
+        for state in (first.params, [p.detach().clone() for p in params]):
+            with torch.no_grad():
+                for p, v in zip(params, state):
+                    p.copy_(v)
+                D = pairwise_distances(X_val, data.X, self.cost_, unknown="gap").cpu().numpy()
+            pred = knn_vote(D, data.y_idx, int(self.n_neighbors), len(data.classes))
+            errors.append(100.0 * float(np.mean(pred != y_val)))
+        self.validation_errors_ = tuple(errors)
+        self.kept_initial_ = errors[1] > errors[0]
+        if not self.kept_initial_:
+            return prototypes
+        if self.verbose:
+            print(f"[BEDL] held-out {self.n_neighbors}-NN error {errors[1]:.1f}% > "
+                  f"{errors[0]:.1f}% under the initial costs: keep them")
+        with torch.no_grad():
+            for p, v in zip(params, first.params):
+                p.copy_(v)
+        self.best_round_ = 0
+        return first.prototypes
+
+    def _initialize(self, X, y_idx, classes, alphabet: Optional[list] = None):
+        """The initial cost module over the training alphabet (``alphabet``, default that of
+        ``X``), its learned parameters and the data the rounds share."""
+        cost = self._make_cost(sorted_alphabet(X) if alphabet is None else alphabet)
         self.cost_ = cost
         self.alphabet_ = list(cost.alphabet)
         unknown = "error"
@@ -439,6 +500,8 @@ class BEDL(Estimator):
             self.actual_loss_history_.append(objective)
             if best is None or objective < best.objective:
                 best = _Round(objective, [p.detach().clone() for p in params], new, rnd)
+            if rnd == 0:
+                self._first_round = best
             key = frozenset(int(i) for i in new)
             n_moved = len(new) if protos is None else int(np.sum(~np.isin(new, protos)))
             stop = self._stop_reason(rnd, protos, key, seen, params)
@@ -510,6 +573,8 @@ class BEDL(Estimator):
             self.actual_loss_history_.append(objective)
             if best is None or objective < best.objective:
                 best = _Round(objective, [p.detach().clone() for p in params], refs, rnd)
+            if rnd == 0:
+                self._first_round = best
             stop = None
             if previous is not None and not objective < previous - self._NCA_RTOL * abs(previous):
                 stop = "objective not improved"
