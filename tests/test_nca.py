@@ -378,3 +378,30 @@ def test_validation_fraction_is_checked():
     for bad in (0, 1, 1.5, -0.1, True, "0.2"):
         with pytest.raises(ValueError, match="validation_fraction"):
             BEDL(validation_fraction=bad).fit(["ab", "ba", "aa", "bb"], [0, 1, 0, 1])
+
+
+def test_pair_lists_split_where_the_kernels_decline(monkeypatch):
+    """Frozen lists computed in chunks too large for the kernels' bound are split until they
+    fit: the same lists as in one call."""
+    from bedl_torch.learning.nca import PairKernels
+    from bedl_torch.learning.training import distinct_labels
+    from bedl_torch.ops import PairBatch, limits
+
+    X = TREES
+    cost = EuclideanCost(list("abc"), embedding=_embedding(4))
+    data = make_fit_data(X, LABELS, np.unique(LABELS), cost, "error", None, NCALossTerms())
+    refs = NCAReferences(LABELS, np.arange(11), True)
+    batch = PairBatch.from_tables(data.x_table, data.y_table, torch.as_tensor(refs.pair_x),
+                                  torch.as_tensor(refs.pair_y))
+    table = cost.symbol_table().detach()
+    whole = PairKernels(batch, cost, "error", distinct_labels(data), F64).lists(table)
+    kernels = PairKernels(batch, cost, "error", distinct_labels(data), F64)
+    monkeypatch.setattr(limits, "PAIR_SUM_ENTRIES", 40)  # the kernels now list few pairs
+    calls = []
+    inner = PairKernels._chunk_lists
+    monkeypatch.setattr(PairKernels, "_chunk_lists",
+                        lambda self, k, lo, hi, t: calls.append(hi - lo) or inner(self, k, lo, hi, t))
+    split = kernels.lists(table)
+    assert len(calls) > 3 and min(calls) < len(refs)
+    for a, b in zip(whole, split):
+        assert np.array_equal(a, b)

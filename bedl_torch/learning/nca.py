@@ -219,6 +219,7 @@ class PairKernels:
                                cost, unknown)
             for lo, hi in self.ranges]
         self.rel_tol = default_rel_tol(dtype)
+        self.batch, self.cost, self.unknown = batch, cost, unknown
         self.n_pairs = len(batch)
         self._sums: list = []
 
@@ -252,20 +253,34 @@ class PairKernels:
 
     def lists(self, table: torch.Tensor):
         """``(pair, entry, value)`` numpy arrays: every pair's ``P`` summed by label pair under
-        ``table`` (entry ``a * (U+1) + b``), pairs in order; the chunk is recomputed with
-        the padded co-optimal matrices where its lists were too many."""
+        ``table`` (entry ``a * (U+1) + b``), pairs in order."""
         pairs, entries, values = [], [], []
         for k, (lo, hi) in zip(self.kernels, self.ranges):
-            _, sums = k.distances_with_sums(table, self.rel_tol)
-            if sums is None:  # a single pair beyond the bound: not for the tables used here
-                raise RuntimeError("pair lists exceed limits.PAIR_SUM_ENTRIES")
-            ptr, entry, value = (t.numpy() for t in sums)
-            pairs.append(np.repeat(np.arange(lo, hi, dtype=np.int64), np.diff(ptr)))
-            entries.append(entry)
-            values.append(value)
+            for part in self._chunk_lists(k, lo, hi, table):
+                pairs.append(part[0])
+                entries.append(part[1])
+                values.append(part[2])
         if not pairs:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
         return np.concatenate(pairs), np.concatenate(entries), np.concatenate(values)
+
+    def _chunk_lists(self, kernels: SymbolTableKernels, lo: int, hi: int, table: torch.Tensor):
+        """The lists of the pairs ``lo .. hi`` (run by ``kernels``), halving the range where the
+        kernels decline to list them all (more entries than their bound)."""
+        _, sums = kernels.distances_with_sums(table, self.rel_tol)
+        if sums is None:
+            if hi - lo == 1:
+                raise RuntimeError("a single pair's lists exceed limits.PAIR_SUM_ENTRIES")
+            mid = (lo + hi) // 2
+            out = []
+            for a, b in ((lo, mid), (mid, hi)):
+                sub = PairBatch.from_tables(self.batch.x_table, self.batch.y_table,
+                                            self.batch.pair_x[a:b], self.batch.pair_y[a:b])
+                out += self._chunk_lists(SymbolTableKernels(sub, self.cost, self.unknown),
+                                         a, b, table)
+            return out
+        ptr, entry, value = (t.numpy() for t in sums)
+        return [(np.repeat(np.arange(lo, hi, dtype=np.int64), np.diff(ptr)), entry, value)]
 
 
 class FrozenPairLists:
