@@ -40,5 +40,5 @@ class ProbeLBFGS:
 
     @classmethod
     def install(cls, monkeypatch):
-        monkeypatch.setattr(sys.modules[BEDL.__module__], "LBFGS", cls)
+        monkeypatch.setattr(sys.modules[BEDL._metric_step.__module__], "LBFGS", cls)
         cls.reset()

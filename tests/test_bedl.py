@@ -111,7 +111,7 @@ def test_default_alignments_are_step():
 # the rounds' costs, prototypes and actual losses are known in advance.
 # ---------------------------------------------------------------------------
 
-_FIT_MODULE = sys.modules[BEDL.__module__]
+_FIT_MODULE = sys.modules[BEDL._metric_step.__module__]  # where the rounds call median GLVQ and L-BFGS
 
 #: embeddings of a, b, c, d (rows), full rank, with clearly different actual losses on
 #: make_strings(40, seed=5)

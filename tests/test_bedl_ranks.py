@@ -39,6 +39,10 @@ FITS = {
     "exact_trees": dict(mode="exact", n_prototypes=1, max_rounds=1, max_eval=20),
     "pseudo_candidates": dict(mode="pseudo", n_prototypes=2, max_rounds=2, max_eval=30,
                               prototype_candidates=5),
+    # loss="nca": the training distances split among the ranks, the objective whole on each
+    "pseudo_nca": dict(loss="nca", max_rounds=2, max_eval=30),
+    "exact_nca_candidates": dict(loss="nca", mode="exact", max_rounds=1, max_eval=20,
+                                 prototype_candidates=5),
 }
 
 

@@ -204,3 +204,49 @@ def test_pack_script_reproduces_shipped_files(shared_data, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == shipped
     for name in shipped:
         assert (tmp_path / name).read_bytes() == (datasets.DATA_DIR / name).read_bytes(), name
+
+
+# -- python_functions: syntax trees of installed Python sources --------------------------
+
+
+def test_python_functions_from_standard_library_packages():
+    packages = ("email", "asyncio", "unittest")
+    X, y, names = datasets.python_functions(packages, n_per_class=8, min_nodes=15, max_nodes=50,
+                                            seed=3, return_names=True)
+    assert len(X) == 24 and y.dtype == np.int64 and np.bincount(y).tolist() == [8, 8, 8]
+    assert all(isinstance(t, Tree) and 15 <= len(t) <= 50 for t in X)
+    assert all(t.labels[0] in ("FunctionDef", "AsyncFunctionDef") for t in X)
+    assert all(n.split("/")[0] == packages[c] for n, c in zip(names, y))
+    assert len({t.to_bracket() for t in X}) == 24  # no tree twice
+    for c in range(3):  # at most max_per_file (3) functions of one file
+        files = collections.Counter(n.rsplit(":", 2)[0] for n, k in zip(names, y) if k == c)
+        assert max(files.values()) <= 3
+    # deterministic for a seed; another seed draws others
+    X2, y2 = datasets.python_functions(packages, n_per_class=8, min_nodes=15, max_nodes=50, seed=3)
+    assert X2 == X and np.array_equal(y2, y)
+    X3, _ = datasets.python_functions(packages, n_per_class=8, min_nodes=15, max_nodes=50, seed=4)
+    assert X3 != X
+
+
+def test_python_functions_identifiers_bounded():
+    X, _ = datasets.python_functions(("email", "asyncio"), n_per_class=10, include_identifiers=True,
+                                     max_identifiers=5)
+    named = {lab for t in X for lab in t.labels if ":" in lab}
+    assert 0 < len(named) <= 5
+    full, _ = datasets.python_functions(("email", "asyncio"), n_per_class=10, include_identifiers=True)
+    assert len({lab for t in full for lab in t.labels if ":" in lab}) > 5
+    # the same trees, with rare names cut to their node type
+    assert [t.children for t in X] == [t.children for t in full]
+    assert all(a == b or b.split(":")[0] == a for t, u in zip(X, full)
+               for a, b in zip(t.labels, u.labels))
+
+
+def test_python_functions_errors():
+    with pytest.raises(ValueError, match="not installed"):
+        datasets.python_functions(("json", "no_such_package_xyz"), n_per_class=2)
+    with pytest.raises(ValueError, match="only"):
+        datasets.python_functions(("json", "email"), n_per_class=10 ** 5)
+    with pytest.raises(ValueError):
+        datasets.python_functions(("json", "json"), n_per_class=2)
+    with pytest.raises(ValueError):
+        datasets.python_functions(("json", "email"), n_per_class=2, min_nodes=30, max_nodes=20)

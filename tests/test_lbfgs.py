@@ -16,7 +16,7 @@ from bedl_torch.learning import training
 from bedl_torch.learning.training import ObjectiveFactory
 from lbfgs_probe import ProbeLBFGS
 
-_FIT_MODULE = sys.modules[BEDL.__module__]
+_FIT_MODULE = sys.modules[BEDL._metric_step.__module__]  # where the rounds call L-BFGS
 
 
 def _logistic(n=8, m=30, seed=0):

@@ -19,6 +19,10 @@ leukemia          442    2        glycan trees (KEGG; file prefix -1_ -> 0, 1_ -
 sentiment         9613   2        binary Stanford Sentiment Treebank (train+dev+test)
 ================  =====  =======  ===============================================================
 
+Built locally from installed sources (no file shipped): :func:`python_functions`, syntax trees of
+Python functions labelled by the package that wrote them (six scientific packages by default,
+about 90 node types; a multi-class task for k-NN and ``BEDL(loss="nca")``).
+
 The tree files are stored as gzip'd JSON lines in ``bedl_torch/datasets/data`` (written by
 ``tools/pack_datasets.py``); trees come in file-name order (sentiment: train, dev, test, each in
 file order). Loaded data are cached; the returned lists are fresh on every call, the (immutable)
@@ -36,8 +40,10 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from ..tree import Tree
+from .code import DEFAULT_PACKAGES, python_functions
 
-__all__ = ["NAMES", "load", "make_strings", "load_glove_subset", "describe", "DATA_DIR"]
+__all__ = ["NAMES", "load", "make_strings", "load_glove_subset", "describe", "DATA_DIR",
+           "python_functions", "DEFAULT_PACKAGES"]
 
 #: Directory of the packaged data files.
 DATA_DIR = pathlib.Path(__file__).resolve().parent / "data"

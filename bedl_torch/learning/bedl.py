@@ -3,10 +3,12 @@
 The estimator alternates median GLVQ prototype selection with a metric step that learns the
 edit costs (a cost module's parameters, by default a symbol embedding) by minimising the GLVQ
 loss plus regularisers with L-BFGS. ``fit`` runs named steps: validate, initialise (the cost
-module and the training data, :func:`~.training.make_fit_data`), the rounds (training
-distances, :func:`~.training.train_distances`; median GLVQ; the metric step, whose objective
-:class:`~.training.ObjectiveFactory` chooses and builds), keep the best round, finish. The state
-dicts are in :mod:`.persistence`.
+module and the training data, :func:`~.training.make_fit_data`), the prototype candidates, the
+rounds (training distances, :func:`~.training.train_distances`; median GLVQ; the metric step,
+whose objective :class:`~.training.ObjectiveFactory` chooses and builds), keep the best round,
+finish. ``loss="nca"`` replaces the GLVQ loss by the soft nearest-neighbour likelihood over the
+training objects (:mod:`.nca`): its rounds have no prototype step and it predicts by k-NN.
+The state dicts are in :mod:`.persistence`.
 Layer: learning (imports the ops, the cost modules, :mod:`bedl_torch.labels` and this package;
 never scikit-learn, with which it is compatible through :class:`~.estimator.Estimator`).
 """
@@ -15,8 +17,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from dataclasses import dataclass
-from typing import Callable, List, Optional, Union
+from typing import Callable, Optional, Union
 
 import numpy as np
 import torch
@@ -27,17 +28,18 @@ from ..ops import pairwise_distances
 from ..ops.encoding import flat_table
 from ..validation import check_cost_module, check_device
 from .estimator import Estimator
-from .lbfgs import LBFGS
-from .mglvq import (check_prototype_candidates, init_prototypes, kmedoids_pp_candidates,
-                    median_glvq_em)
-from .objective_base import LossTerms, MetricObjective
+from .mglvq import check_prototype_candidates, kmedoids_pp_candidates
+from .nca import NCALossTerms, knn_vote
+from .objective_base import LossTerms
 from .persistence import bedl_state, dtype_name, load_bedl_state
-from .ranks import Ranks, resolve_ranks
-from .training import FitData, ObjectiveFactory, distance_block, make_fit_data, train_distances
+from .ranks import resolve_ranks
+from .rounds import FitRounds
+from .training import FitData, ObjectiveFactory, distance_block, make_fit_data
 
 __all__ = ["BEDL", "initial_embedding"]
 
 _REGULARIZERS = ("logdet", "frobenius", "both", None)
+_LOSSES = ("glvq", "nca")
 
 
 def initial_embedding(num_symbols: int, dim: Optional[int] = None, dtype=torch.float64) -> torch.Tensor:
@@ -69,17 +71,7 @@ def initial_embedding(num_symbols: int, dim: Optional[int] = None, dtype=torch.f
     return (A @ Vh[:dim].T).to(dtype).contiguous()
 
 
-@dataclass
-class _Round:
-    """A round's state: its actual objective, the parameters and the prototypes."""
-
-    objective: float
-    params: List[torch.Tensor]
-    prototypes: np.ndarray
-    index: int
-
-
-class BEDL(Estimator):
+class BEDL(FitRounds, Estimator):
     """Embedding edit distance learning: learns edit costs for trees or sequences.
 
     ``fit(X, y)`` takes a list of :class:`~bedl_torch.tree.Tree` objects or of sequences and
@@ -168,7 +160,16 @@ class BEDL(Estimator):
     fit returns: the lowest entry of ``actual_loss_history_``; in pseudo mode a metric step
     lowers the surrogate, not necessarily the actual loss), n_rounds_ (metric steps run),
     n_evals_ (L-BFGS evaluations per step), stop_reason_, fit_time_ (seconds), candidates_
-    (the training points median GLVQ could choose from).
+    (the training points median GLVQ could choose from). With ``loss="nca"``: prototypes_,
+    prototype_indices_ and prototype_labels_ are the references (every training object, or
+    the candidates), the histories hold the NCA objective, scale_ is the softmax's ``s``.
+
+    Rounds with ``loss="nca"``: the actual distances to the references (the fit's first fixes
+    ``s``), the objective on them, then a metric step (exact mode: L-BFGS on the exact
+    objective, restarted each round; pseudo mode: on the pseudo distances of the round's
+    frozen alignments). It stops when the objective on actual distances improves by less than
+    a relative ``1e-4`` on the previous round (or rises), when a metric step cannot lower its
+    objective, or after ``max_rounds``, and keeps the round with the lowest actual objective.
 
     Alternation (the paper's Section 3.2): per round, the exact learned distances between all
     training points, median GLVQ warm-started from the previous prototypes, then a metric
@@ -216,6 +217,10 @@ class BEDL(Estimator):
         temperature: Optional[float] = None,
         process_group="auto",
         prototype_candidates: Optional[int] = None,
+        loss: str = "glvq",
+        n_neighbors: int = 1,
+        nca_scale: float = 0.25,
+        validation_fraction: Optional[float] = None,
     ):
         self.n_prototypes = n_prototypes
         self.dim = dim
@@ -235,10 +240,26 @@ class BEDL(Estimator):
         self.temperature = temperature
         self.process_group = process_group
         self.prototype_candidates = prototype_candidates
+        self.loss = loss
+        self.n_neighbors = n_neighbors
+        self.nca_scale = nca_scale
+        self.validation_fraction = validation_fraction
 
     # -- validation -----------------------------------------------------------
 
     def _validate_params(self) -> None:
+        if not isinstance(self.loss, str) or self.loss not in _LOSSES:
+            raise ValueError(f"loss must be 'glvq' or 'nca', got {self.loss!r}")
+        k = self.n_neighbors
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"n_neighbors must be an int >= 1, got {k!r}")
+        s = self.nca_scale
+        if isinstance(s, bool) or not isinstance(s, (int, float)) or not (math.isfinite(s) and s > 0):
+            raise ValueError(f"nca_scale must be a finite number > 0, got {s!r}")
+        v = self.validation_fraction
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
+                              or not 0 < v < 1):
+            raise ValueError(f"validation_fraction must be None or a number in (0, 1), got {v!r}")
         if self.mode not in ("pseudo", "exact", "soft"):
             raise ValueError(f"mode must be 'pseudo', 'exact' or 'soft', got {self.mode!r}")
         if self.mode == "soft":
@@ -322,12 +343,16 @@ class BEDL(Estimator):
             )
         return "error"
 
-    def _loss_terms(self) -> LossTerms:
+    def _loss_terms(self):
+        """The loss of the metric step (:class:`NCALossTerms` with a scale that the first round
+        sets, for ``loss="nca"``)."""
+        if self.loss == "nca":
+            return NCALossTerms(self.regularizer, float(self.beta))
         return LossTerms(self.phi, self.regularizer, float(self.beta))
 
     def _objective(self, d_plus, d_minus, cost) -> torch.Tensor:
-        """The loss (autograd) for distances to the closest correct and wrong prototypes."""
-        return self._loss_terms()(d_plus, d_minus, cost)
+        """The GLVQ loss (autograd) for distances to the closest correct and wrong prototypes."""
+        return LossTerms(self.phi, self.regularizer, float(self.beta))(d_plus, d_minus, cost)
 
     # -- fitting --------------------------------------------------------------
 
@@ -336,27 +361,80 @@ class BEDL(Estimator):
         ``y``. Returns ``self``."""
         t_start = time.perf_counter()
         self._validate_params()
+        for name in ("scale_", "validation_errors_", "kept_initial_", "validation_indices_"):
+            self.__dict__.pop(name, None)  # (set by some fits only)
         X, y_idx, classes = self._validate_data(X, y)
         self._ranks = resolve_ranks(self.process_group)
         self._ranks.check_same((X, y_idx.tolist(), classes.tolist()), "the training data")
-        cost, params, data = self._initialize(X, y_idx, classes)
-        if self.prototype_candidates is not None:
-            data.candidates, data.first_D = kmedoids_pp_candidates(
-                y_idx, int(self.prototype_candidates),
-                lambda js: distance_block(data, torch.as_tensor(js), self._fit_ranks()),
-                self.random_state)
-        self.candidates_ = (np.arange(len(X), dtype=np.int64) if data.candidates is None
-                            else data.candidates)
-        prototypes, best = self._alternate(cost, params, data)
+        alphabet = sorted_alphabet(X)
+        fit_idx, held_out = self._hold_out(y_idx)
+        if held_out is not None:
+            X_all, y_all = X, y_idx
+            X, y_idx = [X[i] for i in fit_idx], y_idx[fit_idx]
+        cost, params, data = self._initialize(X, y_idx, classes, alphabet)
+        self._choose_candidates(data)
+        if self.loss == "nca":
+            prototypes, best = self._nca_rounds(cost, params, data)
+        else:
+            prototypes, best = self._alternate(cost, params, data)
         prototypes = self._keep_best_round(params, best, prototypes)
+        if held_out is not None:
+            prototypes = self._check_against_initial(
+                params, data, prototypes, [X_all[i] for i in held_out], y_all[held_out])
         self._finish(data, prototypes)
+        if held_out is not None:  # indices into the X given to fit
+            self.prototype_indices_ = fit_idx[self.prototype_indices_]
+            self.candidates_ = fit_idx[self.candidates_]
+            self.validation_indices_ = held_out
+        self.__dict__.pop("_first_round", None)
         self.fit_time_ = time.perf_counter() - t_start
         return self
 
-    def _initialize(self, X, y_idx, classes):
-        """The initial cost module over the training alphabet, its learned parameters and the
-        data the rounds share."""
-        cost = self._make_cost(sorted_alphabet(X))
+    def _hold_out(self, y_idx: np.ndarray):
+        """``(indices of the fit, held-out indices or None)`` for ``validation_fraction``: per
+        class a rounded share, at least one object and never all of them."""
+        if self.validation_fraction is None:
+            return np.arange(len(y_idx)), None
+        rng = np.random.default_rng(0 if self.random_state is None else self.random_state)
+        held = []
+        for c in range(int(y_idx.max()) + 1):
+            members = np.flatnonzero(y_idx == c)
+            n = min(max(1, int(round(float(self.validation_fraction) * len(members)))),
+                    len(members) - 1)
+            held.extend(rng.choice(members, n, replace=False).tolist() if n > 0 else [])
+        held = np.sort(np.asarray(held, dtype=np.int64))
+        return np.setdiff1d(np.arange(len(y_idx)), held), held
+
+    def _check_against_initial(self, params, data: FitData, prototypes, X_val, y_val):
+        """``validation_fraction``'s check: the held-out k-NN error under the learned and the
+        initial costs (the first round's); the first round's state where the learned is worse.
+        Returns the prototypes kept."""
+        first = self._first_round
+        errors = []
+        for state in (first.params, [p.detach().clone() for p in params]):
+            with torch.no_grad():
+                for p, v in zip(params, state):
+                    p.copy_(v)
+                D = pairwise_distances(X_val, data.X, self.cost_, unknown="gap").cpu().numpy()
+            pred = knn_vote(D, data.y_idx, int(self.n_neighbors), len(data.classes))
+            errors.append(100.0 * float(np.mean(pred != y_val)))
+        self.validation_errors_ = tuple(errors)
+        self.kept_initial_ = errors[1] > errors[0]
+        if not self.kept_initial_:
+            return prototypes
+        if self.verbose:
+            print(f"[BEDL] held-out {self.n_neighbors}-NN error {errors[1]:.1f}% > "
+                  f"{errors[0]:.1f}% under the initial costs: keep them")
+        with torch.no_grad():
+            for p, v in zip(params, first.params):
+                p.copy_(v)
+        self.best_round_ = 0
+        return first.prototypes
+
+    def _initialize(self, X, y_idx, classes, alphabet: Optional[list] = None):
+        """The initial cost module over the training alphabet (``alphabet``, default that of
+        ``X``), its learned parameters and the data the rounds share."""
+        cost = self._make_cost(sorted_alphabet(X) if alphabet is None else alphabet)
         self.cost_ = cost
         self.alphabet_ = list(cost.alphabet)
         unknown = "error"
@@ -376,146 +454,16 @@ class BEDL(Estimator):
         data = make_fit_data(X, y_idx, classes, cost, unknown, align_cost, self._loss_terms())
         return cost, params, data
 
-    def _alternate(self, cost, params, data: FitData):
-        """Rounds of prototype selection and metric steps until a stop criterion holds; returns
-        the last prototypes and the round with the lowest actual objective."""
-        protos = None
-        best: Optional[_Round] = None
-        seen = set()
-        self.loss_history_ = []
-        self.actual_loss_history_ = []
-        self.n_evals_ = []
-        self.stop_reason_ = "max_rounds"
-        self.n_rounds_ = 0
-        for rnd in range(int(self.max_rounds) + 1):
-            t_round = time.perf_counter()
-            D = self._train_distances(cost, data)
-            new = self._prototype_step(data, D, protos)
-            # Pseudo mode optimises a surrogate: remember the round whose actual objective is
-            # lowest (exact distances, the prototypes chosen on them, the regularisers).
-            columns = None if data.candidates is None else np.searchsorted(data.candidates, new)
-            objective = data.loss.on_matrix(D, new, data.y_idx, cost, columns)
-            self.actual_loss_history_.append(objective)
-            if best is None or objective < best.objective:
-                best = _Round(objective, [p.detach().clone() for p in params], new, rnd)
-            key = frozenset(int(i) for i in new)
-            n_moved = len(new) if protos is None else int(np.sum(~np.isin(new, protos)))
-            stop = self._stop_reason(rnd, protos, key, seen, params)
-            protos = new
-            seen.add(key)
-            if stop is not None:
-                self.stop_reason_ = stop
-                if self.verbose:
-                    print(f"[BEDL] round {rnd}: {stop}; stop")
-                break
-            loss0, loss1, n_eval = self._metric_step(cost, params, data, protos)
-            self.n_rounds_ += 1
-            if not self.loss_history_:
-                self.loss_history_.append(loss0)
-            self.loss_history_.append(loss1)
-            self.n_evals_.append(n_eval)
-            if not loss1 < loss0:
-                # the solver could not improve the metric: the distances, hence the
-                # prototypes, stay as they are
-                self.stop_reason_ = "metric not improved"
-                if self.verbose:
-                    print(f"[BEDL] round {rnd}: metric not improved ({loss0:.6g}); stop")
-                break
-            if self.verbose:
-                what = "initial prototypes" if rnd == 0 else f"{n_moved} prototype(s) moved"
-                print(
-                    f"[BEDL] round {rnd}: {what}; loss {loss0:.6g} -> "
-                    f"{loss1:.6g} in {n_eval} evaluations ({time.perf_counter() - t_round:.3f} s)"
-                )
-        return protos, best
-
-    def _stop_reason(self, rnd: int, previous, key: frozenset, seen: set,
-                     params) -> Optional[str]:
-        """Why the alternation stops before this round's metric step, or ``None``."""
-        if previous is not None and key == frozenset(int(i) for i in previous):
-            return "prototypes unchanged"
-        if key in seen:
-            return "prototypes cycle back to an earlier set"
-        if rnd == int(self.max_rounds):
-            return "max_rounds"
-        if not params:
-            return "no parameters to learn"
-        return None
-
-    def _keep_best_round(self, params, best: _Round, prototypes):
-        """Return to the round with the lowest actual objective (its parameters and
-        prototypes) if it is not the last."""
-        if best.index != len(self.actual_loss_history_) - 1:
-            with torch.no_grad():
-                for p, saved in zip(params, best.params):
-                    p.copy_(saved)
-            prototypes = best.prototypes
-            if self.verbose:
-                print(f"[BEDL] keep round {best.index} (actual loss {best.objective:.6g}, the lowest)")
-        self.best_round_ = int(best.index)
-        return prototypes
-
-    def _finish(self, data: FitData, prototypes) -> None:
-        """The fitted prototype attributes, prototypes ordered by class."""
-        order = np.argsort(data.y_idx[prototypes], kind="stable")
-        prototypes = prototypes[order]
-        self.prototype_indices_ = prototypes
-        self.prototypes_ = [data.X[int(i)] for i in prototypes]
-        self.prototype_labels_ = data.classes[data.y_idx[prototypes]]
-
-    def _train_distances(self, cost, data: FitData) -> np.ndarray:
-        """The actual distances of the training objects to the prototype candidates: ``(m, m)``
-        (only ``i <= j`` for a symmetric cost, mirrored) or ``(m, C)`` with candidates."""
-        return train_distances(data, self._fit_ranks())
-
-    def _prototype_step(self, data: FitData, D: np.ndarray, previous) -> np.ndarray:
-        """Median GLVQ on the distances ``D``, from the previous prototypes (first round: the
-        class medoids and greedy additions)."""
-        if previous is None:
-            start = init_prototypes(D, data.y_idx, int(self.n_prototypes), data.candidates)
-        else:
-            start = previous
-        ranks = self._fit_ranks()
-        return median_glvq_em(D, data.y_idx, start, max_iter=100 * max(1, len(start)),
-                              candidates=data.candidates,
-                              split=ranks if ranks.size > 1 else None)[0]
-
-    # -- the metric step ------------------------------------------------------
-
-    def _metric_step(self, cost, params, data: FitData, prototypes):
-        """One L-BFGS run over ``params`` (the learned parameters of ``cost``) on the loss of
-        the data-to-prototype pairs; returns the loss at the start and at the end, and the
-        number of gradient evaluations. A step never ends worse than it started (or at
-        NaN/inf): then the parameters are restored."""
-        objective = self._make_objective(cost, params, data, prototypes)
-        solver = LBFGS(
-            max_iter=int(self.max_eval),
-            max_eval=int(self.max_eval),
-            tolerance_grad=1e-7,
-            tolerance_change=1e-9,
-            history_size=self._LBFGS_HISTORY,
-        )
-        x0 = objective.get_flat()
-        # without autograd in the objective, inference mode trims the dispatch overhead of
-        # whatever small torch operations the evaluations still run
-        with torch.enable_grad() if objective.uses_autograd else torch.inference_mode():
-            x, loss0, final, _ = solver.minimize(objective.flat_value_and_grad, x0)
-            if not math.isfinite(final) or final > loss0:
-                x, final = x0, loss0
-            objective.set_flat(x)
-        for p in params:
-            p.grad = None
-        return loss0, final, objective.n_evals
-
-    def _make_objective(self, cost, params, data: FitData, prototypes) -> MetricObjective:
-        """The evaluator for this step, chosen and built by :attr:`objective_factory` (see
-        :class:`~.training.ObjectiveFactory`)."""
-        factory = self.objective_factory(self.mode, self.temperature, self._fit_ranks())
-        return factory.build(cost, params, data, prototypes)
-
-    def _fit_ranks(self) -> Ranks:
-        ranks = getattr(self, "_ranks", None)
-        return ranks if ranks is not None else Ranks()
+    def _choose_candidates(self, data: FitData) -> None:
+        """The prototype candidates (``prototype_candidates``), chosen under the initial costs;
+        their distance columns are the first round's."""
+        if self.prototype_candidates is not None:
+            data.candidates, data.first_D = kmedoids_pp_candidates(
+                data.y_idx, int(self.prototype_candidates),
+                lambda js: distance_block(data, torch.as_tensor(js), self._fit_ranks()),
+                self.random_state)
+        self.candidates_ = (np.arange(len(data.X), dtype=np.int64) if data.candidates is None
+                            else data.candidates)
 
     # -- prediction -----------------------------------------------------------
 
@@ -524,7 +472,8 @@ class BEDL(Estimator):
             raise RuntimeError(f"this {type(self).__name__} is not fitted yet; call fit first")
 
     def decision_distances(self, X) -> np.ndarray:
-        """``(len(X), n_prototypes_total)`` learned edit distances to the prototypes."""
+        """``(len(X), n_prototypes_total)`` learned edit distances to the prototypes (with
+        ``loss="nca"``: to the references)."""
         self._check_fitted()
         X = check_collection(X)
         unknown = self._check_known(X)
@@ -537,8 +486,12 @@ class BEDL(Estimator):
         return D.cpu().numpy()
 
     def predict(self, X) -> np.ndarray:
-        """Label of the closest prototype under the learned distance."""
+        """Label of the closest prototype under the learned distance; with ``loss="nca"`` the
+        vote of the ``n_neighbors`` nearest references."""
         D = self.decision_distances(X)
+        if self.loss == "nca":
+            labels = np.searchsorted(self.classes_, self.prototype_labels_)
+            return self.classes_[knn_vote(D, labels, int(self.n_neighbors), len(self.classes_))]
         return self.prototype_labels_[np.argmin(D, axis=1)]
 
     def score(self, X, y) -> float:

@@ -8,6 +8,7 @@ would dominate each L-BFGS evaluation). None of them has learnable state.
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, Optional, Tuple, Union
 
 import numpy as np
@@ -26,6 +27,8 @@ __all__ = [
     "glvq_loss_and_grad_numpy",
     "logdet_regularizer_and_grad_numpy",
     "frobenius_regularizer_and_grad_numpy",
+    "nca_loss",
+    "nca_loss_and_grad_numpy",
 ]
 
 
@@ -255,3 +258,59 @@ def frobenius_regularizer_and_grad_numpy(A: np.ndarray, beta: float, backward: b
     """:func:`frobenius_regularizer_and_grad` on a float numpy matrix: ``beta ||A||_F^2`` and
     ``2 beta A`` (``None`` unless ``backward``)."""
     return beta * float(np.vdot(A, A)), ((2.0 * beta) * A if backward else None)
+
+
+# ---------------------------------------------------------------------------
+# NCA: the soft nearest-neighbour likelihood (Goldberger et al. 2004) on distances
+# ---------------------------------------------------------------------------
+
+
+def nca_loss(D: torch.Tensor, same: torch.Tensor, valid: torch.Tensor, scale: float) -> torch.Tensor:
+    """Negative log-likelihood of the soft nearest neighbour, differentiable by autograd.
+
+    Point ``i`` (a row of ``D``) picks reference ``j`` (a column) with probability
+    ``p_ij = exp(-D_ij / scale) / sum_k exp(-D_ik / scale)`` over the columns with
+    ``valid[i, k]``; the loss is ``-sum_i log sum_{j: same[i, j]} p_ij`` (computed as a
+    difference of two log-sum-exps, stable for any distances). Rows without a ``same`` column
+    contribute nothing (their probability is 0 whatever the distances). ``same`` must imply
+    ``valid``. Returns a 0-dim tensor (a sum over rows, like the GLVQ loss).
+    """
+    ok = same.any(1)
+    neg = torch.tensor(-math.inf, dtype=D.dtype, device=D.device)
+    a = torch.where(valid[ok], D[ok] * (-1.0 / scale), neg)
+    lse_all = torch.logsumexp(a, 1)
+    lse_same = torch.logsumexp(torch.where(same[ok], a, neg), 1)
+    return (lse_all - lse_same).sum()
+
+
+def _row_logsumexp(a: np.ndarray) -> np.ndarray:
+    """``log sum_j exp(a[i, j])`` per row; ``-inf`` for rows of ``-inf``."""
+    mx = a.max(1)
+    mx = np.where(np.isfinite(mx), mx, 0.0)
+    with np.errstate(divide="ignore"):
+        return mx + np.log(np.exp(a - mx[:, None]).sum(1))
+
+
+def nca_loss_and_grad_numpy(D: np.ndarray, same: np.ndarray, valid: np.ndarray, scale: float,
+                            backward: bool = True) -> Tuple[float, Optional[np.ndarray]]:
+    """:func:`nca_loss` on a float numpy matrix ``D`` ``(m, n)`` with its gradient in closed
+    form: ``(loss, dL/dD)`` (``None`` unless ``backward``), where
+    ``dL/dD_ij = (q_ij - p_ij) / scale`` with ``q_ij = p_ij / sum_{k same} p_ik`` on the
+    ``same`` columns (0 elsewhere); 0 on invalid cells and on rows without a ``same`` column."""
+    ok = same.any(1)
+    if not ok.all():
+        loss, g = nca_loss_and_grad_numpy(D[ok], same[ok], valid[ok], scale, backward)
+        if not backward:
+            return loss, None
+        G = np.zeros(D.shape, dtype=g.dtype)
+        G[ok] = g
+        return loss, G
+    a = np.where(valid, D * (-1.0 / scale), -np.inf)
+    a_same = np.where(same, a, -np.inf)
+    lse_all, lse_same = _row_logsumexp(a), _row_logsumexp(a_same)
+    loss = float((lse_all - lse_same).sum())
+    if not backward:
+        return loss, None
+    p = np.exp(a - lse_all[:, None])  # 0 on invalid cells
+    q = np.exp(a_same - lse_same[:, None])  # 0 off the same-class cells
+    return loss, (q - p) * (1.0 / scale)

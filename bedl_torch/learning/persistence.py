@@ -71,6 +71,7 @@ def bedl_state(model) -> dict:
     params["device"] = None if model.device is None else str(model.device)
     params = {k: _plain(v) for k, v in params.items()}
     cost = model.cost_
+    extra = {"scale": float(model.scale_)} if hasattr(model, "scale_") else {}
     return {
         "format": FORMAT,
         "version": FORMAT_VERSION,
@@ -85,6 +86,7 @@ def bedl_state(model) -> dict:
         "loss_history": [float(v) for v in model.loss_history_],
         "n_evals": [int(v) for v in model.n_evals_],
         "n_rounds": int(model.n_rounds_),
+        **extra,
     }
 
 
@@ -136,4 +138,8 @@ def load_bedl_state(model, state: dict, cost=None):
     model.loss_history_ = list(state["loss_history"])
     model.n_evals_ = list(state["n_evals"])
     model.n_rounds_ = int(state["n_rounds"])
+    if "scale" in state:  # loss="nca": the softmax's scale
+        model.scale_ = float(state["scale"])
+    elif hasattr(model, "scale_"):
+        del model.scale_
     return model

@@ -1,7 +1,8 @@
 """The training data of a BEDL fit and what each round computes on it: the actual distances
 (planned by the ops' :class:`~bedl_torch.ops.pairwise.PairwisePlan`, split across ranks) and
 the metric step's objective, chosen and built here (:class:`ObjectiveFactory`) from the
-evaluators of :mod:`.objectives`, :mod:`.numpy_objectives` and :mod:`.ranks`.
+evaluators of :mod:`.objectives`, :mod:`.numpy_objectives`, :mod:`.ranks` (GLVQ) and
+:mod:`.nca` (``loss="nca"``).
 
 Layer: learning (imports the ops, the cost modules and this package).
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Union
 
 import numpy as np
 import torch
@@ -17,6 +18,14 @@ import torch
 from ..costs import SymbolCost
 from ..ops import FlatTable, PairBatch
 from ..ops.pairwise import PairwisePlan
+from .nca import (
+    FrozenPairLists,
+    NCALossTerms,
+    NCAObjective,
+    NCAReferences,
+    NumpyEuclideanNCAObjective,
+    PairKernels,
+)
 from .numpy_objectives import NumpyEuclideanExactObjective, NumpyEuclideanObjective, numpy_path_applies
 from .objective_base import LossTerms, MetricObjective, PrototypePairs
 from .objectives import (
@@ -47,17 +56,20 @@ class FitData:
     X_idx: torch.Tensor  # padded symbol indices of the training objects
     unknown: str  # the ops' argument: "error" or "gap"
     align_cost: Optional[SymbolCost]  # pseudo mode's alignment costs (None: the current ones)
-    loss: LossTerms
+    loss: Union[LossTerms, NCALossTerms]
     # across ranks: this rank's block of points ((lo, hi), its FlatTable), made on first use
     block_tables: Optional[tuple] = None
     # prototype candidates (sorted training indices; None: every point) and their columns
     # under the initial costs, computed while choosing them (the first round's distances)
     candidates: Optional[np.ndarray] = None
     first_D: Optional[np.ndarray] = None
+    # loss="nca": the cells of the loss (training points against the references)
+    nca_refs: Optional[NCAReferences] = None
 
 
 def make_fit_data(X: list, y_idx: np.ndarray, classes: np.ndarray, cost: SymbolCost,
-                  unknown: str, align_cost: Optional[SymbolCost], loss: LossTerms) -> FitData:
+                  unknown: str, align_cost: Optional[SymbolCost],
+                  loss: Union[LossTerms, NCALossTerms]) -> FitData:
     """The training objects flattened once (one table per side of the data-to-prototype
     pairs) and the plan of their distances (``i <= j`` for a symmetric cost, mirrored)."""
     x_table, y_table = FlatTable(X, "xs"), FlatTable(X, "ys")
@@ -104,6 +116,14 @@ def _pair_values(data: FitData, ii: torch.Tensor, jj: torch.Tensor, ranks: Ranks
     return ii.numpy(), jj.numpy(), vals.cpu().numpy()
 
 
+def distinct_labels(data: FitData) -> np.ndarray:
+    """The number of distinct symbols of every training object (the bound of its pairs'
+    lists, see :class:`~.nca.PairKernels`)."""
+    lengths = data.x_table.lengths.numpy()
+    idx = data.X_idx.numpy()
+    return np.array([len(np.unique(idx[k, :n])) for k, n in enumerate(lengths)], dtype=np.int64)
+
+
 class ObjectiveFactory:
     """Chooses and builds the evaluator of a metric step (see :mod:`.objectives`).
 
@@ -114,6 +134,8 @@ class ObjectiveFactory:
     sparse symbol pairs. Across ranks each rank evaluates its block of points and the sums are
     combined (:mod:`.ranks`). The pieces are methods, so that a subclass (or a test) can
     replace one; BEDL's ``objective_factory`` names the class it uses.
+
+    ``loss="nca"`` (``data.loss`` an :class:`~.nca.NCALossTerms`): :meth:`build_nca`.
     """
 
     #: largest (U+1)^2 symbol table for the dense pseudo-distance path
@@ -123,7 +145,10 @@ class ObjectiveFactory:
         self.mode, self.temperature, self.ranks = mode, temperature, ranks
 
     def build(self, cost, params, data: FitData, prototypes) -> MetricObjective:
-        """The evaluator of the loss of the data-to-prototype pairs under ``cost``."""
+        """The evaluator of the loss of the data-to-prototype pairs under ``cost`` (with
+        ``loss="nca"``: of the training points against the references, :meth:`build_nca`)."""
+        if isinstance(data.loss, NCALossTerms):
+            return self.build_nca(cost, params, data)
         m, P = len(data.y_idx), len(prototypes)
         device = cost.device
         protos_t = torch.as_tensor(prototypes, dtype=torch.long)
@@ -155,6 +180,29 @@ class ObjectiveFactory:
         else:
             terms = self.pair_cost_terms(cost, full, P0, data.X_idx)
         return self.closed_form_evaluator(cost, params, terms, pairs, data.loss)
+
+    def build_nca(self, cost, params, data: FitData) -> MetricObjective:
+        """The NCA evaluator over the pairs of ``data.nca_refs`` (see :mod:`.nca`): numpy around
+        the kernels (exact mode) or frozen pair lists (pseudo mode, under ``data.align_cost``
+        or the current costs) for the default Euclidean cost with a small alphabet, else
+        autograd. Every rank of a process group evaluates the whole objective."""
+        refs = data.nca_refs
+        batch = PairBatch.from_tables(data.x_table, data.y_table, torch.as_tensor(refs.pair_x),
+                                      torch.as_tensor(refs.pair_y))
+        numpy_ok = (self.mode in ("exact", "pseudo")
+                    and (cost.gap_index + 1) ** 2 <= self.TABLE_LIMIT
+                    and self.numpy_path_ok(cost, params))
+        align = cost if data.align_cost is None else data.align_cost
+        if not numpy_ok:
+            return NCAObjective(cost, params, batch, refs, data.loss, data.unknown, self.mode,
+                                self.temperature, align)
+        kernels = PairKernels(batch, cost, data.unknown, distinct_labels(data), cost.dtype)
+        if self.mode == "exact":
+            return NumpyEuclideanNCAObjective(cost, refs, data.loss, kernels=kernels)
+        with torch.no_grad():
+            table = align.symbol_table().detach().to("cpu", cost.dtype)
+        lists = FrozenPairLists(*kernels.lists(table), len(refs), table.shape[0])
+        return NumpyEuclideanNCAObjective(cost, refs, data.loss, frozen=lists)
 
     # -- the replaceable pieces -----------------------------------------------
 
