@@ -1,0 +1,572 @@
+"""Exact k-nearest-neighbour and range search over edit distances, pruned by bounds.
+
+The engine works on blocks of query rows (objects of X) against all of Y:
+
+1. the label-multiset lower bound of every pair of the block (one matrix product,
+   :class:`~bedl_torch.search.bounds.LabelBound`) and, for k-NN, the cheap mapping upper
+   bounds, whose ``k``-th smallest per row starts each row's threshold;
+2. candidates in the order of their lower bound, in rounds of growing width (``k``, ``2k``,
+   ``4k``, ... per row): a round's pairs whose bound still does not exceed the row's
+   threshold get the traversal bounds (trees: preorder, then postorder sequence edit
+   distance, batched through the sequence kernel), and those that survive an exact
+   distance (:meth:`SearchProblem.exact`, one batched kernel call);
+3. each row keeps its ``k`` best exact distances (ties by index); its threshold is the
+   ``k``-th of them. A pair is pruned only where its bound, less the rounding margin of
+   :meth:`~bedl_torch.search.bounds.SymbolCosts.margin`, is strictly greater than the
+   threshold: a pair whose distance equals the ``k``-th one is never lost, whatever its
+   index.
+
+Range search is the same with the fixed threshold ``radius`` and no ranking.
+
+Correctness: every pair of a row is either computed exactly or has a lower bound above a
+threshold that is never below the row's final ``k``-th distance (a threshold is always the
+``k``-th smallest of some ``k`` upper bounds or exact distances), so every pair with distance
+at most the ``k``-th one is computed, and the ``k`` best by (distance, index) among the
+computed pairs are those of the full matrix. Exact distances come from
+:func:`bedl_torch.ops.table_pair_distances` over the same flattened collections and the same
+orientation as :func:`bedl_torch.pairwise_distances` (``i <= j`` where that function computes
+half the matrix and mirrors it), hence the same bits wherever that function computes the whole
+matrix from one symbol table.
+
+For a distributed caller: :func:`knn_block` and :func:`radius_block` each take one block of
+rows of a shared :class:`SearchProblem` and return that block's results and a stats dict
+whose entries add up across blocks; k-NN blocks also hand on the exact distances they computed
+for later rows (symmetric problems), which a caller may pass to later blocks or drop.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Dict, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from ..costs import SymbolCost, UnitCost
+from ..labels import alphabet_of
+from ..ops import FlatTable, table_pair_distances
+from ..validation import check_cost_module
+from .bounds import FirstPairUpper, LabelBound, SymbolCosts, postorder_labels
+
+__all__ = ["kneighbors", "radius_neighbors", "SearchProblem", "knn_block", "radius_block", "merge_stats",
+           "BOUNDS"]
+
+#: The bounds the engine can use (all by default).
+BOUNDS = ("label", "traversal", "upper")
+# Pairs per block of rows (its bound matrices are float64 and int64 of this many entries).
+_BLOCK_CELLS = 1 << 22
+_NO_INDEX = torch.iinfo(torch.int64).max
+_STAT_KEYS = ("pairs", "decided_by_label", "decided_by_traversal", "exact", "exact_computed",
+              "traversal_computed")
+
+
+def _new_stats() -> Dict[str, int]:
+    return {key: 0 for key in _STAT_KEYS}
+
+
+def merge_stats(*parts: Dict[str, int]) -> Dict[str, int]:
+    """The sum of stats dicts (blocks, ranks)."""
+    out = _new_stats()
+    for part in parts:
+        for key in _STAT_KEYS:
+            out[key] += int(part.get(key, 0))
+    return out
+
+
+class SearchProblem:
+    """Two collections, a cost module and the bounds' data, prepared once for many blocks.
+
+    Args:
+        X, Y: lists of trees or of sequences (``Y=None``: search X against itself, each object
+            excluded from its own results). cost: a :class:`~bedl_torch.SymbolCost` (default:
+            unit costs over the labels of X and Y, as :func:`bedl_torch.pairwise_distances`).
+        rel_tol, unknown, chunk_size: as for :func:`bedl_torch.pairwise_distances`.
+        symmetric: compute each pair ``i, j`` of X once, as ``(min, max)``, the way
+            :func:`bedl_torch.pairwise_distances` fills a symmetric matrix; default where ``Y``
+            is None and the cost module declares ``symmetric = True``. Needs ``Y=None``.
+        bounds: which of :data:`BOUNDS` to use.
+
+    Raises:
+        TypeError: a cost that is not a SymbolCost, objects that are neither trees nor
+            sequences, trees mixed with sequences. ValueError: labels missing from the
+            alphabet (``unknown="error"``), NaN or inf costs, ``symmetric=True`` with ``Y``,
+            an unknown bound, ``chunk_size < 1``.
+    """
+
+    def __init__(self, X: Sequence, Y: Optional[Sequence], cost: Optional[SymbolCost], *,
+                 rel_tol: Optional[float] = None, unknown: str = "error",
+                 symmetric: Optional[bool] = None, chunk_size: Optional[int] = None,
+                 bounds: Sequence[str] = BOUNDS):
+        bounds = tuple(bounds)
+        bad = [b for b in bounds if b not in BOUNDS]
+        if bad:
+            raise ValueError(f"unknown bounds {bad}; choose from {BOUNDS}")
+        if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, numbers.Integral)
+                                       or chunk_size < 1):
+            raise ValueError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
+        self.same = Y is None
+        X = list(X)
+        Y = X if self.same else list(Y)
+        if cost is None:
+            cost = UnitCost(alphabet_of(X, Y))
+        else:
+            check_cost_module(cost)
+        if symmetric is None:
+            symmetric = self.same and bool(getattr(cost, "symmetric", False))
+        symmetric = bool(symmetric)
+        if symmetric and not self.same:
+            raise ValueError("symmetric=True needs Y=None (a search of X against itself)")
+        self.X, self.Y, self.cost, self.symmetric = X, Y, cost, symmetric
+        self.x_table = FlatTable(X, "X")
+        self.y_table = self.x_table if self.same else FlatTable(Y, "Y")
+        kx, ky = self.x_table.kind, self.y_table.kind
+        if kx and ky and kx != ky:
+            raise TypeError(f"X and Y must both hold trees or both sequences, got {kx}s and {ky}s")
+        self.kind = kx or ky or "sequence"
+        self.nx, self.ny = len(X), len(Y)
+        self.kw = dict(rel_tol=rel_tol, unknown=unknown, chunk_size=chunk_size)
+        # Fail early, naming unknown labels.
+        xc = self.x_table.flat_labels(cost, unknown)
+        yc = self.y_table.flat_labels(cost, unknown)
+        self.mx = self.x_table.lengths.to(torch.float64)
+        self.my = self.y_table.lengths.to(torch.float64)
+        self.bounds = bounds
+        self.costs = SymbolCosts(cost, [xc] if self.same else [xc, yc])
+        lx, ly = self.costs.local(xc), self.costs.local(yc)
+        self.label = (LabelBound(self.costs, lx, self.x_table.ptr, ly, self.y_table.ptr)
+                      if "label" in bounds else None)
+        self.upper = (FirstPairUpper(self.costs, lx, self.x_table.ptr, ly, self.y_table.ptr)
+                      if "upper" in bounds else None)
+        self.traversal = None
+        if self.kind == "tree" and "traversal" in bounds and self.nx and self.ny:
+            self.traversal = {}
+            for name, fn in (("pre", lambda t: list(t.labels)), ("post", postorder_labels)):
+                tx = FlatTable([fn(t) for t in X], "X")
+                ty = tx if self.same else FlatTable([fn(t) for t in Y], "Y")
+                self.traversal[name] = (tx, ty)
+
+    # -- pairs ---------------------------------------------------------------
+
+    def kernel_pairs(self, r: torch.Tensor, c: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The pair the kernel computes for the matrix entries ``(r, c)``: ``(min, max)`` where
+        the problem is symmetric, else ``(r, c)``."""
+        if self.symmetric:
+            return torch.minimum(r, c), torch.maximum(r, c)
+        return r, c
+
+    def margin(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """The rounding margin of pairs (see :meth:`SymbolCosts.margin`)."""
+        return self.costs.margin(self.mx[a], self.my[b])
+
+    def _values(self, x_table, y_table, a, b) -> torch.Tensor:
+        """Distances of the kernel pairs ``(a[q], b[q])`` in input order (float64, CPU): one
+        :func:`table_pair_distances` call over the distinct pairs, sorted by ``a`` (pairs that
+        share ``x`` run together on the SIMD lanes)."""
+        if len(a) == 0:
+            return torch.zeros(0, dtype=torch.float64)
+        ny = len(y_table)
+        key, inverse = torch.unique(a * ny + b, return_inverse=True)
+        with torch.no_grad():
+            oa, ob, v = table_pair_distances(x_table, y_table, key // ny, key % ny, self.cost, **self.kw)
+        order = torch.argsort(oa * ny + ob)
+        v = v.detach().to("cpu", torch.float64)[order]
+        return v[inverse]
+
+    def exact(self, a: torch.Tensor, b: torch.Tensor, threshold: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """The exact distances of the kernel pairs ``(a[q], b[q])`` (see :meth:`kernel_pairs`),
+        in input order, float64 on the CPU: the values of
+        :func:`bedl_torch.pairwise_distances` at those entries.
+
+        ``threshold`` (float64 per pair, optional) is the value above which the caller does
+        not need a pair's exact distance; unused for now (the kernels will be able to stop a
+        pair early once it exceeds it; the caller then treats any value above its threshold as
+        "above").
+        """
+        del threshold  # reserved for the kernels' cutoff
+        return self._values(self.x_table, self.y_table, a, b)
+
+    def traversal_values(self, a: torch.Tensor, b: torch.Tensor, order: str) -> torch.Tensor:
+        """The preorder (``order="pre"``) or postorder sequence edit distance of the kernel
+        pairs ``(a, b)`` (trees), in input order, float64."""
+        tx, ty = self.traversal[order]
+        return self._values(tx, ty, a, b)
+
+    # -- bound blocks ----------------------------------------------------------
+
+    def lower_block(self, rows: torch.Tensor) -> torch.Tensor:
+        """Lower bounds minus rounding margins ``(len(rows), ny)`` of the entries
+        ``(rows[i], j)`` (``-inf`` without the label bound)."""
+        cols = torch.arange(self.ny)
+        if self.label is None:
+            return torch.full((len(rows), self.ny), -math.inf, dtype=torch.float64)
+        lb = self.label.block(rows, cols)
+        if self.symmetric:  # an entry below the diagonal is the kernel pair (col, row)
+            below = cols[None, :] < rows[:, None]
+            if below.any():
+                lb = torch.where(below, self.label.block(rows, cols, swap=True), lb)
+        return lb - self.costs.margin(self.mx[rows][:, None], self.my[None, :])
+
+    def upper_block(self, rows: torch.Tensor) -> torch.Tensor:
+        """Upper bounds plus rounding margins ``(len(rows), ny)`` (``inf`` without them)."""
+        cols = torch.arange(self.ny)
+        if self.upper is None:
+            return torch.full((len(rows), self.ny), math.inf, dtype=torch.float64)
+        ub = self.upper.block(rows, cols)
+        if self.symmetric:
+            below = cols[None, :] < rows[:, None]
+            if below.any():
+                ub = torch.where(below, self.upper.block(rows, cols, swap=True), ub)
+        return ub + self.costs.margin(self.mx[rows][:, None], self.my[None, :])
+
+    def _prune_by_traversal(self, rows, rl, c, thr, stats):
+        """Keep the entries ``(rows[rl], c)`` whose traversal bounds (less margins) do not
+        exceed ``thr`` (per entry); returns the kept ``rl, c`` and the pruned ones."""
+        pruned_r, pruned_c = [], []
+        if self.traversal is None:
+            return rl, c, rl[:0], c[:0]
+        for order in ("pre", "post"):
+            if not len(rl):
+                break
+            a, b = self.kernel_pairs(rows[rl], c)
+            t = self.traversal_values(a, b, order) - self.margin(a, b)
+            stats["traversal_computed"] += int(torch.unique(a * self.ny + b).numel())
+            keep = t <= thr
+            pruned_r.append(rl[~keep])
+            pruned_c.append(c[~keep])
+            rl, c, thr = rl[keep], c[keep], thr[keep]
+        stats["decided_by_traversal"] += sum(len(p) for p in pruned_r)
+        return rl, c, torch.cat(pruned_r) if pruned_r else rl[:0], torch.cat(pruned_c) if pruned_c else c[:0]
+
+
+def _block_rows(problem: SearchProblem, block_size: Optional[int]) -> int:
+    if block_size is None:
+        return max(1, _BLOCK_CELLS // max(1, problem.ny))
+    if isinstance(block_size, bool) or not isinstance(block_size, numbers.Integral) or block_size < 1:
+        raise ValueError(f"block_size must be an int >= 1, got {block_size!r}")
+    return int(block_size)
+
+
+# ---------------------------------------------------------------------------
+# k nearest neighbours
+# ---------------------------------------------------------------------------
+
+
+def _merge_into(best_d, best_i, rl, c, v, k):
+    """Row-wise merge of the entries ``(rl[q], c[q], v[q])`` into the ``k`` best lists by
+    (distance, index); rows without entries stay as they are."""
+    if len(rl) == 0:
+        return
+    touched, local = torch.unique(rl, return_inverse=True)
+    counts = torch.bincount(local, minlength=len(touched))
+    order = torch.argsort(local, stable=True)
+    ls = local[order]
+    start = torch.cumsum(counts, 0) - counts
+    slot = torch.arange(len(ls)) - start[ls]
+    width = int(counts.max())
+    cd = torch.full((len(touched), width), math.inf, dtype=torch.float64)
+    ci = torch.full((len(touched), width), _NO_INDEX, dtype=torch.int64)
+    cd[ls, slot] = v[order]
+    ci[ls, slot] = c[order]
+    d = torch.cat([best_d[touched], cd], 1)
+    i = torch.cat([best_i[touched], ci], 1)
+    o = torch.argsort(i, dim=1, stable=True)
+    d, i = d.gather(1, o), i.gather(1, o)
+    o = torch.argsort(d, dim=1, stable=True)[:, :k]
+    best_d[touched], best_i[touched] = d.gather(1, o), i.gather(1, o)
+
+
+def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
+              known: Optional[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = None):
+    """The ``k`` nearest neighbours of the rows ``r0 .. r1 - 1`` of X.
+
+    Args:
+        problem: the prepared search. k: neighbours per row (``<=`` the candidates per row).
+        known: optional exact distances ``(rows, cols, values)`` (matrix entries, float64)
+            already computed, e.g. by earlier blocks of a symmetric problem; entries outside the
+            block are ignored.
+
+    Returns:
+        ``(distances, indices, handed_on, stats)``: float64 and int64 ``(r1 - r0, k)``, each row
+        sorted by (distance, index); ``handed_on`` the exact distances this block computed that
+        are entries of later rows (symmetric problems: ``(c, r)`` for a computed ``(r, c)``,
+        ``c >= r1``), as ``(rows, cols, values)``; the block's stats.
+    """
+    rows = torch.arange(r0, r1)
+    B, ny = len(rows), problem.ny
+    stats = _new_stats()
+    cand = torch.ones(B, ny, dtype=torch.bool)
+    if problem.same:
+        cand[torch.arange(B), rows] = False
+    stats["pairs"] = int(cand.sum())
+    best_d = torch.full((B, k), math.inf, dtype=torch.float64)
+    best_i = torch.full((B, k), _NO_INDEX, dtype=torch.int64)
+    empty = (torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long),
+             torch.zeros(0, dtype=torch.float64))
+    if B == 0 or ny == 0:
+        return best_d, best_i, empty, stats
+    L = problem.lower_block(rows).masked_fill(~cand, math.inf)
+    thr = torch.full((B,), math.inf, dtype=torch.float64)
+    if problem.upper is not None:
+        U = problem.upper_block(rows).masked_fill(~cand, math.inf)
+        thr = torch.kthvalue(U, k, dim=1).values
+        del U
+    done = ~cand
+    if known is not None and len(known[0]):
+        kr, kc, kv = known
+        inside = (kr >= r0) & (kr < r1)
+        kr, kc, kv = kr[inside] - r0, kc[inside], kv[inside]
+        fresh = ~done[kr, kc]
+        kr, kc, kv = kr[fresh], kc[fresh], kv[fresh]
+        done[kr, kc] = True
+        stats["exact"] += len(kr)
+        _merge_into(best_d, best_i, kr, kc, kv, k)
+        thr = torch.minimum(thr, best_d[:, -1])
+    order = torch.argsort(L, dim=1, stable=True)
+    Ls = L.gather(1, order)
+    del L
+    pos = torch.zeros(B, dtype=torch.long)
+    handed = []
+    width = k
+    while True:
+        head = Ls.gather(1, pos.clamp(max=ny - 1)[:, None])[:, 0]
+        alive = (pos < ny) & (head <= thr)
+        if not alive.any():
+            break
+        ar = torch.nonzero(alive).reshape(-1)
+        idx = pos[ar][:, None] + torch.arange(width)[None, :]
+        inr = idx < ny
+        idx = idx.clamp(max=ny - 1)
+        cols = order[ar].gather(1, idx)
+        lv = Ls[ar].gather(1, idx)
+        act = inr & (lv <= thr[ar][:, None]) & ~done[ar[:, None], cols]
+        pos[ar] += width
+        width *= 2
+        rl = ar[:, None].expand_as(cols)[act]
+        c = cols[act]
+        if not len(rl):
+            continue
+        rl, c, pr, pc = problem._prune_by_traversal(rows, rl, c, thr[rl], stats)
+        done[pr, pc] = True
+        if not len(rl):
+            continue
+        a, b = problem.kernel_pairs(rows[rl], c)
+        v = problem.exact(a, b, threshold=thr[rl])
+        stats["exact_computed"] += int(torch.unique(a * ny + b).numel())
+        stats["exact"] += len(rl)
+        done[rl, c] = True
+        ents_r, ents_c, ents_v = [rl], [c], [v]
+        if problem.symmetric:  # (c, r) has the same value: hand it to row c
+            inb = (c >= r0) & (c < r1)
+            qr, qc, qv = c[inb] - r0, rows[rl][inb], v[inb]
+            fresh = ~done[qr, qc]
+            qr, qc, qv = qr[fresh], qc[fresh], qv[fresh]
+            done[qr, qc] = True
+            stats["exact"] += len(qr)
+            ents_r.append(qr)
+            ents_c.append(qc)
+            ents_v.append(qv)
+            later = c >= r1
+            handed.append((c[later], rows[rl][later], v[later]))
+        _merge_into(best_d, best_i, torch.cat(ents_r), torch.cat(ents_c), torch.cat(ents_v), k)
+        thr = torch.minimum(thr, best_d[:, -1])
+    stats["decided_by_label"] = stats["pairs"] - stats["exact"] - stats["decided_by_traversal"]
+    handed_on = tuple(torch.cat(t) for t in zip(*handed)) if handed else empty
+    return best_d, best_i, handed_on, stats
+
+
+def _check_k(k, candidates: int, same: bool) -> int:
+    if isinstance(k, bool) or not isinstance(k, (numbers.Integral, np.integer)):
+        raise TypeError(f"k must be an int, got {type(k).__name__}")
+    k = int(k)
+    if not 1 <= k <= candidates:
+        raise ValueError(f"k must be between 1 and {candidates} (the "
+                         f"{'other objects of X' if same else 'objects of Y'}), got {k}")
+    return k
+
+
+def _check_mode(mode):
+    if mode != "exact":
+        raise ValueError(f"mode must be 'exact' (bounds hold for exact distances; pseudo and soft "
+                         f"modes are not searched), got {mode!r}")
+
+
+def kneighbors(X: Sequence, Y: Optional[Sequence] = None, *, k: int,
+               cost: Optional[SymbolCost] = None, mode: str = "exact",
+               chunk_size: Optional[int] = None, rel_tol: Optional[float] = None,
+               unknown: str = "error", symmetric: Optional[bool] = None,
+               block_size: Optional[int] = None, bounds: Sequence[str] = BOUNDS,
+               return_stats: bool = False):
+    """The ``k`` nearest objects of ``Y`` (of ``X`` itself when ``Y`` is None, each object left
+    out of its own list) for every object of ``X``, exactly, without the whole matrix.
+
+    The answer is that of sorting each row of ``bedl_torch.pairwise_distances(X, Y, cost)`` by
+    distance, equal distances by index (the distances bit for bit wherever that function
+    computes the whole matrix from one symbol table: a cost module's whole table, e.g.
+    :class:`~bedl_torch.UnitCost` or :class:`~bedl_torch.EuclideanCost` up to 2047 symbols, or at
+    most 1999 distinct symbols in X and Y; for larger alphabets without a whole table both
+    build their cost blocks in their own tiles and agree to rounding). Pairs are pruned by
+    bounds that hold for any finite costs (:mod:`bedl_torch.search.bounds`); see
+    ``docs/search.md``. No gradient.
+
+    Args:
+        X, Y: lists of trees or of sequences. k: neighbours per object, ``1 .. len(Y)``
+            (``len(X) - 1`` without ``Y``). cost: a :class:`~bedl_torch.SymbolCost` (default unit
+            costs over the labels of X and Y).
+        mode: ``"exact"`` only.
+        chunk_size, rel_tol, unknown: as for :func:`bedl_torch.pairwise_distances`.
+        symmetric: as for :func:`bedl_torch.pairwise_distances` (default: ``Y`` is None and
+            ``cost.symmetric``); needs ``Y=None``.
+        block_size: query rows per block (default: about 4M pairs per block).
+        bounds: the bounds to use, a subset of ``("label", "traversal", "upper")``.
+        return_stats: also return a dict: ``pairs`` (matrix entries searched),
+            ``decided_by_label`` and ``decided_by_traversal`` (entries excluded by that
+            bound), ``exact`` (entries whose exact distance was used), ``exact_computed``
+            (kernel pairs computed; with a symmetric problem one serves two entries),
+            ``traversal_computed`` (pairs whose traversal bounds were computed).
+
+    Returns:
+        ``(distances, indices)`` (and the stats): float64 and int64 ``(len(X), k)`` CPU tensors,
+        each row sorted by distance, then index.
+
+    Raises:
+        TypeError: ``k`` not an int; the errors of :class:`SearchProblem`.
+        ValueError: ``k`` out of range, ``mode`` other than ``"exact"``, ``block_size < 1``;
+            the errors of :class:`SearchProblem`.
+    """
+    _check_mode(mode)
+    problem = SearchProblem(X, Y, cost, rel_tol=rel_tol, unknown=unknown, symmetric=symmetric,
+                            chunk_size=chunk_size, bounds=bounds)
+    candidates = problem.ny - 1 if problem.same else problem.ny
+    k = _check_k(k, candidates, problem.same)
+    step = _block_rows(problem, block_size)
+    ds, js, parts = [], [], []
+    known = None
+    for r0 in range(0, problem.nx, step):
+        r1 = min(problem.nx, r0 + step)
+        d, j, handed, stats = knn_block(problem, r0, r1, k, known)
+        ds.append(d)
+        js.append(j)
+        parts.append(stats)
+        if known is not None:  # what later blocks may still use
+            keep = known[0] >= r1
+            known = tuple(t[keep] for t in known)
+        if len(handed[0]):
+            known = handed if known is None else tuple(torch.cat(p) for p in zip(known, handed))
+    distances = torch.cat(ds) if ds else torch.zeros(0, k, dtype=torch.float64)
+    indices = torch.cat(js) if js else torch.zeros(0, k, dtype=torch.int64)
+    if return_stats:
+        return distances, indices, merge_stats(*parts)
+    return distances, indices
+
+
+# ---------------------------------------------------------------------------
+# Range search
+# ---------------------------------------------------------------------------
+
+
+def radius_block(problem: SearchProblem, r0: int, r1: int, radius: float):
+    """Every entry ``(r, c)`` with ``r0 <= r < r1`` and distance ``<= radius`` (symmetric
+    problems: computed for ``c > r`` and also returned mirrored as ``(c, r)``, so the blocks of
+    all rows together give every entry once).
+
+    Returns:
+        ``(rows, cols, distances, stats)``, unsorted; int64, int64, float64.
+    """
+    rows = torch.arange(r0, r1)
+    B, ny = len(rows), problem.ny
+    stats = _new_stats()
+    none = (torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long),
+            torch.zeros(0, dtype=torch.float64))
+    if B == 0 or ny == 0:
+        return (*none, stats)
+    cols = torch.arange(ny)
+    if problem.symmetric:
+        cand = cols[None, :] > rows[:, None]
+        weight = 2  # each computed pair stands for two entries
+    elif problem.same:
+        cand = cols[None, :] != rows[:, None]
+        weight = 1
+    else:
+        cand = torch.ones(B, ny, dtype=torch.bool)
+        weight = 1
+    n_cand = int(cand.sum())
+    stats["pairs"] = weight * n_cand
+    L = problem.lower_block(rows)
+    rl, c = torch.nonzero(cand & (L <= radius), as_tuple=True)
+    del L, cand
+    stats["decided_by_label"] = weight * (n_cand - len(rl))
+    thr = torch.full((len(rl),), float(radius), dtype=torch.float64)
+    sub = _new_stats()
+    rl, c, _, _ = problem._prune_by_traversal(rows, rl, c, thr, sub)
+    stats["decided_by_traversal"] = weight * sub["decided_by_traversal"]
+    stats["traversal_computed"] = sub["traversal_computed"]
+    a, b = problem.kernel_pairs(rows[rl], c)
+    v = problem.exact(a, b, threshold=torch.full((len(rl),), float(radius), dtype=torch.float64))
+    stats["exact_computed"] = len(rl)
+    stats["exact"] = weight * len(rl)
+    keep = v <= radius
+    r, c, v = rows[rl][keep], c[keep], v[keep]
+    if problem.symmetric:
+        r, c, v = torch.cat([r, c]), torch.cat([c, r]), torch.cat([v, v])
+    return r, c, v, stats
+
+
+def _check_radius(radius) -> float:
+    if isinstance(radius, bool) or not isinstance(radius, (numbers.Real, np.floating, np.integer)):
+        if isinstance(radius, torch.Tensor) and radius.numel() == 1 and not radius.is_complex():
+            radius = radius.item()
+        else:
+            raise TypeError(f"radius must be a real number, got {type(radius).__name__}")
+    radius = float(radius)
+    if math.isnan(radius):
+        raise ValueError("radius must not be NaN")
+    return radius
+
+
+def radius_neighbors(X: Sequence, Y: Optional[Sequence] = None, *, radius: float,
+                     cost: Optional[SymbolCost] = None, mode: str = "exact",
+                     chunk_size: Optional[int] = None, rel_tol: Optional[float] = None,
+                     unknown: str = "error", symmetric: Optional[bool] = None,
+                     block_size: Optional[int] = None, bounds: Sequence[str] = BOUNDS,
+                     return_stats: bool = False):
+    """Every pair ``(i, j)`` with ``d(X[i], Y[j]) <= radius``, exactly, without the whole matrix.
+
+    The answer is the entries of ``bedl_torch.pairwise_distances(X, Y, cost)`` at most
+    ``radius`` (compared in float64), without the diagonal when ``Y`` is None (an object is
+    not its own neighbour; both ``(i, j)`` and ``(j, i)`` are listed). Distances as for
+    :func:`kneighbors`. Costs may be negative, and so may ``radius``.
+
+    Args:
+        radius: a real number (not NaN; ``inf`` gives every pair).
+        Others: as for :func:`kneighbors`.
+
+    Returns:
+        ``(rows, cols, distances)`` (and the stats dict of :func:`kneighbors`): 1-D int64,
+        int64 and float64 CPU tensors sorted by row, then column.
+
+    Raises:
+        TypeError: ``radius`` not a real number; as :func:`kneighbors`.
+        ValueError: ``radius`` NaN; as :func:`kneighbors`.
+    """
+    _check_mode(mode)
+    radius = _check_radius(radius)
+    problem = SearchProblem(X, Y, cost, rel_tol=rel_tol, unknown=unknown, symmetric=symmetric,
+                            chunk_size=chunk_size, bounds=bounds)
+    step = _block_rows(problem, block_size)
+    rs, cs, vs, parts = [], [], [], []
+    for r0 in range(0, problem.nx, step):
+        r, c, v, stats = radius_block(problem, r0, min(problem.nx, r0 + step), radius)
+        rs.append(r)
+        cs.append(c)
+        vs.append(v)
+        parts.append(stats)
+    if rs:
+        r, c, v = torch.cat(rs), torch.cat(cs), torch.cat(vs)
+    else:
+        r = c = torch.zeros(0, dtype=torch.long)
+        v = torch.zeros(0, dtype=torch.float64)
+    order = torch.argsort(r * max(problem.ny, 1) + c)
+    out = (r[order], c[order], v[order])
+    if return_stats:
+        return (*out, merge_stats(*parts))
+    return out
