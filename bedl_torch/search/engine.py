@@ -56,6 +56,8 @@ BOUNDS = ("label", "traversal", "upper")
 # Pairs per block of rows (its bound matrices are float64 and int64 of this many entries).
 _BLOCK_CELLS = 1 << 22
 _NO_INDEX = torch.iinfo(torch.int64).max
+# Largest number of entries per row refined in one round of k-NN.
+_MAX_WIDTH = 1024
 _STAT_KEYS = ("pairs", "decided_by_label", "decided_by_traversal", "exact", "exact_computed",
               "traversal_computed")
 
@@ -158,24 +160,34 @@ class SearchProblem:
         """The rounding margin of pairs (see :meth:`SymbolCosts.margin`)."""
         return self.costs.margin(self.mx[a], self.my[b])
 
-    def _values(self, x_table, y_table, a, b) -> torch.Tensor:
+    def _values(self, x_table, y_table, a, b, distinct: bool = False) -> torch.Tensor:
         """Distances of the kernel pairs ``(a[q], b[q])`` in input order (float64, CPU): one
-        :func:`table_pair_distances` call over the distinct pairs, sorted by ``a`` (pairs that
-        share ``x`` run together on the SIMD lanes)."""
+        :func:`table_pair_distances` call over the distinct pairs (``distinct=True``: the
+        caller guarantees there are no repeats)."""
         if len(a) == 0:
             return torch.zeros(0, dtype=torch.float64)
         ny = len(y_table)
-        key, inverse = torch.unique(a * ny + b, return_inverse=True)
+        inverse = None
+        if not distinct:
+            key, inverse = torch.unique(a * ny + b, return_inverse=True)
+            a, b = key // ny, key % ny
         with torch.no_grad():
-            oa, ob, v = table_pair_distances(x_table, y_table, key // ny, key % ny, self.cost, **self.kw)
-        order = torch.argsort(oa * ny + ob)
-        v = v.detach().to("cpu", torch.float64)[order]
-        return v[inverse]
+            oa, ob, v = table_pair_distances(x_table, y_table, a, b, self.cost, **self.kw)
+        v = v.detach().to("cpu", torch.float64)
+        if not (torch.equal(oa, a) and torch.equal(ob, b)):  # regrouped (tiles, chunks)
+            got = torch.argsort(oa * ny + ob)
+            want = torch.argsort(a * ny + b)
+            out = torch.empty_like(v)
+            out[want] = v[got]
+            v = out
+        return v if inverse is None else v[inverse]
 
-    def exact(self, a: torch.Tensor, b: torch.Tensor, threshold: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def exact(self, a: torch.Tensor, b: torch.Tensor, threshold: Optional[torch.Tensor] = None,
+              distinct: bool = False) -> torch.Tensor:
         """The exact distances of the kernel pairs ``(a[q], b[q])`` (see :meth:`kernel_pairs`),
         in input order, float64 on the CPU: the values of
-        :func:`bedl_torch.pairwise_distances` at those entries.
+        :func:`bedl_torch.pairwise_distances` at those entries. ``distinct=True``: the caller
+        guarantees that no pair repeats (else repeats are computed once).
 
         ``threshold`` (float64 per pair, optional) is the value above which the caller does
         not need a pair's exact distance; unused for now (the kernels will be able to stop a
@@ -183,13 +195,14 @@ class SearchProblem:
         "above").
         """
         del threshold  # reserved for the kernels' cutoff
-        return self._values(self.x_table, self.y_table, a, b)
+        return self._values(self.x_table, self.y_table, a, b, distinct)
 
-    def traversal_values(self, a: torch.Tensor, b: torch.Tensor, order: str) -> torch.Tensor:
+    def traversal_values(self, a: torch.Tensor, b: torch.Tensor, order: str,
+                         distinct: bool = False) -> torch.Tensor:
         """The preorder (``order="pre"``) or postorder sequence edit distance of the kernel
         pairs ``(a, b)`` (trees), in input order, float64."""
         tx, ty = self.traversal[order]
-        return self._values(tx, ty, a, b)
+        return self._values(tx, ty, a, b, distinct)
 
     # -- bound blocks ----------------------------------------------------------
 
@@ -219,8 +232,9 @@ class SearchProblem:
         return ub + self.costs.margin(self.mx[rows][:, None], self.my[None, :])
 
     def _prune_by_traversal(self, rows, rl, c, thr, stats):
-        """Keep the entries ``(rows[rl], c)`` whose traversal bounds (less margins) do not
-        exceed ``thr`` (per entry); returns the kept ``rl, c`` and the pruned ones."""
+        """Keep the entries ``(rows[rl], c)`` (distinct kernel pairs) whose traversal bounds
+        (less margins) do not exceed ``thr`` (per entry); returns the kept ``rl, c`` and the
+        pruned ones."""
         pruned_r, pruned_c = [], []
         if self.traversal is None:
             return rl, c, rl[:0], c[:0]
@@ -228,8 +242,8 @@ class SearchProblem:
             if not len(rl):
                 break
             a, b = self.kernel_pairs(rows[rl], c)
-            t = self.traversal_values(a, b, order) - self.margin(a, b)
-            stats["traversal_computed"] += int(torch.unique(a * self.ny + b).numel())
+            t = self.traversal_values(a, b, order, distinct=True) - self.margin(a, b)
+            stats["traversal_computed"] += len(a)
             keep = t <= thr
             pruned_r.append(rl[~keep])
             pruned_c.append(c[~keep])
@@ -279,6 +293,15 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
               known: Optional[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = None):
     """The ``k`` nearest neighbours of the rows ``r0 .. r1 - 1`` of X.
 
+    A batched multi-step search (after Seidl and Kriegel's optimal multi-step k-NN): every
+    entry has a current lower bound (first the label bound) and a level (which refinement comes
+    next: preorder bound, postorder bound, exact distance; sequences: exact distance only).
+    Each round takes, per row, the ``width`` entries with the smallest current bounds that do
+    not exceed the row's threshold, refines each by one level (one batched kernel call per
+    level), merges exact distances into the row's ``k`` best and lowers the threshold to its
+    ``k``-th; ``width`` doubles from ``k`` up to 1024. A row is finished when no open entry's
+    bound is at most its threshold.
+
     Args:
         problem: the prepared search. k: neighbours per row (``<=`` the candidates per row).
         known: optional exact distances ``(rows, cols, values)`` (matrix entries, float64)
@@ -304,72 +327,85 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
              torch.zeros(0, dtype=torch.float64))
     if B == 0 or ny == 0:
         return best_d, best_i, empty, stats
-    L = problem.lower_block(rows).masked_fill(~cand, math.inf)
+    cur = problem.lower_block(rows).masked_fill(~cand, math.inf)
+    level = torch.zeros(B, ny, dtype=torch.int8)
+    final = ~cand
     thr = torch.full((B,), math.inf, dtype=torch.float64)
     if problem.upper is not None:
-        U = problem.upper_block(rows).masked_fill(~cand, math.inf)
-        thr = torch.kthvalue(U, k, dim=1).values
-        del U
-    done = ~cand
+        thr = torch.kthvalue(problem.upper_block(rows).masked_fill(~cand, math.inf), k, dim=1).values
     if known is not None and len(known[0]):
         kr, kc, kv = known
         inside = (kr >= r0) & (kr < r1)
         kr, kc, kv = kr[inside] - r0, kc[inside], kv[inside]
-        fresh = ~done[kr, kc]
+        fresh = ~final[kr, kc]
         kr, kc, kv = kr[fresh], kc[fresh], kv[fresh]
-        done[kr, kc] = True
-        stats["exact"] += len(kr)
+        final[kr, kc] = True
+        cur[kr, kc] = math.inf
         _merge_into(best_d, best_i, kr, kc, kv, k)
         thr = torch.minimum(thr, best_d[:, -1])
-    order = torch.argsort(L, dim=1, stable=True)
-    Ls = L.gather(1, order)
-    del L
-    pos = torch.zeros(B, dtype=torch.long)
+    steps = ["pre", "post", "exact"] if problem.traversal is not None else ["exact"]
+    local = torch.arange(B)
     handed = []
     width = k
     while True:
-        head = Ls.gather(1, pos.clamp(max=ny - 1)[:, None])[:, 0]
-        alive = (pos < ny) & (head <= thr)
-        if not alive.any():
+        vals, cols = torch.topk(cur, min(width, ny), dim=1, largest=False, sorted=False)
+        act = (vals <= thr[:, None]) & ~final.gather(1, cols)
+        if not act.any():
             break
-        ar = torch.nonzero(alive).reshape(-1)
-        idx = pos[ar][:, None] + torch.arange(width)[None, :]
-        inr = idx < ny
-        idx = idx.clamp(max=ny - 1)
-        cols = order[ar].gather(1, idx)
-        lv = Ls[ar].gather(1, idx)
-        act = inr & (lv <= thr[ar][:, None]) & ~done[ar[:, None], cols]
-        pos[ar] += width
-        width *= 2
-        rl = ar[:, None].expand_as(cols)[act]
+        rl = local[:, None].expand_as(cols)[act]
         c = cols[act]
-        if not len(rl):
-            continue
-        rl, c, pr, pc = problem._prune_by_traversal(rows, rl, c, thr[rl], stats)
-        done[pr, pc] = True
-        if not len(rl):
-            continue
-        a, b = problem.kernel_pairs(rows[rl], c)
-        v = problem.exact(a, b, threshold=thr[rl])
-        stats["exact_computed"] += int(torch.unique(a * ny + b).numel())
-        stats["exact"] += len(rl)
-        done[rl, c] = True
-        ents_r, ents_c, ents_v = [rl], [c], [v]
-        if problem.symmetric:  # (c, r) has the same value: hand it to row c
-            inb = (c >= r0) & (c < r1)
-            qr, qc, qv = c[inb] - r0, rows[rl][inb], v[inb]
-            fresh = ~done[qr, qc]
-            qr, qc, qv = qr[fresh], qc[fresh], qv[fresh]
-            done[qr, qc] = True
-            stats["exact"] += len(qr)
-            ents_r.append(qr)
-            ents_c.append(qc)
-            ents_v.append(qv)
-            later = c >= r1
-            handed.append((c[later], rows[rl][later], v[later]))
-        _merge_into(best_d, best_i, torch.cat(ents_r), torch.cat(ents_c), torch.cat(ents_v), k)
+        lv = level[rl, c]
+        width = min(2 * width, _MAX_WIDTH)
+        for step, what in enumerate(steps):
+            sel = lv == step
+            if not sel.any():
+                continue
+            sr, sc = rl[sel], c[sel]
+            inb = None
+            if problem.symmetric:
+                # the partner entry (c, r) is the same kernel pair: where both are selected,
+                # refine (r, c) with r < c and let the partner follow
+                inb = (sc >= r0) & (sc < r1)
+                mark = torch.zeros(B, ny, dtype=torch.bool)
+                mark[sr, sc] = True
+                dup = inb & (rows[sr] > sc) & mark[(sc - r0).clamp(0, B - 1), rows[sr]]
+                if dup.any():
+                    sr, sc, inb = sr[~dup], sc[~dup], inb[~dup]
+                del mark
+            a, b = problem.kernel_pairs(rows[sr], sc)
+            n_pairs = len(a)
+            if what != "exact":
+                t = problem.traversal_values(a, b, what, distinct=True) - problem.margin(a, b)
+                stats["traversal_computed"] += n_pairs
+                cur[sr, sc] = torch.maximum(cur[sr, sc], t)
+                level[sr, sc] = step + 1
+                if inb is not None and inb.any():
+                    pr, pc = sc[inb] - r0, rows[sr][inb]
+                    cur[pr, pc] = torch.maximum(cur[pr, pc], t[inb])
+                    level[pr, pc] = torch.clamp(level[pr, pc], min=step + 1)
+                continue
+            v = problem.exact(a, b, threshold=thr[sr], distinct=True)
+            stats["exact_computed"] += n_pairs
+            final[sr, sc] = True
+            cur[sr, sc] = math.inf
+            ents_r, ents_c, ents_v = [sr], [sc], [v]
+            if inb is not None:
+                pr, pc, pv = sc[inb] - r0, rows[sr][inb], v[inb]
+                fresh = ~final[pr, pc]
+                pr, pc, pv = pr[fresh], pc[fresh], pv[fresh]
+                final[pr, pc] = True
+                cur[pr, pc] = math.inf
+                ents_r.append(pr)
+                ents_c.append(pc)
+                ents_v.append(pv)
+                later = sc >= r1
+                handed.append((sc[later], rows[sr][later], v[later]))
+            _merge_into(best_d, best_i, torch.cat(ents_r), torch.cat(ents_c), torch.cat(ents_v), k)
         thr = torch.minimum(thr, best_d[:, -1])
-    stats["decided_by_label"] = stats["pairs"] - stats["exact"] - stats["decided_by_traversal"]
+    open_ = cand & ~final
+    stats["exact"] = int((cand & final).sum())
+    stats["decided_by_traversal"] = int((open_ & (level > 0)).sum())
+    stats["decided_by_label"] = int((open_ & (level == 0)).sum())
     handed_on = tuple(torch.cat(t) for t in zip(*handed)) if handed else empty
     return best_d, best_i, handed_on, stats
 
@@ -501,7 +537,8 @@ def radius_block(problem: SearchProblem, r0: int, r1: int, radius: float):
     stats["decided_by_traversal"] = weight * sub["decided_by_traversal"]
     stats["traversal_computed"] = sub["traversal_computed"]
     a, b = problem.kernel_pairs(rows[rl], c)
-    v = problem.exact(a, b, threshold=torch.full((len(rl),), float(radius), dtype=torch.float64))
+    v = problem.exact(a, b, threshold=torch.full((len(rl),), float(radius), dtype=torch.float64),
+                      distinct=True)
     stats["exact_computed"] = len(rl)
     stats["exact"] = weight * len(rl)
     keep = v <= radius
