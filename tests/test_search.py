@@ -180,12 +180,14 @@ def test_traversal_bound_rejects_sequences():
 
 def test_bounds_read_costs_in_blocks_for_many_symbols(monkeypatch):
     """Alphabets whose symbols in use exceed the whole-table limit: the potentials are taken
-    over blocks of rows, with the same result."""
+    over blocks of rows, and many label features make the product sparse, with the same
+    result."""
     rng = np.random.default_rng(11)
     X = random_sequences(rng, 14, alphabet=ALPHABET)
     cost = make_cost("signed", rng)
     whole = label_lower_bound(X, cost=cost)
     up = mapping_upper_bound(X, cost=cost)
+    monkeypatch.setattr(bounds_module, "_DENSE_FEATURES", 1)  # the sparse product too
     monkeypatch.setattr(bounds_module, "_TABLE_SYMBOLS", 3)
     monkeypatch.setattr(bounds_module, "_ROW_BLOCK", 2)
     monkeypatch.setattr(bt.costs.base, "table_of", lambda c: None)

@@ -22,6 +22,7 @@ subtracts :meth:`SymbolCosts.margin` first (see there), so rounding never loses 
 """
 from __future__ import annotations
 
+import warnings
 from typing import List, Optional, Sequence
 
 import torch
@@ -40,6 +41,8 @@ _TABLE_SYMBOLS = 2000
 _ROW_BLOCK = 512
 # Entries of one dense block of label features (float64: 32 MB).
 _FEATURE_CELLS = 1 << 22
+# Above this many (symbol, level) features the query side of the product is sparse.
+_DENSE_FEATURES = 2048
 
 
 # ---------------------------------------------------------------------------
@@ -265,11 +268,20 @@ class LabelBound:
         out = torch.zeros(len(rows), len(cols), dtype=torch.float64)
         if self.n_features == 0 or len(rows) == 0 or len(cols) == 0:
             return out
-        ux = self.x.dense(rows, self.offset, self.n_features, w, dtype)
+        # few features (node types): a dense product; many (words): the x side sparse
+        sparse = self.n_features > _DENSE_FEATURES
+        if sparse:
+            ux = self.x.sparse(rows, self.offset, self.n_features, w, torch.float64)
+            dtype = torch.float64
+        else:
+            ux = self.x.dense(rows, self.offset, self.n_features, w, dtype)
         step = max(1, _FEATURE_CELLS // max(1, self.n_features))
         for s in range(0, len(cols), step):
             uy = self.y.dense(cols[s:s + step], self.offset, self.n_features, None, dtype)
-            out[:, s:s + step] = (ux @ uy.T).to(torch.float64)
+            if sparse:
+                out[:, s:s + step] = torch.sparse.mm(ux, uy.T.contiguous())
+            else:
+                out[:, s:s + step] = (ux @ uy.T).to(torch.float64)
         return out
 
 
@@ -306,19 +318,35 @@ class _Features:
             out.index_add_(0, self.obj, values[self.codes])
         return out
 
-    def dense(self, objects: torch.Tensor, offset, n_features: int, weights, dtype) -> torch.Tensor:
-        """0/1 (or ``weights[symbol]``) feature rows of ``objects``."""
+    def _entries(self, objects: torch.Tensor, offset, weights, dtype):
+        """(row, feature, value) of the nonzero features of ``objects``, one per node."""
         lengths = self.ptr[objects + 1] - self.ptr[objects]
-        row = torch.repeat_interleave(torch.arange(len(objects)), lengths)
-        starts = torch.repeat_interleave(self.ptr[objects], lengths)
-        within = torch.arange(len(row)) - torch.repeat_interleave(torch.cumsum(lengths, 0) - lengths, lengths)
-        node = starts + within
+        total = int(lengths.sum())
+        row = torch.repeat_interleave(torch.arange(len(objects)), lengths, output_size=total)
+        first = torch.cumsum(lengths, 0) - lengths
+        node = torch.arange(total) + torch.repeat_interleave(self.ptr[objects] - first, lengths,
+                                                             output_size=total)
         sym = self.codes[node]
         feat = offset[sym] + self.level[node]
+        vals = torch.ones(total, dtype=dtype) if weights is None else weights[sym].to(dtype)
+        return row, feat, vals, lengths
+
+    def dense(self, objects: torch.Tensor, offset, n_features: int, weights, dtype) -> torch.Tensor:
+        """0/1 (or ``weights[symbol]``) feature rows of ``objects``."""
+        row, feat, vals, _ = self._entries(objects, offset, weights, dtype)
         out = torch.zeros(len(objects), n_features, dtype=dtype)
-        vals = torch.ones(len(node), dtype=dtype) if weights is None else weights[sym].to(dtype)
         out[row, feat] = vals
         return out
+
+    def sparse(self, objects: torch.Tensor, offset, n_features: int, weights, dtype) -> torch.Tensor:
+        """The same rows as a sparse CSR tensor."""
+        row, feat, vals, lengths = self._entries(objects, offset, weights, dtype)
+        order = torch.argsort(row * n_features + feat)
+        crow = torch.zeros(len(objects) + 1, dtype=torch.long)
+        torch.cumsum(lengths, 0, out=crow[1:])
+        with warnings.catch_warnings():  # "sparse CSR support is in beta"
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.sparse_csr_tensor(crow, feat[order], vals[order], (len(objects), n_features))
 
 
 def _potentials(costs: SymbolCosts, in_x: torch.Tensor, in_y: torch.Tensor):

@@ -268,6 +268,9 @@ def _block_rows(problem: SearchProblem, block_size: Optional[int]) -> int:
 def _merge_into(best_d, best_i, rl, c, v, k):
     """Row-wise merge of the entries ``(rl[q], c[q], v[q])`` into the ``k`` best lists by
     (distance, index); rows without entries stay as they are."""
+    keep = v <= best_d[rl, -1]  # only these can enter a row's k best
+    if not keep.all():
+        rl, c, v = rl[keep], c[keep], v[keep]
     if len(rl) == 0:
         return
     touched, local = torch.unique(rl, return_inverse=True)
