@@ -400,3 +400,20 @@ def test_input_errors():
     # radius may be negative (costs may be) or a 0-d tensor
     assert len(radius_neighbors(X, radius=-1.0)[0]) == 0
     assert len(radius_neighbors(X, radius=torch.tensor(1.0))[0]) == 4
+
+
+def test_tiled_costs_give_the_matrix_bits(monkeypatch):
+    """A cost module without a whole table whose symbols in use exceed one local table: the
+    ops build cost blocks per tile of objects, and the search makes every exact call use every
+    object (cheap extra pairs) so that its tiles, blocks and bits are the matrix's. The local
+    table limit is lowered here so that a few hundred symbols take that path."""
+    monkeypatch.setattr(bt.ops, "_LOCAL_TABLE_CELLS", 120 * 120)
+    monkeypatch.setattr(bounds_module, "_TABLE_SYMBOLS", 120)
+    rng = np.random.default_rng(31)
+    words = [f"w{i}" for i in range(400)]
+    cost = MatrixCost(words, rng.uniform(-0.2, 1.0, size=(401, 401)))  # no whole table
+    X = [list(rng.choice(words, size=int(rng.integers(0, 25)))) for _ in range(30)]
+    problem = SearchProblem(X, None, cost)
+    assert problem.costs.table is None and problem._cover
+    check_search(X, None, cost, rng, ks=[3], radii=[3.0], block_size=12)
+    check_search(X[:12], X[12:], cost, rng, ks=[2], radii=[3.0], block_size=5)

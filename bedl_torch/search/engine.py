@@ -135,6 +135,9 @@ class SearchProblem:
         self.bounds = bounds
         self.costs = SymbolCosts(cost, [xc] if self.same else [xc, yc])
         lx, ly = self.costs.local(xc), self.costs.local(yc)
+        # Without a whole table and with more symbols than one local table holds, the kernels'
+        # costs may depend on which objects a call uses (see _values); unit costs are exact.
+        self._cover = self.costs.table is None and type(cost) is not UnitCost
         self.label = (LabelBound(self.costs, lx, self.x_table.ptr, ly, self.y_table.ptr)
                       if "label" in bounds else None)
         self.upper = (FirstPairUpper(self.costs, lx, self.x_table.ptr, ly, self.y_table.ptr)
@@ -160,26 +163,45 @@ class SearchProblem:
         """The rounding margin of pairs (see :meth:`SymbolCosts.margin`)."""
         return self.costs.margin(self.mx[a], self.my[b])
 
-    def _values(self, x_table, y_table, a, b, distinct: bool = False) -> torch.Tensor:
+    def _values(self, x_table, y_table, a, b, distinct: bool = False, cover: bool = False) -> torch.Tensor:
         """Distances of the kernel pairs ``(a[q], b[q])`` in input order (float64, CPU): one
         :func:`table_pair_distances` call over the distinct pairs (``distinct=True``: the
-        caller guarantees there are no repeats)."""
+        caller guarantees there are no repeats).
+
+        ``cover=True`` adds, for every object of either side that no pair uses, a pair with the
+        other side's smallest object. Where a cost module has no whole symbol table and its
+        symbols are too many for one local table, the ops cut the objects that the pairs use
+        into runs and build one block of costs per pair of runs; with every object used, the
+        runs, blocks and hence the bits are those of :func:`bedl_torch.pairwise_distances`
+        (whose pairs use every object).
+        """
         if len(a) == 0:
             return torch.zeros(0, dtype=torch.float64)
         ny = len(y_table)
+        key = a * ny + b
         inverse = None
         if not distinct:
-            key, inverse = torch.unique(a * ny + b, return_inverse=True)
-            a, b = key // ny, key % ny
+            key, inverse = torch.unique(key, return_inverse=True)
+        want = key
+        if cover:
+            extra = []
+            unused_x = torch.ones(len(x_table), dtype=torch.bool)
+            unused_x[a] = False
+            unused_y = torch.ones(ny, dtype=torch.bool)
+            unused_y[b] = False
+            if unused_x.any():
+                extra.append(torch.nonzero(unused_x).reshape(-1) * ny + int(torch.argmin(y_table.lengths)))
+            if unused_y.any():
+                extra.append(int(torch.argmin(x_table.lengths)) * ny + torch.nonzero(unused_y).reshape(-1))
+            if extra:
+                key = torch.unique(torch.cat([key] + extra))
         with torch.no_grad():
-            oa, ob, v = table_pair_distances(x_table, y_table, a, b, self.cost, **self.kw)
+            oa, ob, v = table_pair_distances(x_table, y_table, key // ny, key % ny, self.cost, **self.kw)
         v = v.detach().to("cpu", torch.float64)
-        if not (torch.equal(oa, a) and torch.equal(ob, b)):  # regrouped (tiles, chunks)
-            got = torch.argsort(oa * ny + ob)
-            want = torch.argsort(a * ny + b)
-            out = torch.empty_like(v)
-            out[want] = v[got]
-            v = out
+        okey = oa * ny + ob
+        if not torch.equal(okey, want):  # regrouped (tiles, chunks) or covered
+            order = torch.argsort(okey)
+            v = v[order][torch.searchsorted(okey[order], want)]
         return v if inverse is None else v[inverse]
 
     def exact(self, a: torch.Tensor, b: torch.Tensor, threshold: Optional[torch.Tensor] = None,
@@ -195,7 +217,7 @@ class SearchProblem:
         "above").
         """
         del threshold  # reserved for the kernels' cutoff
-        return self._values(self.x_table, self.y_table, a, b, distinct)
+        return self._values(self.x_table, self.y_table, a, b, distinct, cover=self._cover)
 
     def traversal_values(self, a: torch.Tensor, b: torch.Tensor, order: str,
                          distinct: bool = False) -> torch.Tensor:
