@@ -417,3 +417,38 @@ def test_tiled_costs_give_the_matrix_bits(monkeypatch):
     assert problem.costs.table is None and problem._cover
     check_search(X, None, cost, rng, ks=[3], radii=[3.0], block_size=12)
     check_search(X[:12], X[12:], cost, rng, ks=[2], radii=[3.0], block_size=5)
+
+
+class IntegerTable(bt.SymbolCost):
+    """A fixed integer cost table with a whole symbol table (the kernels' numbers): bounds and
+    distances are exact, so the search uses ties by index to prune."""
+
+    def __init__(self, alphabet, matrix):
+        super().__init__(alphabet)
+        self.register_buffer("matrix", torch.as_tensor(matrix, dtype=torch.float64))
+
+    def symbol_table(self):
+        return self.matrix
+
+    def forward(self, x_idx, y_idx):
+        return self.matrix[x_idx[:, :, None], y_idx[:, None, :]]
+
+
+@pytest.mark.parametrize("low", [0, -1])
+def test_exact_arithmetic_ties_by_index(low):
+    """Integer costs read from a whole table (unit costs, or any integer table, negative
+    entries included): the margin is 0, and an entry whose bound equals a row's k-th distance
+    is pruned when its index comes after the k-th's. Many duplicates make such ties common."""
+    rng = np.random.default_rng(41 + low)
+    s = len(ALPHABET) + 1
+    cost = IntegerTable(ALPHABET, rng.integers(low, 3, size=(s, s)))
+    base = random_trees(rng, 6, max_nodes=6)
+    X = [base[int(i)] for i in rng.integers(0, 6, size=28)] + random_trees(rng, 6)
+    problem = SearchProblem(X, None, cost)
+    assert problem.exact_arithmetic
+    assert not problem.margin(torch.arange(3), torch.arange(3)).any()
+    assert SearchProblem(X, None, None).exact_arithmetic  # unit costs
+    assert not SearchProblem(X, None, make_cost("euclidean", rng)).exact_arithmetic
+    assert not SearchProblem(X, None, make_cost("integer", rng)).exact_arithmetic  # no whole table
+    check_search(X, None, cost, rng, ks=[1, 4, 9], radii=[0.0, 3.0], block_size=13)
+    check_search(X, None, None, rng, ks=[2, 7], radii=[2.0], block_size=9)

@@ -109,6 +109,22 @@ class SymbolCosts:
         if not all(torch.isfinite(t).all() for t in (self.diag, self.delete, self.insert)) or \
                 not (self.maxabs < float("inf")):
             raise ValueError(f"{type(cost).__name__} costs must be finite (NaN or inf found)")
+        self.exact_arithmetic = False
+
+    def check_exact_arithmetic(self, longest_pair: int) -> bool:
+        """Whether every value the kernels and the bounds form is exact, for pairs of at most
+        ``longest_pair`` nodes together: the costs are the kernels' numbers (a whole table),
+        all integers, and ``4 (longest_pair + 1) maxabs`` stays below ``2^(p - 1)`` for the
+        dtype's ``p`` mantissa bits. Then sums of costs, their halves and quarters (the label
+        bound's potentials) and minima are exact, the margin is 0 and a bound equal to a
+        distance can be told apart from one above it (unit and integer costs). Sets and
+        returns :attr:`exact_arithmetic`."""
+        bits = 53 if self.eps < 1e-10 else 24
+        self.exact_arithmetic = bool(
+            self.exact and self.table is not None
+            and bool((self.table == torch.round(self.table)).all())
+            and 4.0 * (longest_pair + 1) * self.maxabs < 2.0 ** (bits - 1))
+        return self.exact_arithmetic
 
     def local(self, codes: torch.Tensor) -> torch.Tensor:
         """Alphabet indices -> local indices."""
@@ -144,14 +160,16 @@ class SymbolCosts:
         ``(L - 1) u sum|terms| <= L eps L maxabs``, and the minimum over alternatives keeps
         that (rounding is monotone). A bound computed by the same kernel (the traversal
         bound) or in float64 from the same costs (the label bound, upper bounds) errs by no
-        more, so two such errors are allowed: ``2 L^2 eps maxabs``. Where the bound's costs
+        more, so two such errors are allowed: ``2 L^2 eps maxabs``. With
+        :attr:`exact_arithmetic` (integer costs read from a whole table) the margin is 0. Where the bound's costs
         are not the kernels' numbers (a module without a whole symbol table, whose
         ``symbol_subtable`` / ``symbol_block`` agree with what the kernels read only to the
         module's rounding), a further ``L tau maxabs`` with ``tau = 1e-9`` (float64) or
         ``1e-4`` (float32) allows each cost of the sum to differ by that much relative to
-        ``maxabs``. Costs that are exact small integers (unit costs) make all these sums
-        exact; the margin is then just slack.
+        ``maxabs``.
         """
+        if self.exact_arithmetic:
+            return torch.zeros(torch.broadcast_shapes(m.shape, n.shape), dtype=torch.float64)
         L = m.to(torch.float64) + n.to(torch.float64) + 1.0
         tau = 0.0 if self.exact else (1e-9 if self.eps < 1e-10 else 1e-4)
         return self.maxabs * (2.0 * L * L * self.eps + L * tau) + 1e-300

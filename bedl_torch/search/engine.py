@@ -135,6 +135,11 @@ class SearchProblem:
         self.bounds = bounds
         self.costs = SymbolCosts(cost, [xc] if self.same else [xc, yc])
         lx, ly = self.costs.local(xc), self.costs.local(yc)
+        longest = (int(self.x_table.lengths.max()) if self.nx else 0) + \
+            (int(self.y_table.lengths.max()) if self.ny else 0)
+        #: bounds and distances are exact numbers: a bound equal to a row's k-th distance
+        #: prunes an entry whose index comes after the k-th's (ties by index)
+        self.exact_arithmetic = self.costs.check_exact_arithmetic(longest)
         # Without a whole table and with more symbols than one local table holds, the kernels'
         # costs may depend on which objects a call uses (see _values); unit costs are exact.
         self._cover = self.costs.table is None and type(cost) is not UnitCost
@@ -355,9 +360,20 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
     cur = problem.lower_block(rows).masked_fill(~cand, math.inf)
     level = torch.zeros(B, ny, dtype=torch.int8)
     final = ~cand
+    # the row's threshold (distance, index): an entry can still enter the k best only if
+    # its (distance, index) is below it; an upper bound carries no index
     thr = torch.full((B,), math.inf, dtype=torch.float64)
+    thr_i = torch.full((B,), _NO_INDEX, dtype=torch.int64)
     if problem.upper is not None:
         thr = torch.kthvalue(problem.upper_block(rows).masked_fill(~cand, math.inf), k, dim=1).values
+    all_cols = torch.arange(ny)[None, :]
+
+    def lower_threshold():
+        d, i = best_d[:, -1], best_i[:, -1]
+        better = (d < thr) | ((d == thr) & (i < thr_i))
+        thr[better] = d[better]
+        thr_i[better] = i[better]
+
     if known is not None and len(known[0]):
         kr, kc, kv = known
         inside = (kr >= r0) & (kr < r1)
@@ -367,12 +383,17 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
         final[kr, kc] = True
         cur[kr, kc] = math.inf
         _merge_into(best_d, best_i, kr, kc, kv, k)
-        thr = torch.minimum(thr, best_d[:, -1])
+        lower_threshold()
     steps = ["pre", "post", "exact"] if problem.traversal is not None else ["exact"]
     local = torch.arange(B)
     handed = []
     width = k
     while True:
+        if problem.exact_arithmetic:
+            # bounds and distances are exact: an entry whose bound equals the k-th distance
+            # and whose index comes after the k-th's cannot win the tie; close it (an infinite
+            # bound keeps the open entries, bound <= threshold, first in the selection)
+            cur.masked_fill_((cur == thr[:, None]) & (all_cols > thr_i[:, None]), math.inf)
         vals, cols = torch.topk(cur, min(width, ny), dim=1, largest=False, sorted=False)
         act = (vals <= thr[:, None]) & ~final.gather(1, cols)
         if not act.any():
@@ -426,7 +447,7 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
                 later = sc >= r1
                 handed.append((sc[later], rows[sr][later], v[later]))
             _merge_into(best_d, best_i, torch.cat(ents_r), torch.cat(ents_c), torch.cat(ents_v), k)
-        thr = torch.minimum(thr, best_d[:, -1])
+        lower_threshold()
     open_ = cand & ~final
     stats["exact"] = int((cand & final).sum())
     stats["decided_by_traversal"] = int((open_ & (level > 0)).sum())
