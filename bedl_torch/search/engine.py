@@ -5,28 +5,31 @@ The engine works on blocks of query rows (objects of X) against all of Y:
 1. the label-multiset lower bound of every pair of the block (one matrix product,
    :class:`~bedl_torch.search.bounds.LabelBound`) and, for k-NN, the cheap mapping upper
    bounds, whose ``k``-th smallest per row starts each row's threshold;
-2. candidates in the order of their lower bound, in rounds of growing width (``k``, ``2k``,
-   ``4k``, ... per row): a round's pairs whose bound still does not exceed the row's
-   threshold get the traversal bounds (trees: preorder, then postorder sequence edit
-   distance, batched through the sequence kernel), and those that survive an exact
-   distance (:meth:`SearchProblem.exact`, one batched kernel call);
+2. k-NN (:func:`knn_block`): a batched multi-step search. Each round refines, per row, the
+   entries with the smallest current lower bounds that do not exceed the row's threshold by one
+   level (trees: preorder, then postorder sequence edit distance, then the exact distance;
+   sequences: the exact distance), one batched kernel call per level
+   (:meth:`SearchProblem.traversal_values`, :meth:`SearchProblem.exact`);
 3. each row keeps its ``k`` best exact distances (ties by index); its threshold is the
-   ``k``-th of them. A pair is pruned only where its bound, less the rounding margin of
+   ``k``-th of them. An entry is pruned only where its bound, less the rounding margin of
    :meth:`~bedl_torch.search.bounds.SymbolCosts.margin`, is strictly greater than the
-   threshold: a pair whose distance equals the ``k``-th one is never lost, whatever its
-   index.
+   threshold, so an entry whose distance equals the ``k``-th one is never lost. Where the
+   arithmetic is exact (integer costs from a whole table: the margin is 0) an entry whose bound
+   equals the ``k``-th distance is pruned too when its index comes after the ``k``-th's: it
+   cannot win the tie.
 
-Range search is the same with the fixed threshold ``radius`` and no ranking.
+Range search (:func:`radius_block`) applies the same bounds with the fixed threshold
+``radius``.
 
-Correctness: every pair of a row is either computed exactly or has a lower bound above a
-threshold that is never below the row's final ``k``-th distance (a threshold is always the
-``k``-th smallest of some ``k`` upper bounds or exact distances), so every pair with distance
-at most the ``k``-th one is computed, and the ``k`` best by (distance, index) among the
-computed pairs are those of the full matrix. Exact distances come from
+Correctness: every entry of a row is either computed exactly or has a lower bound above a
+threshold that is never below the row's final ``k``-th (distance, index) (a threshold is
+always the ``k``-th smallest of some ``k`` upper bounds or exact distances), so every entry
+that belongs to the answer is computed, and the ``k`` best by (distance, index) among the
+computed entries are those of the full matrix. Exact distances come from
 :func:`bedl_torch.ops.table_pair_distances` over the same flattened collections and the same
 orientation as :func:`bedl_torch.pairwise_distances` (``i <= j`` where that function computes
-half the matrix and mirrors it), hence the same bits wherever that function computes the whole
-matrix from one symbol table.
+half the matrix and mirrors it), hence the same bits (see :meth:`SearchProblem._values` for
+cost modules without a whole table).
 
 For a distributed caller: :func:`knn_block` and :func:`radius_block` each take one block of
 rows of a shared :class:`SearchProblem` and return that block's results and a stats dict
