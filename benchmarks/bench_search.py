@@ -22,7 +22,8 @@ for learned costs, no fit).
 For each: the full matrix (timed), the radius within which the closest 1% of pairs fall (the
 1% quantile of the off-diagonal distances), then ``kneighbors(k)`` and ``radius_neighbors`` at
 that radius (timed), each checked against the matrix (same indices, same distance bits).
-Timings are the median of ``--repeats`` runs (the machine is shared); the table has the
+Each repeat times the matrix, the k-NN search and the range search in turn (the machine is
+shared: the three then see the same phase of its load); the table has their medians, the
 speed-up over the matrix, the share of matrix entries whose exact distance was needed and the
 kernel pairs computed against the matrix's.
 """
@@ -155,19 +156,39 @@ def run_case(name: str, X, cost, k: int, repeats: int, unknown: str = "error"):
         with torch.no_grad():
             return bt.pairwise_distances(X, cost=cost, unknown=unknown).detach().to("cpu", torch.float64)
 
-    D, t_full, c_full = timed(matrix, repeats)
+    D, w0, c0 = timed(matrix, 1)
     (want_d, want_i), t_sort, _ = timed(lambda: full_knn(D, k), 1)
     upper = D[torch.triu(torch.ones(n, n, dtype=torch.bool), 1)]
-    radius = float(torch.quantile(upper[torch.randperm(len(upper), generator=torch.Generator().manual_seed(0))[:4_000_000]], 0.01)) \
-        if len(upper) > 4_000_000 else float(torch.quantile(upper, 0.01))
-    (d, i, ks), t_knn, c_knn = timed(lambda: bt.kneighbors(X, k=k, cost=cost, unknown=unknown,
-                                                           return_stats=True), repeats)
-    assert torch.equal(i, want_i) and torch.equal(d, want_d), f"{name}: kneighbors differs from the matrix"
-    (r, c, v, rs), t_rad, c_rad = timed(lambda: bt.radius_neighbors(X, radius=radius, cost=cost, unknown=unknown,
-                                                                    return_stats=True), repeats)
-    rr, rc, rv = full_radius(D, radius)
-    assert torch.equal(r, rr) and torch.equal(c, rc) and torch.equal(v, rv), f"{name}: radius_neighbors differs"
-    half = n * (n + 1) // 2 if getattr(cost, "symmetric", False) else n * n
+    if len(upper) > 4_000_000:
+        upper = upper[torch.randperm(len(upper), generator=torch.Generator().manual_seed(0))[:4_000_000]]
+    radius = float(torch.quantile(upper, 0.01))
+    # matrix, k-NN and range search in turn, so that each repeat's three see the same phase
+    # of the shared machine; medians per kind
+    times = {"full": [(w0, c0)], "knn": [], "rad": []}
+    for rep in range(repeats):
+        for kind, fn in (("full", matrix),
+                         ("knn", lambda: bt.kneighbors(X, k=k, cost=cost, unknown=unknown, return_stats=True)),
+                         ("rad", lambda: bt.radius_neighbors(X, radius=radius, cost=cost, unknown=unknown,
+                                                             return_stats=True))):
+            if kind == "full" and rep == 0:
+                continue  # the matrix above was this repeat's
+            out, w, c = timed(fn, 1)
+            times[kind].append((w, c))
+            if kind == "knn":
+                d, i, ks = out
+                assert torch.equal(i, want_i) and torch.equal(d, want_d), f"{name}: kneighbors differs"
+            elif kind == "rad":
+                r, c_, v, rs = out
+                rr, rc, rv = full_radius(D, radius)
+                assert torch.equal(r, rr) and torch.equal(c_, rc) and torch.equal(v, rv), \
+                    f"{name}: radius_neighbors differs"
+    med = {kind: (statistics.median(w for w, _ in ts), statistics.median(c for _, c in ts))
+           for kind, ts in times.items()}
+    t_full, c_full = med["full"]
+    t_knn, c_knn = med["knn"]
+    t_rad, c_rad = med["rad"]
+    symmetric = cost is None or getattr(cost, "symmetric", False)
+    half = n * (n + 1) // 2 if symmetric else n * n  # kernel pairs of the matrix
     rows = []
     for what, t, cpu, stats, base in (("k-NN k=%d" % k, t_knn, c_knn, ks, t_full + t_sort),
                                       ("radius %.4g (%d pairs)" % (radius, len(r)), t_rad, c_rad, rs, t_full)):
