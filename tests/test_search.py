@@ -452,3 +452,17 @@ def test_exact_arithmetic_ties_by_index(low):
     assert not SearchProblem(X, None, make_cost("integer", rng)).exact_arithmetic  # no whole table
     check_search(X, None, cost, rng, ks=[1, 4, 9], radii=[0.0, 3.0], block_size=13)
     check_search(X, None, None, rng, ks=[2, 7], radii=[2.0], block_size=9)
+
+
+@pytest.mark.parametrize("share", [0.0, 2.0])
+def test_dense_finish_and_rounds_alone_agree(monkeypatch, share):
+    """Once every row has k exact distances, k-NN computes all open entries at once when the
+    bounds leave most undecided entries open (share 0: always; 2: never): same answers."""
+    from bedl_torch.search import engine as engine_module
+
+    monkeypatch.setattr(engine_module, "_DENSE_SHARE", share)
+    rng = np.random.default_rng(43)
+    X = random_trees(rng, 26)
+    for cost in (None, make_cost("signed", rng)):
+        check_search(X, None, cost, rng, ks=[1, 5], radii=[], block_size=10)
+        check_search(X[:9], X[9:], cost, rng, ks=[3], radii=[], block_size=4)

@@ -61,6 +61,9 @@ _BLOCK_CELLS = 1 << 22
 _NO_INDEX = torch.iinfo(torch.int64).max
 # Largest number of entries per row refined in one round of k-NN.
 _MAX_WIDTH = 1024
+# Once every row of a k-NN block has k exact distances: if more than this share of the
+# undecided entries is still open (bound <= threshold), all of them are computed exactly at once.
+_DENSE_SHARE = 0.5
 _STAT_KEYS = ("pairs", "decided_by_label", "decided_by_traversal", "exact", "exact_computed",
               "traversal_computed")
 
@@ -333,7 +336,9 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
     not exceed the row's threshold, refines each by one level (one batched kernel call per
     level), merges exact distances into the row's ``k`` best and lowers the threshold to its
     ``k``-th; ``width`` doubles from ``k`` up to 1024. A row is finished when no open entry's
-    bound is at most its threshold.
+    bound is at most its threshold. Once every row has ``k`` exact distances, if more than
+    half of the undecided entries are still open (the bounds do not pay, e.g. costs whose
+    replacements can be nearly free), they are all computed exactly in one call.
 
     Args:
         problem: the prepared search. k: neighbours per row (``<=`` the candidates per row).
@@ -391,20 +396,33 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
     local = torch.arange(B)
     handed = []
     width = k
+    dense_done = False
     while True:
         if problem.exact_arithmetic:
             # bounds and distances are exact: an entry whose bound equals the k-th distance
             # and whose index comes after the k-th's cannot win the tie; close it (an infinite
             # bound keeps the open entries, bound <= threshold, first in the selection)
             cur.masked_fill_((cur == thr[:, None]) & (all_cols > thr_i[:, None]), math.inf)
-        vals, cols = torch.topk(cur, min(width, ny), dim=1, largest=False, sorted=False)
-        act = (vals <= thr[:, None]) & ~final.gather(1, cols)
-        if not act.any():
-            break
-        rl = local[:, None].expand_as(cols)[act]
-        c = cols[act]
-        lv = level[rl, c]
-        width = min(2 * width, _MAX_WIDTH)
+        dense = False
+        if not dense_done and bool((best_i[:, -1] != _NO_INDEX).all()):
+            # every row has k exact distances: where the bounds still leave most of the
+            # undecided entries open, they do not pay; compute all open entries exactly in
+            # one call (the matrix's way) instead of refining them round by round
+            open_mask = (cur <= thr[:, None]) & ~final
+            dense = int(open_mask.sum()) > _DENSE_SHARE * int((~final).sum())
+            dense_done = True
+        if dense:
+            rl, c = torch.nonzero(open_mask, as_tuple=True)
+            lv = torch.full_like(rl, len(steps) - 1, dtype=level.dtype)
+        else:
+            vals, cols = torch.topk(cur, min(width, ny), dim=1, largest=False, sorted=False)
+            act = (vals <= thr[:, None]) & ~final.gather(1, cols)
+            if not act.any():
+                break
+            rl = local[:, None].expand_as(cols)[act]
+            c = cols[act]
+            lv = level[rl, c]
+            width = min(2 * width, _MAX_WIDTH)
         for step, what in enumerate(steps):
             sel = lv == step
             if not sel.any():
