@@ -462,7 +462,7 @@ def test_dense_finish_and_rounds_alone_agree(monkeypatch, share):
 
     monkeypatch.setattr(engine_module, "_DENSE_SHARE", share)
     rng = np.random.default_rng(43)
-    X = random_trees(rng, 26)
+    X = random_trees(rng, 18, max_nodes=8)
     for cost in (None, make_cost("signed", rng)):
-        check_search(X, None, cost, rng, ks=[1, 5], radii=[], block_size=10)
-        check_search(X[:9], X[9:], cost, rng, ks=[3], radii=[], block_size=4)
+        check_search(X, None, cost, rng, ks=[1, 5], radii=[], block_size=7)
+        check_search(X[:6], X[6:], cost, rng, ks=[3], radii=[], block_size=4)
