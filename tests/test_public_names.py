@@ -5,7 +5,8 @@ import pytest
 
 
 @pytest.mark.parametrize("module", ["bedl_torch", "bedl_torch.costs", "bedl_torch.learning", "bedl_torch.evaluation",
-                                    "bedl_torch.alignments", "bedl_torch.ops", "bedl_torch.pretrained"])
+                                    "bedl_torch.alignments", "bedl_torch.ops", "bedl_torch.pretrained",
+                                    "bedl_torch.search"])
 def test_all_names_resolve(module):
     mod = importlib.import_module(module)
     missing = [name for name in getattr(mod, "__all__", []) if not hasattr(mod, name)]

@@ -1,0 +1,459 @@
+"""Exact k-nearest-neighbour and range search over edit distances, pruned by bounds.
+
+The engine works on blocks of query rows (objects of X) against all of Y:
+
+1. the label-multiset lower bound of every pair of the block (one matrix product,
+   :class:`~bedl_torch.search.bounds.LabelBound`) and, for k-NN, the cheap mapping upper
+   bounds, whose ``k``-th smallest per row starts each row's threshold;
+2. k-NN (:func:`knn_block`): a batched multi-step search. Each round refines, per row, the
+   entries with the smallest current lower bounds that do not exceed the row's threshold by one
+   level (trees: preorder, then postorder sequence edit distance, then the exact distance;
+   sequences: the exact distance), one batched kernel call per level
+   (:meth:`SearchProblem.traversal_values`, :meth:`SearchProblem.exact`);
+3. each row keeps its ``k`` best exact distances (ties by index); its threshold is the
+   ``k``-th of them. An entry is pruned only where its bound, less the rounding margin of
+   :meth:`~bedl_torch.search.bounds.SymbolCosts.margin`, is strictly greater than the
+   threshold, so an entry whose distance equals the ``k``-th one is never lost. Where the
+   arithmetic is exact (integer costs from a whole table: the margin is 0) an entry whose bound
+   equals the ``k``-th distance is pruned too when its index comes after the ``k``-th's: it
+   cannot win the tie.
+
+Range search (:func:`radius_block`) applies the same bounds with the fixed threshold
+``radius``.
+
+Correctness: every entry of a row is either computed exactly or has a lower bound above a
+threshold that is never below the row's final ``k``-th (distance, index) (a threshold is
+always the ``k``-th smallest of some ``k`` upper bounds or exact distances), so every entry
+that belongs to the answer is computed, and the ``k`` best by (distance, index) among the
+computed entries are those of the full matrix. Exact distances come from
+:func:`bedl_torch.ops.table_pair_distances` over the same flattened collections and the same
+orientation as :func:`bedl_torch.pairwise_distances` (``i <= j`` where that function computes
+half the matrix and mirrors it), hence the same bits (see :meth:`SearchProblem._values` for
+cost modules without a whole table).
+
+For a distributed caller: :func:`knn_block` and :func:`radius_block` each take one block of
+rows of a shared :class:`SearchProblem` and return that block's results and a stats dict
+whose entries add up across blocks; k-NN blocks also hand on the exact distances they computed
+for later rows (symmetric problems), which a caller may pass to later blocks or drop.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from ..costs import SymbolCost
+from .problem import BOUNDS, SearchProblem, merge_stats, new_stats
+
+__all__ = ["kneighbors", "radius_neighbors", "SearchProblem", "knn_block", "radius_block", "merge_stats",
+           "BOUNDS"]
+
+# Pairs per block of rows (its bound matrices are float64 and int64 of this many entries).
+_BLOCK_CELLS = 1 << 22
+_NO_INDEX = torch.iinfo(torch.int64).max
+# Largest number of entries per row refined in one round of k-NN.
+_MAX_WIDTH = 1024
+# Once every row of a k-NN block has k exact distances: if more than this share of the
+# undecided entries is still open (bound <= threshold), all of them are computed exactly at once.
+_DENSE_SHARE = 0.5
+
+
+def _block_rows(problem: SearchProblem, block_size: Optional[int]) -> int:
+    if block_size is None:
+        return max(1, _BLOCK_CELLS // max(1, problem.ny))
+    if isinstance(block_size, bool) or not isinstance(block_size, numbers.Integral) or block_size < 1:
+        raise ValueError(f"block_size must be an int >= 1, got {block_size!r}")
+    return int(block_size)
+
+
+# ---------------------------------------------------------------------------
+# k nearest neighbours
+# ---------------------------------------------------------------------------
+
+
+def _merge_into(best_d, best_i, rl, c, v, k):
+    """Row-wise merge of the entries ``(rl[q], c[q], v[q])`` into the ``k`` best lists by
+    (distance, index); rows without entries stay as they are."""
+    keep = v <= best_d[rl, -1]  # only these can enter a row's k best
+    if not keep.all():
+        rl, c, v = rl[keep], c[keep], v[keep]
+    if len(rl) == 0:
+        return
+    touched, local = torch.unique(rl, return_inverse=True)
+    counts = torch.bincount(local, minlength=len(touched))
+    order = torch.argsort(local, stable=True)
+    ls = local[order]
+    start = torch.cumsum(counts, 0) - counts
+    slot = torch.arange(len(ls)) - start[ls]
+    width = int(counts.max())
+    cd = torch.full((len(touched), width), math.inf, dtype=torch.float64)
+    ci = torch.full((len(touched), width), _NO_INDEX, dtype=torch.int64)
+    cd[ls, slot] = v[order]
+    ci[ls, slot] = c[order]
+    d = torch.cat([best_d[touched], cd], 1)
+    i = torch.cat([best_i[touched], ci], 1)
+    o = torch.argsort(i, dim=1, stable=True)
+    d, i = d.gather(1, o), i.gather(1, o)
+    o = torch.argsort(d, dim=1, stable=True)[:, :k]
+    best_d[touched], best_i[touched] = d.gather(1, o), i.gather(1, o)
+
+
+def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
+              known: Optional[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = None):
+    """The ``k`` nearest neighbours of the rows ``r0 .. r1 - 1`` of X.
+
+    A batched multi-step search (after Seidl and Kriegel's optimal multi-step k-NN): every
+    entry has a current lower bound (first the label bound) and a level (which refinement comes
+    next: preorder bound, postorder bound, exact distance; sequences: exact distance only).
+    Each round takes, per row, the ``width`` entries with the smallest current bounds that do
+    not exceed the row's threshold, refines each by one level (one batched kernel call per
+    level), merges exact distances into the row's ``k`` best and lowers the threshold to its
+    ``k``-th; ``width`` doubles from ``k`` up to 1024. A row is finished when no open entry's
+    bound is at most its threshold. Once every row has ``k`` exact distances, if more than
+    half of the undecided entries are still open (the bounds do not pay, e.g. costs whose
+    replacements can be nearly free), they are all computed exactly in one call.
+
+    Args:
+        problem: the prepared search. k: neighbours per row (``<=`` the candidates per row).
+        known: optional exact distances ``(rows, cols, values)`` (matrix entries, float64)
+            already computed, e.g. by earlier blocks of a symmetric problem; entries outside the
+            block are ignored.
+
+    Returns:
+        ``(distances, indices, handed_on, stats)``: float64 and int64 ``(r1 - r0, k)``, each row
+        sorted by (distance, index); ``handed_on`` the exact distances this block computed that
+        are entries of later rows (symmetric problems: ``(c, r)`` for a computed ``(r, c)``,
+        ``c >= r1``), as ``(rows, cols, values)``; the block's stats.
+    """
+    rows = torch.arange(r0, r1)
+    B, ny = len(rows), problem.ny
+    stats = new_stats()
+    cand = torch.ones(B, ny, dtype=torch.bool)
+    if problem.same:
+        cand[torch.arange(B), rows] = False
+    stats["pairs"] = int(cand.sum())
+    best_d = torch.full((B, k), math.inf, dtype=torch.float64)
+    best_i = torch.full((B, k), _NO_INDEX, dtype=torch.int64)
+    empty = (torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long),
+             torch.zeros(0, dtype=torch.float64))
+    if B == 0 or ny == 0:
+        return best_d, best_i, empty, stats
+    cur = problem.lower_block(rows).masked_fill(~cand, math.inf)
+    level = torch.zeros(B, ny, dtype=torch.int8)
+    final = ~cand
+    # the row's threshold (distance, index): an entry can still enter the k best only if
+    # its (distance, index) is below it; an upper bound carries no index
+    thr = torch.full((B,), math.inf, dtype=torch.float64)
+    thr_i = torch.full((B,), _NO_INDEX, dtype=torch.int64)
+    if problem.upper is not None:
+        thr = torch.kthvalue(problem.upper_block(rows).masked_fill(~cand, math.inf), k, dim=1).values
+    all_cols = torch.arange(ny)[None, :]
+
+    def lower_threshold():
+        d, i = best_d[:, -1], best_i[:, -1]
+        better = (d < thr) | ((d == thr) & (i < thr_i))
+        thr[better] = d[better]
+        thr_i[better] = i[better]
+
+    if known is not None and len(known[0]):
+        kr, kc, kv = known
+        inside = (kr >= r0) & (kr < r1)
+        kr, kc, kv = kr[inside] - r0, kc[inside], kv[inside]
+        fresh = ~final[kr, kc]
+        kr, kc, kv = kr[fresh], kc[fresh], kv[fresh]
+        final[kr, kc] = True
+        cur[kr, kc] = math.inf
+        _merge_into(best_d, best_i, kr, kc, kv, k)
+        lower_threshold()
+    steps = ["pre", "post", "exact"] if problem.traversal is not None else ["exact"]
+    local = torch.arange(B)
+    handed = []
+    width = k
+    dense_done = False
+    while True:
+        if problem.exact_arithmetic:
+            # bounds and distances are exact: an entry whose bound equals the k-th distance
+            # and whose index comes after the k-th's cannot win the tie; close it (an infinite
+            # bound keeps the open entries, bound <= threshold, first in the selection)
+            cur.masked_fill_((cur == thr[:, None]) & (all_cols > thr_i[:, None]), math.inf)
+        dense = False
+        if not dense_done and bool((best_i[:, -1] != _NO_INDEX).all()):
+            # every row has k exact distances: where the bounds still leave most of the
+            # undecided entries open, they do not pay; compute all open entries exactly in
+            # one call (the matrix's way) instead of refining them round by round
+            open_mask = (cur <= thr[:, None]) & ~final
+            dense = int(open_mask.sum()) > _DENSE_SHARE * int((~final).sum())
+            dense_done = True
+        if dense:
+            rl, c = torch.nonzero(open_mask, as_tuple=True)
+            lv = torch.full_like(rl, len(steps) - 1, dtype=level.dtype)
+        else:
+            vals, cols = torch.topk(cur, min(width, ny), dim=1, largest=False, sorted=False)
+            act = (vals <= thr[:, None]) & ~final.gather(1, cols)
+            if not act.any():
+                break
+            rl = local[:, None].expand_as(cols)[act]
+            c = cols[act]
+            lv = level[rl, c]
+            width = min(2 * width, _MAX_WIDTH)
+        for step, what in enumerate(steps):
+            sel = lv == step
+            if not sel.any():
+                continue
+            sr, sc = rl[sel], c[sel]
+            inb = None
+            if problem.symmetric:
+                # the partner entry (c, r) is the same kernel pair: where both are selected,
+                # refine (r, c) with r < c and let the partner follow
+                inb = (sc >= r0) & (sc < r1)
+                mark = torch.zeros(B, ny, dtype=torch.bool)
+                mark[sr, sc] = True
+                dup = inb & (rows[sr] > sc) & mark[(sc - r0).clamp(0, B - 1), rows[sr]]
+                if dup.any():
+                    sr, sc, inb = sr[~dup], sc[~dup], inb[~dup]
+                del mark
+            a, b = problem.kernel_pairs(rows[sr], sc)
+            n_pairs = len(a)
+            if what != "exact":
+                t = problem.traversal_values(a, b, what, distinct=True) - problem.margin(a, b)
+                stats["traversal_computed"] += n_pairs
+                cur[sr, sc] = torch.maximum(cur[sr, sc], t)
+                level[sr, sc] = step + 1
+                if inb is not None and inb.any():
+                    pr, pc = sc[inb] - r0, rows[sr][inb]
+                    cur[pr, pc] = torch.maximum(cur[pr, pc], t[inb])
+                    level[pr, pc] = torch.clamp(level[pr, pc], min=step + 1)
+                continue
+            pair_thr = thr[sr]
+            if inb is not None:
+                # the value also serves the partner entry (c, r): within the block its row's
+                # threshold may be larger; a later block's row needs the exact value
+                pair_thr = pair_thr.clone()
+                pair_thr[inb] = torch.maximum(pair_thr[inb], thr[(sc[inb] - r0)])
+                pair_thr[sc >= r1] = math.inf
+            v = problem.exact(a, b, threshold=pair_thr, distinct=True)
+            stats["exact_computed"] += n_pairs
+            final[sr, sc] = True
+            cur[sr, sc] = math.inf
+            ents_r, ents_c, ents_v = [sr], [sc], [v]
+            if inb is not None:
+                pr, pc, pv = sc[inb] - r0, rows[sr][inb], v[inb]
+                fresh = ~final[pr, pc]
+                pr, pc, pv = pr[fresh], pc[fresh], pv[fresh]
+                final[pr, pc] = True
+                cur[pr, pc] = math.inf
+                ents_r.append(pr)
+                ents_c.append(pc)
+                ents_v.append(pv)
+                later = sc >= r1
+                handed.append((sc[later], rows[sr][later], v[later]))
+            _merge_into(best_d, best_i, torch.cat(ents_r), torch.cat(ents_c), torch.cat(ents_v), k)
+        lower_threshold()
+    open_ = cand & ~final
+    stats["exact"] = int((cand & final).sum())
+    stats["decided_by_traversal"] = int((open_ & (level > 0)).sum())
+    stats["decided_by_label"] = int((open_ & (level == 0)).sum())
+    handed_on = tuple(torch.cat(t) for t in zip(*handed)) if handed else empty
+    return best_d, best_i, handed_on, stats
+
+
+def _check_k(k, candidates: int, same: bool) -> int:
+    if isinstance(k, bool) or not isinstance(k, (numbers.Integral, np.integer)):
+        raise TypeError(f"k must be an int, got {type(k).__name__}")
+    k = int(k)
+    if not 1 <= k <= candidates:
+        raise ValueError(f"k must be between 1 and {candidates} (the "
+                         f"{'other objects of X' if same else 'objects of Y'}), got {k}")
+    return k
+
+
+def _check_mode(mode):
+    if mode != "exact":
+        raise ValueError(f"mode must be 'exact' (bounds hold for exact distances; pseudo and soft "
+                         f"modes are not searched), got {mode!r}")
+
+
+def kneighbors(X: Sequence, Y: Optional[Sequence] = None, *, k: int,
+               cost: Optional[SymbolCost] = None, mode: str = "exact",
+               chunk_size: Optional[int] = None, rel_tol: Optional[float] = None,
+               unknown: str = "error", symmetric: Optional[bool] = None,
+               block_size: Optional[int] = None, bounds: Sequence[str] = BOUNDS,
+               return_stats: bool = False):
+    """The ``k`` nearest objects of ``Y`` (of ``X`` itself when ``Y`` is None, each object left
+    out of its own list) for every object of ``X``, exactly, without the whole matrix.
+
+    The answer is that of sorting each row of ``bedl_torch.pairwise_distances(X, Y, cost)`` by
+    distance, equal distances by index (the distances bit for bit wherever that function
+    computes the whole matrix from one symbol table: a cost module's whole table, e.g.
+    :class:`~bedl_torch.UnitCost` or :class:`~bedl_torch.EuclideanCost` up to 2047 symbols, or at
+    most 1999 distinct symbols in X and Y; for larger alphabets without a whole table both
+    build their cost blocks in their own tiles and agree to rounding). Pairs are pruned by
+    bounds that hold for any finite costs (:mod:`bedl_torch.search.bounds`); see
+    ``docs/search.md``. No gradient.
+
+    Args:
+        X, Y: lists of trees or of sequences. k: neighbours per object, ``1 .. len(Y)``
+            (``len(X) - 1`` without ``Y``). cost: a :class:`~bedl_torch.SymbolCost` (default unit
+            costs over the labels of X and Y).
+        mode: ``"exact"`` only.
+        chunk_size, rel_tol, unknown: as for :func:`bedl_torch.pairwise_distances`.
+        symmetric: as for :func:`bedl_torch.pairwise_distances` (default: ``Y`` is None and
+            ``cost.symmetric``); needs ``Y=None``.
+        block_size: query rows per block (default: about 4M pairs per block).
+        bounds: the bounds to use, a subset of ``("label", "traversal", "upper")``.
+        return_stats: also return a dict: ``pairs`` (matrix entries searched),
+            ``decided_by_label`` and ``decided_by_traversal`` (entries excluded by that
+            bound), ``exact`` (entries whose exact distance was used), ``exact_computed``
+            (kernel pairs computed; with a symmetric problem one serves two entries),
+            ``traversal_computed`` (pairs whose traversal bounds were computed).
+
+    Returns:
+        ``(distances, indices)`` (and the stats): float64 and int64 ``(len(X), k)`` CPU tensors,
+        each row sorted by distance, then index.
+
+    Raises:
+        TypeError: ``k`` not an int; the errors of :class:`SearchProblem`.
+        ValueError: ``k`` out of range, ``mode`` other than ``"exact"``, ``block_size < 1``;
+            the errors of :class:`SearchProblem`.
+    """
+    _check_mode(mode)
+    problem = SearchProblem(X, Y, cost, rel_tol=rel_tol, unknown=unknown, symmetric=symmetric,
+                            chunk_size=chunk_size, bounds=bounds)
+    candidates = problem.ny - 1 if problem.same else problem.ny
+    k = _check_k(k, candidates, problem.same)
+    step = _block_rows(problem, block_size)
+    ds, js, parts = [], [], []
+    known = None
+    for r0 in range(0, problem.nx, step):
+        r1 = min(problem.nx, r0 + step)
+        d, j, handed, stats = knn_block(problem, r0, r1, k, known)
+        ds.append(d)
+        js.append(j)
+        parts.append(stats)
+        if known is not None:  # what later blocks may still use
+            keep = known[0] >= r1
+            known = tuple(t[keep] for t in known)
+        if len(handed[0]):
+            known = handed if known is None else tuple(torch.cat(p) for p in zip(known, handed))
+    distances = torch.cat(ds) if ds else torch.zeros(0, k, dtype=torch.float64)
+    indices = torch.cat(js) if js else torch.zeros(0, k, dtype=torch.int64)
+    if return_stats:
+        return distances, indices, merge_stats(*parts)
+    return distances, indices
+
+
+# ---------------------------------------------------------------------------
+# Range search
+# ---------------------------------------------------------------------------
+
+
+def radius_block(problem: SearchProblem, r0: int, r1: int, radius: float):
+    """Every entry ``(r, c)`` with ``r0 <= r < r1`` and distance ``<= radius`` (symmetric
+    problems: computed for ``c > r`` and also returned mirrored as ``(c, r)``, so the blocks of
+    all rows together give every entry once).
+
+    Returns:
+        ``(rows, cols, distances, stats)``, unsorted; int64, int64, float64.
+    """
+    rows = torch.arange(r0, r1)
+    B, ny = len(rows), problem.ny
+    stats = new_stats()
+    none = (torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long),
+            torch.zeros(0, dtype=torch.float64))
+    if B == 0 or ny == 0:
+        return (*none, stats)
+    cols = torch.arange(ny)
+    if problem.symmetric:
+        cand = cols[None, :] > rows[:, None]
+        weight = 2  # each computed pair stands for two entries
+    elif problem.same:
+        cand = cols[None, :] != rows[:, None]
+        weight = 1
+    else:
+        cand = torch.ones(B, ny, dtype=torch.bool)
+        weight = 1
+    n_cand = int(cand.sum())
+    stats["pairs"] = weight * n_cand
+    L = problem.lower_block(rows)
+    rl, c = torch.nonzero(cand & (L <= radius), as_tuple=True)
+    del L, cand
+    stats["decided_by_label"] = weight * (n_cand - len(rl))
+    thr = torch.full((len(rl),), float(radius), dtype=torch.float64)
+    sub = new_stats()
+    rl, c, _, _ = problem.prune_by_traversal(rows, rl, c, thr, sub)
+    stats["decided_by_traversal"] = weight * sub["decided_by_traversal"]
+    stats["traversal_computed"] = sub["traversal_computed"]
+    a, b = problem.kernel_pairs(rows[rl], c)
+    v = problem.exact(a, b, threshold=torch.full((len(rl),), float(radius), dtype=torch.float64),
+                      distinct=True)
+    stats["exact_computed"] = len(rl)
+    stats["exact"] = weight * len(rl)
+    keep = v <= radius
+    r, c, v = rows[rl][keep], c[keep], v[keep]
+    if problem.symmetric:
+        r, c, v = torch.cat([r, c]), torch.cat([c, r]), torch.cat([v, v])
+    return r, c, v, stats
+
+
+def _check_radius(radius) -> float:
+    if isinstance(radius, bool) or not isinstance(radius, (numbers.Real, np.floating, np.integer)):
+        if isinstance(radius, torch.Tensor) and radius.numel() == 1 and not radius.is_complex():
+            radius = radius.item()
+        else:
+            raise TypeError(f"radius must be a real number, got {type(radius).__name__}")
+    radius = float(radius)
+    if math.isnan(radius):
+        raise ValueError("radius must not be NaN")
+    return radius
+
+
+def radius_neighbors(X: Sequence, Y: Optional[Sequence] = None, *, radius: float,
+                     cost: Optional[SymbolCost] = None, mode: str = "exact",
+                     chunk_size: Optional[int] = None, rel_tol: Optional[float] = None,
+                     unknown: str = "error", symmetric: Optional[bool] = None,
+                     block_size: Optional[int] = None, bounds: Sequence[str] = BOUNDS,
+                     return_stats: bool = False):
+    """Every pair ``(i, j)`` with ``d(X[i], Y[j]) <= radius``, exactly, without the whole matrix.
+
+    The answer is the entries of ``bedl_torch.pairwise_distances(X, Y, cost)`` at most
+    ``radius`` (compared in float64), without the diagonal when ``Y`` is None (an object is
+    not its own neighbour; both ``(i, j)`` and ``(j, i)`` are listed). Distances as for
+    :func:`kneighbors`. Costs may be negative, and so may ``radius``.
+
+    Args:
+        radius: a real number (not NaN; ``inf`` gives every pair).
+        Others: as for :func:`kneighbors`.
+
+    Returns:
+        ``(rows, cols, distances)`` (and the stats dict of :func:`kneighbors`): 1-D int64,
+        int64 and float64 CPU tensors sorted by row, then column.
+
+    Raises:
+        TypeError: ``radius`` not a real number; as :func:`kneighbors`.
+        ValueError: ``radius`` NaN; as :func:`kneighbors`.
+    """
+    _check_mode(mode)
+    radius = _check_radius(radius)
+    problem = SearchProblem(X, Y, cost, rel_tol=rel_tol, unknown=unknown, symmetric=symmetric,
+                            chunk_size=chunk_size, bounds=bounds)
+    step = _block_rows(problem, block_size)
+    rs, cs, vs, parts = [], [], [], []
+    for r0 in range(0, problem.nx, step):
+        r, c, v, stats = radius_block(problem, r0, min(problem.nx, r0 + step), radius)
+        rs.append(r)
+        cs.append(c)
+        vs.append(v)
+        parts.append(stats)
+    if rs:
+        r, c, v = torch.cat(rs), torch.cat(cs), torch.cat(vs)
+    else:
+        r = c = torch.zeros(0, dtype=torch.long)
+        v = torch.zeros(0, dtype=torch.float64)
+    order = torch.argsort(r * max(problem.ny, 1) + c)
+    out = (r[order], c[order], v[order])
+    if return_stats:
+        return (*out, merge_stats(*parts))
+    return out

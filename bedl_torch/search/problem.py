@@ -1,0 +1,268 @@
+"""The search's problem: the flattened collections, the bounds' per-object data and the
+batched steps the engine calls (:class:`SearchProblem`: bound blocks, traversal distances,
+exact distances with per-pair thresholds), and the engine's statistics.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Dict, Optional, Sequence, Tuple
+
+import torch
+
+from ..costs import SymbolCost, UnitCost
+from ..labels import alphabet_of
+from ..ops import FlatTable, table_pair_distances
+from ..validation import check_cost_module
+from .bounds import FirstPairUpper, LabelBound, SymbolCosts, postorder_labels
+
+__all__ = ["SearchProblem", "BOUNDS", "STAT_KEYS", "new_stats", "merge_stats"]
+
+#: The bounds the engine can use (all by default).
+BOUNDS = ("label", "traversal", "upper")
+STAT_KEYS = ("pairs", "decided_by_label", "decided_by_traversal", "exact", "exact_computed",
+             "traversal_computed")
+_STAT_KEYS = STAT_KEYS
+
+
+def new_stats() -> Dict[str, int]:
+    return {key: 0 for key in _STAT_KEYS}
+
+
+def merge_stats(*parts: Dict[str, int]) -> Dict[str, int]:
+    """The sum of stats dicts (blocks, ranks)."""
+    out = new_stats()
+    for part in parts:
+        for key in _STAT_KEYS:
+            out[key] += int(part.get(key, 0))
+    return out
+
+
+class SearchProblem:
+    """Two collections, a cost module and the bounds' data, prepared once for many blocks.
+
+    Args:
+        X, Y: lists of trees or of sequences (``Y=None``: search X against itself, each object
+            excluded from its own results). cost: a :class:`~bedl_torch.SymbolCost` (default:
+            unit costs over the labels of X and Y, as :func:`bedl_torch.pairwise_distances`).
+        rel_tol, unknown, chunk_size: as for :func:`bedl_torch.pairwise_distances`.
+        symmetric: compute each pair ``i, j`` of X once, as ``(min, max)``, the way
+            :func:`bedl_torch.pairwise_distances` fills a symmetric matrix; default where ``Y``
+            is None and the cost module declares ``symmetric = True``. Needs ``Y=None``.
+        bounds: which of :data:`BOUNDS` to use.
+
+    Raises:
+        TypeError: a cost that is not a SymbolCost, objects that are neither trees nor
+            sequences, trees mixed with sequences. ValueError: labels missing from the
+            alphabet (``unknown="error"``), NaN or inf costs, ``symmetric=True`` with ``Y``,
+            an unknown bound, ``chunk_size < 1``.
+    """
+
+    def __init__(self, X: Sequence, Y: Optional[Sequence], cost: Optional[SymbolCost], *,
+                 rel_tol: Optional[float] = None, unknown: str = "error",
+                 symmetric: Optional[bool] = None, chunk_size: Optional[int] = None,
+                 bounds: Sequence[str] = BOUNDS):
+        bounds = tuple(bounds)
+        bad = [b for b in bounds if b not in BOUNDS]
+        if bad:
+            raise ValueError(f"unknown bounds {bad}; choose from {BOUNDS}")
+        if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, numbers.Integral)
+                                       or chunk_size < 1):
+            raise ValueError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
+        self.same = Y is None
+        X = list(X)
+        Y = X if self.same else list(Y)
+        if cost is None:
+            cost = UnitCost(alphabet_of(X, Y))
+        else:
+            check_cost_module(cost)
+        if symmetric is None:
+            symmetric = self.same and bool(getattr(cost, "symmetric", False))
+        symmetric = bool(symmetric)
+        if symmetric and not self.same:
+            raise ValueError("symmetric=True needs Y=None (a search of X against itself)")
+        self.X, self.Y, self.cost, self.symmetric = X, Y, cost, symmetric
+        self.x_table = FlatTable(X, "X")
+        self.y_table = self.x_table if self.same else FlatTable(Y, "Y")
+        kx, ky = self.x_table.kind, self.y_table.kind
+        if kx and ky and kx != ky:
+            raise TypeError(f"X and Y must both hold trees or both sequences, got {kx}s and {ky}s")
+        self.kind = kx or ky or "sequence"
+        self.nx, self.ny = len(X), len(Y)
+        self.kw = dict(rel_tol=rel_tol, unknown=unknown, chunk_size=chunk_size)
+        # Fail early, naming unknown labels.
+        xc = self.x_table.flat_labels(cost, unknown)
+        yc = self.y_table.flat_labels(cost, unknown)
+        self.mx = self.x_table.lengths.to(torch.float64)
+        self.my = self.y_table.lengths.to(torch.float64)
+        self.bounds = bounds
+        self.costs = SymbolCosts(cost, [xc] if self.same else [xc, yc])
+        lx, ly = self.costs.local(xc), self.costs.local(yc)
+        longest = (int(self.x_table.lengths.max()) if self.nx else 0) + \
+            (int(self.y_table.lengths.max()) if self.ny else 0)
+        #: bounds and distances are exact numbers: a bound equal to a row's k-th distance
+        #: prunes an entry whose index comes after the k-th's (ties by index)
+        self.exact_arithmetic = self.costs.check_exact_arithmetic(longest)
+        # Without a whole table and with more symbols than one local table holds, the kernels'
+        # costs may depend on which objects a call uses (see _values); unit costs are exact.
+        self._cover = self.costs.table is None and type(cost) is not UnitCost
+        self.label = (LabelBound(self.costs, lx, self.x_table.ptr, ly, self.y_table.ptr)
+                      if "label" in bounds else None)
+        self.upper = (FirstPairUpper(self.costs, lx, self.x_table.ptr, ly, self.y_table.ptr)
+                      if "upper" in bounds else None)
+        self.traversal = None
+        if self.kind == "tree" and "traversal" in bounds and self.nx and self.ny:
+            self.traversal = {}
+            for name, fn in (("pre", lambda t: list(t.labels)), ("post", postorder_labels)):
+                tx = FlatTable([fn(t) for t in X], "X")
+                ty = tx if self.same else FlatTable([fn(t) for t in Y], "Y")
+                self.traversal[name] = (tx, ty)
+
+    # -- pairs ---------------------------------------------------------------
+
+    def kernel_pairs(self, r: torch.Tensor, c: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The pair the kernel computes for the matrix entries ``(r, c)``: ``(min, max)`` where
+        the problem is symmetric, else ``(r, c)``."""
+        if self.symmetric:
+            return torch.minimum(r, c), torch.maximum(r, c)
+        return r, c
+
+    def margin(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """The rounding margin of pairs (see :meth:`SymbolCosts.margin`)."""
+        return self.costs.margin(self.mx[a], self.my[b])
+
+    def _values(self, x_table, y_table, a, b, distinct: bool = False, cover: bool = False,
+                threshold: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Distances of the kernel pairs ``(a[q], b[q])`` in input order (float64, CPU): one
+        :func:`table_pair_distances` call over the distinct pairs (``distinct=True``: the
+        caller guarantees there are no repeats). ``threshold`` (per pair): the kernels may
+        return inf for a pair above it (a repeated pair gets the largest of its thresholds).
+
+        ``cover=True`` adds, for every object of either side that no pair uses, a pair with the
+        other side's smallest object. Where a cost module has no whole symbol table and its
+        symbols are too many for one local table, the ops cut the objects that the pairs use
+        into runs and build one block of costs per pair of runs; with every object used, the
+        runs, blocks and hence the bits are those of :func:`bedl_torch.pairwise_distances`
+        (whose pairs use every object).
+        """
+        if len(a) == 0:
+            return torch.zeros(0, dtype=torch.float64)
+        ny = len(y_table)
+        key = a * ny + b
+        inverse = None
+        if not distinct:
+            key, inverse = torch.unique(key, return_inverse=True)
+        want = key
+        limits = None
+        if threshold is not None:
+            limits = threshold.to(torch.float64)
+            if inverse is not None:
+                limits = torch.full((len(key),), -math.inf, dtype=torch.float64).scatter_reduce(
+                    0, inverse, limits, reduce="amax")
+        if cover:
+            extra = []
+            unused_x = torch.ones(len(x_table), dtype=torch.bool)
+            unused_x[a] = False
+            unused_y = torch.ones(ny, dtype=torch.bool)
+            unused_y[b] = False
+            if unused_x.any():
+                extra.append(torch.nonzero(unused_x).reshape(-1) * ny + int(torch.argmin(y_table.lengths)))
+            if unused_y.any():
+                extra.append(int(torch.argmin(x_table.lengths)) * ny + torch.nonzero(unused_y).reshape(-1))
+            if extra:
+                extra = torch.cat([torch.as_tensor(e).reshape(-1) for e in extra])
+                merged = torch.cat([key, extra])
+                if limits is not None:  # (a covering pair's value is not used: stop it at once)
+                    limits = torch.cat([limits, torch.full((len(extra),), -math.inf, dtype=torch.float64)])
+                key, first = _unique_first(merged)
+                if limits is not None:
+                    limits = limits[first]
+        kw = dict(self.kw)
+        if limits is not None:
+            kw["max_distance"] = limits
+        with torch.no_grad():
+            oa, ob, v = table_pair_distances(x_table, y_table, key // ny, key % ny, self.cost, **kw)
+        v = v.detach().to("cpu", torch.float64)
+        okey = oa * ny + ob
+        if not torch.equal(okey, want):  # regrouped (tiles, chunks) or covered
+            order = torch.argsort(okey)
+            v = v[order][torch.searchsorted(okey[order], want)]
+        return v if inverse is None else v[inverse]
+
+    def exact(self, a: torch.Tensor, b: torch.Tensor, threshold: Optional[torch.Tensor] = None,
+              distinct: bool = False) -> torch.Tensor:
+        """The exact distances of the kernel pairs ``(a[q], b[q])`` (see :meth:`kernel_pairs`),
+        in input order, float64 on the CPU: the values of
+        :func:`bedl_torch.pairwise_distances` at those entries. ``distinct=True``: the caller
+        guarantees that no pair repeats (else repeats are computed once).
+
+        ``threshold`` (float64 per pair, optional) is the value above which the caller does
+        not need a pair's exact distance: the kernels stop such a pair early and may return inf
+        for it (the caller treats any value above its threshold as "above").
+        """
+        return self._values(self.x_table, self.y_table, a, b, distinct, cover=self._cover,
+                            threshold=threshold)
+
+    def traversal_values(self, a: torch.Tensor, b: torch.Tensor, order: str,
+                         distinct: bool = False) -> torch.Tensor:
+        """The preorder (``order="pre"``) or postorder sequence edit distance of the kernel
+        pairs ``(a, b)`` (trees), in input order, float64."""
+        tx, ty = self.traversal[order]
+        return self._values(tx, ty, a, b, distinct)
+
+    # -- bound blocks ----------------------------------------------------------
+
+    def lower_block(self, rows: torch.Tensor) -> torch.Tensor:
+        """Lower bounds minus rounding margins ``(len(rows), ny)`` of the entries
+        ``(rows[i], j)`` (``-inf`` without the label bound)."""
+        cols = torch.arange(self.ny)
+        if self.label is None:
+            return torch.full((len(rows), self.ny), -math.inf, dtype=torch.float64)
+        lb = self.label.block(rows, cols)
+        if self.symmetric:  # an entry below the diagonal is the kernel pair (col, row)
+            below = cols[None, :] < rows[:, None]
+            if below.any():
+                lb = torch.where(below, self.label.block(rows, cols, swap=True), lb)
+        return lb - self.costs.margin(self.mx[rows][:, None], self.my[None, :])
+
+    def upper_block(self, rows: torch.Tensor) -> torch.Tensor:
+        """Upper bounds plus rounding margins ``(len(rows), ny)`` (``inf`` without them)."""
+        cols = torch.arange(self.ny)
+        if self.upper is None:
+            return torch.full((len(rows), self.ny), math.inf, dtype=torch.float64)
+        ub = self.upper.block(rows, cols)
+        if self.symmetric:
+            below = cols[None, :] < rows[:, None]
+            if below.any():
+                ub = torch.where(below, self.upper.block(rows, cols, swap=True), ub)
+        return ub + self.costs.margin(self.mx[rows][:, None], self.my[None, :])
+
+    def prune_by_traversal(self, rows, rl, c, thr, stats):
+        """Keep the entries ``(rows[rl], c)`` (distinct kernel pairs) whose traversal bounds
+        (less margins) do not exceed ``thr`` (per entry); returns the kept ``rl, c`` and the
+        pruned ones."""
+        pruned_r, pruned_c = [], []
+        if self.traversal is None:
+            return rl, c, rl[:0], c[:0]
+        for order in ("pre", "post"):
+            if not len(rl):
+                break
+            a, b = self.kernel_pairs(rows[rl], c)
+            t = self.traversal_values(a, b, order, distinct=True) - self.margin(a, b)
+            stats["traversal_computed"] += len(a)
+            keep = t <= thr
+            pruned_r.append(rl[~keep])
+            pruned_c.append(c[~keep])
+            rl, c, thr = rl[keep], c[keep], thr[keep]
+        stats["decided_by_traversal"] += sum(len(p) for p in pruned_r)
+        return rl, c, torch.cat(pruned_r) if pruned_r else rl[:0], torch.cat(pruned_c) if pruned_c else c[:0]
+
+
+def _unique_first(keys: torch.Tensor):
+    """The sorted distinct ``keys`` and, for each, the position of its first occurrence."""
+    uniq, inverse = torch.unique(keys, return_inverse=True)
+    first = torch.full((len(uniq),), len(keys), dtype=torch.long).scatter_reduce(
+        0, inverse, torch.arange(len(keys)), reduce="amin")
+    return uniq, first
+
+

@@ -1,0 +1,468 @@
+"""bedl_torch.search: the bounds against exact distances, and kneighbors / radius_neighbors
+against sorting and thresholding the full matrix (ties by index, empty results, k = all,
+duplicates at distance 0, Y given and Y=None), on random and adversarial inputs under unit,
+Euclidean, integer, signed (negative) and asymmetric costs. Nothing here depends on timing."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import bedl_torch as bt
+from bedl_torch.costs import MatrixCost
+from bedl_torch.search import (SearchProblem, SymbolCosts, kneighbors, knn_block,
+                               label_lower_bound, mapping_upper_bound, merge_stats,
+                               postorder_labels, radius_block, radius_neighbors,
+                               traversal_lower_bound)
+from bedl_torch.search import bounds as bounds_module
+from oracles import comb_tree, path_tree, random_sequence, random_tree, star_tree
+
+ALPHABET = list("abcde")
+COSTS = ("unit", "euclidean", "integer", "signed", "asymmetric", "float32")
+
+
+def make_cost(kind, rng, alphabet=ALPHABET):
+    s = len(alphabet) + 1
+    if kind == "unit":
+        return bt.UnitCost(alphabet)
+    if kind == "euclidean":
+        return bt.EuclideanCost(alphabet, torch.as_tensor(rng.normal(size=(s - 1, 3))))
+    if kind == "float32":
+        return bt.EuclideanCost(alphabet, torch.as_tensor(rng.normal(size=(s - 1, 2)), dtype=torch.float32))
+    if kind == "integer":  # symmetric, many exact ties
+        m = rng.integers(0, 3, size=(s, s)).astype(float)
+        return MatrixCost(alphabet, np.triu(m) + np.triu(m, 1).T)
+    if kind == "signed":  # negative costs too
+        m = rng.uniform(-1.0, 1.0, size=(s, s))
+        return MatrixCost(alphabet, np.triu(m) + np.triu(m, 1).T)
+    if kind == "asymmetric":
+        return MatrixCost(alphabet, rng.uniform(-0.5, 1.5, size=(s, s)))
+    raise ValueError(kind)
+
+
+def adversarial_trees(rng, alphabet=ALPHABET):
+    """Paths, stars, combs (both orientations), single nodes, and random trees."""
+    out = []
+    for n in (1, 2, 3, 6, 9):
+        labels = [alphabet[int(i)] for i in rng.integers(0, len(alphabet), size=n)]
+        out += [bt.Tree(*path_tree(n, labels)), bt.Tree(*star_tree(n, labels)),
+                bt.Tree(*comb_tree(n, labels)), bt.Tree(*comb_tree(n, labels, leaf_first=False))]
+    out += [bt.Tree(*random_tree(int(rng.integers(1, 12)), alphabet, rng)) for _ in range(16)]
+    return out
+
+
+def random_trees(rng, n, max_nodes=10, alphabet=ALPHABET):
+    return [bt.Tree(*random_tree(int(rng.integers(1, max_nodes + 1)), alphabet, rng)) for _ in range(n)]
+
+
+def random_sequences(rng, n, max_len=10, alphabet=ALPHABET):
+    return [random_sequence(int(rng.integers(0, max_len + 1)), alphabet, rng) for _ in range(n)]
+
+
+def exact_matrix(X, Y, cost, **kw):
+    with torch.no_grad():
+        return bt.pairwise_distances(X, Y, cost, **kw).detach().to(torch.float64)
+
+
+def margins(X, Y, cost):
+    """The rounding margins the engine subtracts from a bound before pruning."""
+    Y = X if Y is None else Y
+    codes = [bt.ops.FlatTable(Z, "Z").flat_labels(cost, "error") for Z in (X, Y)]
+    costs = SymbolCosts(cost, codes)
+    m = torch.tensor([len(x) for x in X], dtype=torch.float64)
+    n = torch.tensor([len(y) for y in Y], dtype=torch.float64)
+    return costs.margin(m[:, None], n[None, :])
+
+
+def reference_knn(D, k, same):
+    D = D.clone()
+    if same:
+        D.fill_diagonal_(math.inf)
+    order = torch.argsort(D, dim=1, stable=True)[:, :k]  # stable: equal distances by index
+    return D.gather(1, order), order
+
+
+def reference_radius(D, radius, same):
+    mask = D <= radius
+    if same:
+        mask.fill_diagonal_(False)
+    r, c = torch.nonzero(mask, as_tuple=True)  # row-major: sorted by row, then column
+    return r, c, D[r, c]
+
+
+# ---------------------------------------------------------------------------
+# Bounds against exact distances
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", COSTS)
+@pytest.mark.parametrize("objects", ["trees", "sequences"])
+def test_bounds_never_cross_the_distance(kind, objects):
+    rng = np.random.default_rng(COSTS.index(kind) + (0 if objects == "trees" else 100))
+    cost = make_cost(kind, rng)
+    if objects == "trees":
+        X = adversarial_trees(rng)
+    else:
+        X = random_sequences(rng, 30) + [[], ["a"], list("aaaa"), list("abcde")]
+    D = exact_matrix(X, None, cost)
+    M = margins(X, None, cost)
+    L = label_lower_bound(X, cost=cost)
+    U = mapping_upper_bound(X, cost=cost)
+    # what the engine prunes with: bound - margin never above the kernel's distance
+    assert (L - M <= D).all()
+    assert (U + M >= D).all()
+    # the raw bounds hold up to rounding
+    scale = 1e-9 if cost.dtype == torch.float64 else 1e-4
+    assert (L <= D + scale * (1 + D.abs())).all()
+    assert (U >= D - scale * (1 + D.abs())).all()
+    if objects == "trees":
+        for order in ("pre", "post", "both"):
+            T = traversal_lower_bound(X, cost=cost, order=order)
+            assert (T - M <= D).all()
+            assert (T <= D + scale * (1 + D.abs())).all()
+
+
+def test_bounds_between_two_collections_and_against_negative_insertions():
+    rng = np.random.default_rng(7)
+    X, Y = random_trees(rng, 12), random_trees(rng, 9)
+    s = len(ALPHABET) + 1
+    m = rng.uniform(0.0, 1.0, size=(s, s))
+    m[-1, :] = -0.75  # inserting is profitable: distances grow negative with |y|
+    m[:, -1] = 2.0
+    cost = MatrixCost(ALPHABET, m)
+    D = exact_matrix(X, Y, cost)
+    assert (D < 0).any()
+    M = margins(X, Y, cost)
+    assert (label_lower_bound(X, Y, cost) - M <= D).all()
+    assert (traversal_lower_bound(X, Y, cost) - M <= D).all()
+    assert (mapping_upper_bound(X, Y, cost) + M >= D).all()
+
+
+def test_label_bound_is_histogram_intersection_under_unit_costs():
+    rng = np.random.default_rng(3)
+    X = random_trees(rng, 15) + [bt.Tree(*star_tree(7, "a"))]
+    L = label_lower_bound(X)
+    for i, x in enumerate(X):
+        for j, y in enumerate(X):
+            hx, hy = {}, {}
+            for lab in x.labels:
+                hx[lab] = hx.get(lab, 0) + 1
+            for lab in y.labels:
+                hy[lab] = hy.get(lab, 0) + 1
+            common = sum(min(c, hy.get(a, 0)) for a, c in hx.items())
+            assert L[i, j] == max(len(x), len(y)) - common
+    assert torch.equal(L.diagonal(), torch.zeros(len(X), dtype=torch.float64))
+
+
+def test_traversal_bound_is_tight_where_the_tree_structure_does_not_matter():
+    # a path and a star with the same preorder labels: SED(pre) = 0 but not postorder
+    path = bt.Tree(*path_tree(4, list("abcd")))
+    star = bt.Tree(*star_tree(4, list("abcd")))
+    assert traversal_lower_bound([path], [star], order="pre")[0, 0] == 0
+    post = traversal_lower_bound([path], [star], order="post")[0, 0]
+    assert post > 0
+    assert post <= exact_matrix([path], [star], None)[0, 0]
+
+
+def test_postorder_labels():
+    t = bt.Tree(["a", "b", "c", "d", "e"], [[1, 4], [2, 3], [], [], []])
+    assert postorder_labels(t) == ["c", "d", "b", "e", "a"]
+    assert postorder_labels(bt.Tree(*path_tree(3, list("xyz")))) == ["z", "y", "x"]
+    assert postorder_labels(bt.Tree(["r"], [[]])) == ["r"]
+
+
+def test_traversal_bound_rejects_sequences():
+    with pytest.raises(TypeError, match="trees"):
+        traversal_lower_bound(["ab", "b"])
+    with pytest.raises(ValueError, match="order"):
+        traversal_lower_bound([bt.Tree(["a"], [[]])], order="in")
+
+
+def test_bounds_read_costs_in_blocks_for_many_symbols(monkeypatch):
+    """Alphabets whose symbols in use exceed the whole-table limit: the potentials are taken
+    over blocks of rows, and many label features make the product sparse, with the same
+    result."""
+    rng = np.random.default_rng(11)
+    X = random_sequences(rng, 14, alphabet=ALPHABET)
+    cost = make_cost("signed", rng)
+    whole = label_lower_bound(X, cost=cost)
+    up = mapping_upper_bound(X, cost=cost)
+    monkeypatch.setattr(bounds_module, "_DENSE_FEATURES", 1)  # the sparse product too
+    monkeypatch.setattr(bounds_module, "_TABLE_SYMBOLS", 3)
+    monkeypatch.setattr(bounds_module, "_ROW_BLOCK", 2)
+    monkeypatch.setattr(bt.costs.base, "table_of", lambda c: None)
+    monkeypatch.setattr(bounds_module, "table_of", lambda c: None)
+    blocked = label_lower_bound(X, cost=cost)
+    assert torch.allclose(blocked, whole, rtol=0, atol=1e-12)
+    assert torch.allclose(mapping_upper_bound(X, cost=cost), up, rtol=0, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# kneighbors and radius_neighbors against the full matrix
+# ---------------------------------------------------------------------------
+
+
+def check_search(X, Y, cost, rng, *, ks=None, radii=None, **kw):
+    """kneighbors and radius_neighbors equal sorting / thresholding the full matrix."""
+    same = Y is None
+    D = exact_matrix(X, Y, cost)
+    ny = D.shape[1]
+    cands = ny - 1 if same else ny
+    if ks is None:
+        ks = sorted({1, cands, int(rng.integers(1, cands + 1))}) if cands >= 1 else []
+    for k in ks:
+        d, i, stats = kneighbors(X, Y, k=k, cost=cost, return_stats=True, **kw)
+        rd, ri = reference_knn(D, k, same)
+        assert d.dtype == torch.float64 and i.dtype == torch.int64
+        assert torch.equal(i, ri), f"k={k}"
+        assert torch.equal(d, rd), f"k={k}"
+        assert stats["pairs"] == len(X) * cands
+        assert stats["pairs"] == stats["decided_by_label"] + stats["decided_by_traversal"] + stats["exact"]
+        assert stats["exact_computed"] <= stats["exact"]
+    off = D[~torch.eye(*D.shape, dtype=torch.bool)] if same else D.reshape(-1)
+    if radii is None:
+        radii = [-math.inf, math.inf]
+        if off.numel():
+            radii += [float(off.min()) - 1e-3, float(torch.quantile(off, 0.3)), float(off.max())]
+    for radius in radii:
+        r, c, v, stats = radius_neighbors(X, Y, radius=radius, cost=cost, return_stats=True, **kw)
+        rr, rc, rv = reference_radius(D, radius, same)
+        assert torch.equal(r, rr) and torch.equal(c, rc) and torch.equal(v, rv), f"radius={radius}"
+        assert stats["pairs"] == stats["decided_by_label"] + stats["decided_by_traversal"] + stats["exact"]
+
+
+@pytest.mark.parametrize("kind", COSTS)
+@pytest.mark.parametrize("same", [True, False])
+def test_search_equals_the_full_matrix_on_trees(kind, same):
+    rng = np.random.default_rng(20 + COSTS.index(kind) + (50 if same else 0))
+    cost = make_cost(kind, rng)
+    X = adversarial_trees(rng)[:24] + random_trees(rng, 6)
+    Y = None if same else random_trees(rng, 17) + [bt.Tree(*star_tree(5, list("abcde")))]
+    check_search(X, Y, cost, rng, block_size=int(rng.integers(3, 40)))
+
+
+@pytest.mark.parametrize("kind", ("unit", "euclidean", "signed", "asymmetric"))
+@pytest.mark.parametrize("same", [True, False])
+def test_search_equals_the_full_matrix_on_sequences(kind, same):
+    rng = np.random.default_rng(40 + len(kind) + (50 if same else 0))
+    cost = make_cost(kind, rng)
+    X = random_sequences(rng, 25) + [[], [], ["a"]]
+    Y = None if same else random_sequences(rng, 12) + [[]]
+    check_search(X, Y, cost, rng, block_size=int(rng.integers(2, 30)))
+
+
+def test_ties_duplicates_and_zero_distances():
+    """Many identical objects (distance 0 among them) and integer costs: the lists break ties
+    by index, exactly as a stable sort of the matrix rows."""
+    rng = np.random.default_rng(5)
+    base = random_trees(rng, 4, max_nodes=5, alphabet="ab")
+    X = [base[int(i)] for i in rng.integers(0, 4, size=30)]
+    for cost in (None, make_cost("integer", rng, alphabet=["a", "b"])):
+        check_search(X, None, cost, rng, ks=[1, 3, 7, 29], block_size=8)
+        check_search(X, X[:9], cost, rng, ks=[1, 5, 9], block_size=4)
+    D = exact_matrix(X, None, None)
+    d, i = kneighbors(X, k=5)
+    assert (d[:, 0] == 0).all()  # every object has a duplicate
+    assert torch.equal(i, reference_knn(D, 5, True)[1])
+
+
+def test_every_bound_choice_gives_the_same_answer():
+    rng = np.random.default_rng(9)
+    X = random_trees(rng, 25)
+    cost = make_cost("euclidean", rng)
+    D = exact_matrix(X, None, cost)
+    want = reference_knn(D, 4, True)
+    for bounds in [(), ("label",), ("traversal",), ("upper",), ("label", "traversal", "upper")]:
+        d, i = kneighbors(X, k=4, cost=cost, bounds=bounds)
+        assert torch.equal(d, want[0]) and torch.equal(i, want[1])
+        r, c, v = radius_neighbors(X, radius=float(D.median()), cost=cost, bounds=bounds)
+        assert torch.equal(torch.stack([r, c]), torch.stack(reference_radius(D, float(D.median()), True)[:2]))
+
+
+def test_asymmetric_cost_forced_symmetric_matches_the_mirrored_matrix():
+    """symmetric=True with an asymmetric cost: pairwise_distances computes i <= j and
+    mirrors; the search gives the same answer (bounds taken for the pair it computes)."""
+    rng = np.random.default_rng(13)
+    X = random_trees(rng, 20)
+    cost = make_cost("asymmetric", rng)
+    D = exact_matrix(X, None, cost, symmetric=True)
+    assert torch.equal(D, D.T)
+    d, i = kneighbors(X, k=3, cost=cost, symmetric=True, block_size=7)
+    want = reference_knn(D, 3, True)
+    assert torch.equal(d, want[0]) and torch.equal(i, want[1])
+    r, c, v = radius_neighbors(X, radius=float(D.median()), cost=cost, symmetric=True, block_size=6)
+    rr, rc, rv = reference_radius(D, float(D.median()), True)
+    assert torch.equal(r, rr) and torch.equal(c, rc) and torch.equal(v, rv)
+
+
+def test_many_symbols_without_a_whole_table():
+    """More symbols in use than one local table holds: the kernels tile, the bounds read the
+    costs in blocks; unit costs are exact in every path, so the answers equal the matrix's."""
+    rng = np.random.default_rng(17)
+    words = [f"w{i}" for i in range(2300)]
+    X = [list(rng.choice(words, size=int(rng.integers(0, 120)))) for _ in range(45)]
+    cost = bt.UnitCost(words)
+    assert bt.costs.table_of(cost) is None
+    check_search(X, None, cost, rng, ks=[3], radii=[100.0])
+
+
+def test_agrees_with_distributed_kneighbors():
+    from bedl_torch.distributed import kneighbors as tiled_kneighbors
+    rng = np.random.default_rng(23)
+    X = random_trees(rng, 30)
+    cost = make_cost("euclidean", rng)
+    want = tiled_kneighbors(X, k=6, cost=cost, tile_size=8)
+    got = kneighbors(X, k=6, cost=cost)
+    assert torch.equal(want[0], got[0]) and torch.equal(want[1], got[1])
+
+
+def test_blocks_merge_as_the_whole():
+    """The per-block functions a distributed caller would run: blocks of rows (in any order,
+    without handing exact values on) give the same rows and additive stats."""
+    rng = np.random.default_rng(29)
+    X = random_trees(rng, 22)
+    problem = SearchProblem(X, None, None)
+    D = exact_matrix(X, None, None)
+    want = reference_knn(D, 4, True)
+    parts = []
+    for r0, r1 in [(15, 22), (0, 6), (6, 15)]:
+        d, i, _, stats = knn_block(problem, r0, r1, 4)
+        assert torch.equal(d, want[0][r0:r1]) and torch.equal(i, want[1][r0:r1])
+        parts.append(stats)
+    total = merge_stats(*parts)
+    assert total["pairs"] == 22 * 21
+    rows = [radius_block(problem, r0, r1, 3.0) for r0, r1 in [(0, 11), (11, 22)]]
+    r = torch.cat([p[0] for p in rows])
+    c = torch.cat([p[1] for p in rows])
+    order = torch.argsort(r * 22 + c)
+    rr, rc, _ = reference_radius(D, 3.0, True)
+    assert torch.equal(r[order], rr) and torch.equal(c[order], rc)
+
+
+def test_empty_and_tiny_inputs():
+    d, i = kneighbors([], ["ab"], k=1)
+    assert d.shape == (0, 1) and i.shape == (0, 1)
+    assert d.dtype == torch.float64 and i.dtype == torch.int64
+    r, c, v = radius_neighbors([], None, radius=1.0)
+    assert len(r) == len(c) == len(v) == 0 and v.dtype == torch.float64
+    r, c, v = radius_neighbors(["a"], None, radius=math.inf)
+    assert len(r) == 0
+    d, i = kneighbors(["a", "b"], k=1)
+    assert i.tolist() == [[1], [0]] and d.tolist() == [[1.0], [1.0]]
+    r, c, v = radius_neighbors(["", "", "x"], radius=0.0)
+    assert r.tolist() == [0, 1] and c.tolist() == [1, 0] and v.tolist() == [0.0, 0.0]
+
+
+def test_public_exports():
+    assert bt.kneighbors is kneighbors and bt.radius_neighbors is radius_neighbors
+    assert "kneighbors" in bt.__all__ and "radius_neighbors" in bt.__all__
+
+
+# ---------------------------------------------------------------------------
+# Input errors
+# ---------------------------------------------------------------------------
+
+
+def test_input_errors():
+    X = ["ab", "b", "ba"]
+    with pytest.raises(TypeError, match="k must be an int"):
+        kneighbors(X, k=1.0)
+    with pytest.raises(TypeError, match="k must be an int"):
+        kneighbors(X, k=True)
+    with pytest.raises(ValueError, match="between 1 and 2"):
+        kneighbors(X, k=3)
+    with pytest.raises(ValueError, match="between 1 and 1"):
+        kneighbors(X, ["a"], k=2)
+    with pytest.raises(ValueError, match="between 1 and 2"):
+        kneighbors(X, k=0)
+    with pytest.raises(ValueError, match="NaN"):
+        radius_neighbors(X, radius=float("nan"))
+    with pytest.raises(TypeError, match="radius"):
+        radius_neighbors(X, radius="1")
+    with pytest.raises(TypeError, match="both hold trees or both sequences"):
+        kneighbors(X, [bt.Tree(["a"], [[]])], k=1)
+    with pytest.raises(TypeError, match="mix trees and sequences"):
+        radius_neighbors(X + [bt.Tree(["a"], [[]])], radius=1.0)
+    with pytest.raises(ValueError, match="mode"):
+        kneighbors(X, k=1, mode="pseudo")
+    with pytest.raises(ValueError, match="block_size"):
+        kneighbors(X, k=1, block_size=0)
+    with pytest.raises(ValueError, match="symmetric=True needs Y=None"):
+        radius_neighbors(X, X, radius=1.0, symmetric=True)
+    with pytest.raises(ValueError, match="unknown bounds"):
+        kneighbors(X, k=1, bounds=("label", "pivot"))
+    with pytest.raises(TypeError):
+        kneighbors(X, k=1, cost="unit")
+    with pytest.raises(ValueError, match="missing from the cost's alphabet"):
+        kneighbors(X, k=1, cost=bt.UnitCost(["a"]))
+    with pytest.raises(ValueError, match="chunk_size"):
+        radius_neighbors(X, radius=1.0, chunk_size=0)
+    # radius may be negative (costs may be) or a 0-d tensor
+    assert len(radius_neighbors(X, radius=-1.0)[0]) == 0
+    assert len(radius_neighbors(X, radius=torch.tensor(1.0))[0]) == 4
+
+
+def test_tiled_costs_give_the_matrix_bits(monkeypatch):
+    """A cost module without a whole table whose symbols in use exceed one local table: the
+    ops build cost blocks per tile of objects, and the search makes every exact call use every
+    object (cheap extra pairs) so that its tiles, blocks and bits are the matrix's. The local
+    table limit is lowered here so that a few hundred symbols take that path."""
+    monkeypatch.setattr(bt.ops.limits, "LOCAL_TABLE_CELLS", 120 * 120)
+    monkeypatch.setattr(bounds_module, "_TABLE_SYMBOLS", 120)
+    rng = np.random.default_rng(31)
+    words = [f"w{i}" for i in range(400)]
+    cost = MatrixCost(words, rng.uniform(-0.2, 1.0, size=(401, 401)))  # no whole table
+    X = [list(rng.choice(words, size=int(rng.integers(0, 25)))) for _ in range(30)]
+    problem = SearchProblem(X, None, cost)
+    assert problem.costs.table is None and problem._cover
+    check_search(X, None, cost, rng, ks=[3], radii=[3.0], block_size=12)
+    check_search(X[:12], X[12:], cost, rng, ks=[2], radii=[3.0], block_size=5)
+
+
+class IntegerTable(bt.SymbolCost):
+    """A fixed integer cost table with a whole symbol table (the kernels' numbers): bounds and
+    distances are exact, so the search uses ties by index to prune."""
+
+    def __init__(self, alphabet, matrix):
+        super().__init__(alphabet)
+        self.register_buffer("matrix", torch.as_tensor(matrix, dtype=torch.float64))
+
+    def symbol_table(self):
+        return self.matrix
+
+    def forward(self, x_idx, y_idx):
+        return self.matrix[x_idx[:, :, None], y_idx[:, None, :]]
+
+
+@pytest.mark.parametrize("low", [0, -1])
+def test_exact_arithmetic_ties_by_index(low):
+    """Integer costs read from a whole table (unit costs, or any integer table, negative
+    entries included): the margin is 0, and an entry whose bound equals a row's k-th distance
+    is pruned when its index comes after the k-th's. Many duplicates make such ties common."""
+    rng = np.random.default_rng(41 + low)
+    s = len(ALPHABET) + 1
+    cost = IntegerTable(ALPHABET, rng.integers(low, 3, size=(s, s)))
+    base = random_trees(rng, 6, max_nodes=6)
+    X = [base[int(i)] for i in rng.integers(0, 6, size=28)] + random_trees(rng, 6)
+    problem = SearchProblem(X, None, cost)
+    assert problem.exact_arithmetic
+    assert not problem.margin(torch.arange(3), torch.arange(3)).any()
+    assert SearchProblem(X, None, None).exact_arithmetic  # unit costs
+    assert not SearchProblem(X, None, make_cost("euclidean", rng)).exact_arithmetic
+    assert not SearchProblem(X, None, make_cost("integer", rng)).exact_arithmetic  # no whole table
+    check_search(X, None, cost, rng, ks=[1, 4, 9], radii=[0.0, 3.0], block_size=13)
+    check_search(X, None, None, rng, ks=[2, 7], radii=[2.0], block_size=9)
+
+
+@pytest.mark.parametrize("share", [0.0, 2.0])
+def test_dense_finish_and_rounds_alone_agree(monkeypatch, share):
+    """Once every row has k exact distances, k-NN computes all open entries at once when the
+    bounds leave most undecided entries open (share 0: always; 2: never): same answers."""
+    from bedl_torch.search import engine as engine_module
+
+    monkeypatch.setattr(engine_module, "_DENSE_SHARE", share)
+    rng = np.random.default_rng(43)
+    X = random_trees(rng, 18, max_nodes=8)
+    for cost in (None, make_cost("signed", rng)):
+        check_search(X, None, cost, rng, ks=[1, 5], radii=[], block_size=7)
+        check_search(X[:6], X[6:], cost, rng, ks=[3], radii=[], block_size=4)
