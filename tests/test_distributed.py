@@ -116,6 +116,11 @@ def _scenario_matrices(rank, trees, others, seqs, strings, out_dir):
     res["file"] = np.array(M)
     res["knn"] = bd.kneighbors(strings, k=4, tile_size=6)
     res["knn_xy"] = bd.kneighbors(strings[:13], strings[5:], k=5, tile_size=4)
+    # the search engine's blocks shared among the ranks (2 rows each)
+    res["knn_blocks"] = bd.kneighbors(trees, k=3, block_size=2, return_stats=True)
+    res["radius"] = bd.radius_neighbors(strings, radius=4.0, block_size=3, return_stats=True)
+    res["radius_xy"] = bd.radius_neighbors(trees, others, radius=6.0, block_size=2)
+    res["knn_pseudo"] = bd.kneighbors(strings, k=3, mode="pseudo", tile_size=5)
     return res
 
 
@@ -486,6 +491,33 @@ def test_two_ranks_write_one_file(two_rank_results):
     for res in results:
         assert res["file_type"] == ("memmap", False)
         assert np.array_equal(res["file"], expected)
+
+
+def test_two_ranks_search(two_rank_results):
+    """kneighbors and radius_neighbors with the rows' blocks shared among two ranks: every
+    rank gets the single process's answer; the stats count every entry once."""
+    data, results = two_rank_results
+    trees, others, strings = data["trees"], data["others"], data["strings"]
+    d1, i1, stats1 = bt.kneighbors(trees, k=3, block_size=2, return_stats=True)
+    r1 = bt.radius_neighbors(strings, radius=4.0, block_size=3, return_stats=True)
+    rxy = bt.radius_neighbors(trees, others, radius=6.0)
+    D = bt.pairwise_distances(strings).double()
+    n = len(strings)
+    want = [(i, j) for i in range(n) for j in range(n) if i != j and float(D[i, j]) <= 4.0]
+    for res in results:
+        d, i, stats = res["knn_blocks"]
+        assert torch.equal(d, d1) and torch.equal(i, i1)
+        assert stats["pairs"] == stats1["pairs"] == len(trees) * (len(trees) - 1)
+        assert stats["pairs"] == stats["decided_by_label"] + stats["decided_by_traversal"] + stats["exact"]
+        r, c, v, st = res["radius"]
+        assert all(torch.equal(a, b) for a, b in zip((r, c, v), r1[:3]))
+        assert list(zip(r.tolist(), c.tolist())) == want
+        assert st["pairs"] == r1[3]["pairs"]
+        assert all(torch.equal(a, b) for a, b in zip(res["radius_xy"], rxy))
+    ref = _reference_neighbours(bt.pairwise_distances(strings, mode="pseudo").numpy(), 3, exclude_self=True)
+    for res in results:
+        d, i = res["knn_pseudo"]
+        assert np.array_equal(d.numpy(), ref[0]) and np.array_equal(i.numpy(), ref[1])
 
 
 def test_two_ranks_kneighbors(two_rank_results):

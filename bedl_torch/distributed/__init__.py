@@ -10,15 +10,17 @@ an initialised process group they run in one process.
 ``pairwise_distances(..., out="D.npy")`` writes the matrix into one ``.npy`` file on a
 filesystem the ranks share, tile by tile, so that a rank never holds more than one tile, and
 records every finished tile in ``D.npy.tiles/``: ``resume=True`` finishes a killed run.
-:func:`kneighbors` keeps only the running ``k`` nearest neighbours of every object.
+:func:`kneighbors` and :func:`radius_neighbors` run the search engine of
+:mod:`bedl_torch.search` on each rank's share of the query rows (:mod:`.search`).
 
 Modules: :mod:`.tiles` (tiles and their assignment), :mod:`.group` (the process group),
 :mod:`.problem` (the checked matrix and one tile's values, planned by the ops'
 :class:`~bedl_torch.ops.pairwise.PairwisePlan`), :mod:`.matrix` (the functions below),
-:mod:`.npy_file` (``out=`` and ``resume``) and :mod:`.cli` (``python -m bedl_torch pairwise``).
+:mod:`.npy_file` (``out=`` and ``resume``), :mod:`.search` (nearest neighbours and range
+search) and :mod:`.cli` (``python -m bedl_torch pairwise``).
 """
 from .cli import add_cli_parser, run_cli
-from .matrix import kneighbors, pairwise_distances
+from .matrix import kneighbors, pairwise_distances, radius_neighbors
 from .tiles import Tile, assign_tiles, plan_tiles
 
-__all__ = ["pairwise_distances", "kneighbors", "Tile", "plan_tiles", "assign_tiles"]
+__all__ = ["pairwise_distances", "kneighbors", "radius_neighbors", "Tile", "plan_tiles", "assign_tiles"]

@@ -63,16 +63,17 @@ def raise_if_failed(group: ProcessGroup, error: Optional[BaseException]) -> None
 
 
 class Progress:
-    """A tqdm bar over DP cells on rank 0 when asked for and tqdm is installed; else silent."""
+    """A tqdm bar (over DP cells, or ``unit``) on rank 0 when asked for and tqdm is installed;
+    else silent."""
 
-    def __init__(self, enabled: bool, total: int, desc: str):
+    def __init__(self, enabled: bool, total: int, desc: str, unit: str = "cell"):
         self.bar = None
         if enabled:
             try:
                 from tqdm import tqdm
             except ImportError:
                 return
-            self.bar = tqdm(total=total, desc=desc, unit="cell", unit_scale=True, file=sys.stderr,
+            self.bar = tqdm(total=total, desc=desc, unit=unit, unit_scale=True, file=sys.stderr,
                             dynamic_ncols=True)
 
     def update(self, n: int) -> None:

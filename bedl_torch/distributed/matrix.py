@@ -10,12 +10,14 @@ import numpy as np
 import torch
 
 from ..costs import SymbolCost
+from ..search.engine import BOUNDS, check_mode
 from .group import ProcessGroup, raise_if_failed
 from .npy_file import pairwise_to_file
 from .problem import MatrixProblem, compute_share
+from .search import search_kneighbors, search_radius_neighbors
 from .tiles import Tile, assign_tiles, check_tile_size, default_tile_size
 
-__all__ = ["pairwise_distances", "kneighbors"]
+__all__ = ["pairwise_distances", "kneighbors", "radius_neighbors"]
 
 
 def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional[SymbolCost] = None,
@@ -138,24 +140,35 @@ def kneighbors(X: Sequence, Y: Optional[Sequence] = None, *, k: int,
                progress: bool = False, mode: str = "exact",
                reference_cost: Optional[SymbolCost] = None, chunk_size: Optional[int] = None,
                rel_tol: Optional[float] = None, unknown: str = "error",
-               symmetric: Optional[bool] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+               symmetric: Optional[bool] = None, block_size: Optional[int] = None,
+               bounds: Sequence[str] = BOUNDS, return_stats: bool = False):
     """The ``k`` nearest objects of ``Y`` (of ``X`` itself when ``Y`` is None, each object
-    excluded from its own list) for every object of ``X``, without the whole matrix.
+    excluded from its own list) for every object of ``X``, without the whole matrix, across
+    the ranks of the process group (every rank calls it with the same arguments and gets the
+    whole result).
 
-    Tiles as in :func:`pairwise_distances` (shared among the ranks of the process group; every
-    rank calls it with the same arguments and gets the whole result); each rank keeps only the
-    running ``k`` best of every row. The distances are those of
+    Exact mode (the default): :func:`bedl_torch.search.kneighbors`' engine (bounds that hold
+    for any costs, then exact distances with the kernels' cutoff) on each rank's share of the
+    blocks of query rows (``block_size`` rows each), the same answer as in one process;
+    ``return_stats`` as there (summed over the ranks); ``progress`` shows rank 0's rows.
+    Pseudo mode: every entry in tiles as in :func:`pairwise_distances` (``tile_size``), each
+    rank keeping the running ``k`` best of every row. The distances are those of
     :func:`bedl_torch.pairwise_distances` with the same arguments (see
     :func:`pairwise_distances` for where that holds bit for bit). No gradient.
 
     Returns:
-        ``(distances, indices)``: float64 ``(len(X), k)`` and int64 ``(len(X), k)`` CPU tensors,
-        every row sorted by distance, equal distances by index.
+        ``(distances, indices)`` (and the stats): float64 ``(len(X), k)`` and int64
+        ``(len(X), k)`` CPU tensors, every row sorted by distance, equal distances by index.
 
     Raises:
-        ValueError: ``k`` not in ``1 .. len(Y)`` (``len(X) - 1`` without ``Y``); the errors
-            of :func:`pairwise_distances`.
+        ValueError: ``k`` not in ``1 .. len(Y)`` (``len(X) - 1`` without ``Y``),
+            ``return_stats`` with pseudo mode; the errors of :func:`pairwise_distances`.
     """
+    if mode == "exact" and reference_cost is None:
+        return search_kneighbors(X, Y, k, cost, group, progress, chunk_size, rel_tol, unknown,
+                                 symmetric, block_size, bounds, return_stats)
+    if return_stats:
+        raise ValueError("return_stats needs mode='exact' (the search engine)")
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
         raise TypeError(f"k must be an int, got {type(k).__name__}")
     k = int(k)
@@ -201,3 +214,21 @@ def kneighbors(X: Sequence, Y: Optional[Sequence] = None, *, k: int,
             best_d, best_i = (d, i) if r == 0 else _merge_nearest(best_d, best_i, d, i, k)
     return best_d, best_i
 
+
+def radius_neighbors(X: Sequence, Y: Optional[Sequence] = None, *, radius: float,
+                     cost: Optional[SymbolCost] = None, group=None, progress: bool = False,
+                     mode: str = "exact", chunk_size: Optional[int] = None,
+                     rel_tol: Optional[float] = None, unknown: str = "error",
+                     symmetric: Optional[bool] = None, block_size: Optional[int] = None,
+                     bounds: Sequence[str] = BOUNDS, return_stats: bool = False):
+    """:func:`bedl_torch.search.radius_neighbors` across the ranks of the process group: each
+    rank searches its share of the blocks of query rows; every rank calls it with the same
+    arguments and gets the whole answer ``(rows, cols, distances)`` (and the stats, summed over
+    the ranks), the same as in one process. ``progress`` shows rank 0's rows.
+
+    Raises:
+        ValueError, TypeError: as :func:`bedl_torch.search.radius_neighbors`.
+    """
+    check_mode(mode)
+    return search_radius_neighbors(X, Y, radius, cost, group, progress, chunk_size, rel_tol, unknown,
+                                   symmetric, block_size, bounds, return_stats)

@@ -48,8 +48,8 @@ import torch
 from ..costs import SymbolCost
 from .problem import BOUNDS, SearchProblem, merge_stats, new_stats
 
-__all__ = ["kneighbors", "radius_neighbors", "SearchProblem", "knn_block", "radius_block", "merge_stats",
-           "BOUNDS"]
+__all__ = ["kneighbors", "radius_neighbors", "SearchProblem", "knn_block", "radius_block", "knn_blocks",
+           "radius_blocks", "block_rows", "check_k", "check_mode", "check_radius", "merge_stats", "BOUNDS"]
 
 # Pairs per block of rows (its bound matrices are float64 and int64 of this many entries).
 _BLOCK_CELLS = 1 << 22
@@ -61,7 +61,8 @@ _MAX_WIDTH = 1024
 _DENSE_SHARE = 0.5
 
 
-def _block_rows(problem: SearchProblem, block_size: Optional[int]) -> int:
+def block_rows(problem: SearchProblem, block_size: Optional[int]) -> int:
+    """Query rows per block: ``block_size``, or about 4M pairs a block."""
     if block_size is None:
         return max(1, _BLOCK_CELLS // max(1, problem.ny))
     if isinstance(block_size, bool) or not isinstance(block_size, numbers.Integral) or block_size < 1:
@@ -260,7 +261,7 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
     return best_d, best_i, handed_on, stats
 
 
-def _check_k(k, candidates: int, same: bool) -> int:
+def check_k(k, candidates: int, same: bool) -> int:
     if isinstance(k, bool) or not isinstance(k, (numbers.Integral, np.integer)):
         raise TypeError(f"k must be an int, got {type(k).__name__}")
     k = int(k)
@@ -270,7 +271,7 @@ def _check_k(k, candidates: int, same: bool) -> int:
     return k
 
 
-def _check_mode(mode):
+def check_mode(mode):
     if mode != "exact":
         raise ValueError(f"mode must be 'exact' (bounds hold for exact distances; pseudo and soft "
                          f"modes are not searched), got {mode!r}")
@@ -319,19 +320,32 @@ def kneighbors(X: Sequence, Y: Optional[Sequence] = None, *, k: int,
         ValueError: ``k`` out of range, ``mode`` other than ``"exact"``, ``block_size < 1``;
             the errors of :class:`SearchProblem`.
     """
-    _check_mode(mode)
+    check_mode(mode)
     problem = SearchProblem(X, Y, cost, rel_tol=rel_tol, unknown=unknown, symmetric=symmetric,
                             chunk_size=chunk_size, bounds=bounds)
     candidates = problem.ny - 1 if problem.same else problem.ny
-    k = _check_k(k, candidates, problem.same)
-    step = _block_rows(problem, block_size)
-    ds, js, parts = [], [], []
+    k = check_k(k, candidates, problem.same)
+    step = block_rows(problem, block_size)
+    rows, distances, indices, stats = knn_blocks(problem, list(range(0, problem.nx, step)), k, step)
+    if return_stats:
+        return distances, indices, stats
+    return distances, indices
+
+
+def knn_blocks(problem: SearchProblem, starts: Sequence[int], k: int, step: Optional[int] = None):
+    """:func:`knn_block` over the blocks of rows starting at ``starts`` (ascending; each
+    ``step`` rows, default :func:`block_rows`' own), exact values handed on from block to
+    block. Returns ``(rows, distances, indices, stats)``: the rows covered (int64), their
+    ``k`` best, and the merged stats."""
+    step = block_rows(problem, None) if step is None else step
+    ds, js, rs, parts = [], [], [], []
     known = None
-    for r0 in range(0, problem.nx, step):
+    for r0 in starts:
         r1 = min(problem.nx, r0 + step)
         d, j, handed, stats = knn_block(problem, r0, r1, k, known)
         ds.append(d)
         js.append(j)
+        rs.append(torch.arange(r0, r1))
         parts.append(stats)
         if known is not None:  # what later blocks may still use
             keep = known[0] >= r1
@@ -340,9 +354,8 @@ def kneighbors(X: Sequence, Y: Optional[Sequence] = None, *, k: int,
             known = handed if known is None else tuple(torch.cat(p) for p in zip(known, handed))
     distances = torch.cat(ds) if ds else torch.zeros(0, k, dtype=torch.float64)
     indices = torch.cat(js) if js else torch.zeros(0, k, dtype=torch.int64)
-    if return_stats:
-        return distances, indices, merge_stats(*parts)
-    return distances, indices
+    rows = torch.cat(rs) if rs else torch.zeros(0, dtype=torch.int64)
+    return rows, distances, indices, merge_stats(*parts)
 
 
 # ---------------------------------------------------------------------------
@@ -398,7 +411,7 @@ def radius_block(problem: SearchProblem, r0: int, r1: int, radius: float):
     return r, c, v, stats
 
 
-def _check_radius(radius) -> float:
+def check_radius(radius) -> float:
     if isinstance(radius, bool) or not isinstance(radius, (numbers.Real, np.floating, np.integer)):
         if isinstance(radius, torch.Tensor) and radius.numel() == 1 and not radius.is_complex():
             radius = radius.item()
@@ -435,13 +448,25 @@ def radius_neighbors(X: Sequence, Y: Optional[Sequence] = None, *, radius: float
         TypeError: ``radius`` not a real number; as :func:`kneighbors`.
         ValueError: ``radius`` NaN; as :func:`kneighbors`.
     """
-    _check_mode(mode)
-    radius = _check_radius(radius)
+    check_mode(mode)
+    radius = check_radius(radius)
     problem = SearchProblem(X, Y, cost, rel_tol=rel_tol, unknown=unknown, symmetric=symmetric,
                             chunk_size=chunk_size, bounds=bounds)
-    step = _block_rows(problem, block_size)
+    starts = list(range(0, problem.nx, block_rows(problem, block_size)))
+    out = radius_blocks(problem, starts, radius, block_rows(problem, block_size))
+    if return_stats:
+        return out
+    return out[:3]
+
+
+def radius_blocks(problem: SearchProblem, starts: Sequence[int], radius: float,
+                  step: Optional[int] = None):
+    """:func:`radius_block` over the blocks of rows starting at ``starts`` (each ``step``
+    rows, default :func:`block_rows`' own). Returns ``(rows, cols, distances, stats)``
+    sorted by row, then column."""
+    step = block_rows(problem, None) if step is None else step
     rs, cs, vs, parts = [], [], [], []
-    for r0 in range(0, problem.nx, step):
+    for r0 in starts:
         r, c, v, stats = radius_block(problem, r0, min(problem.nx, r0 + step), radius)
         rs.append(r)
         cs.append(c)
@@ -453,7 +478,4 @@ def radius_neighbors(X: Sequence, Y: Optional[Sequence] = None, *, radius: float
         r = c = torch.zeros(0, dtype=torch.long)
         v = torch.zeros(0, dtype=torch.float64)
     order = torch.argsort(r * max(problem.ny, 1) + c)
-    out = (r[order], c[order], v[order])
-    if return_stats:
-        return (*out, merge_stats(*parts))
-    return out
+    return r[order], c[order], v[order], merge_stats(*parts)

@@ -1,0 +1,106 @@
+"""Nearest neighbours and range search across the ranks of a process group: the engine of
+:mod:`bedl_torch.search` on each rank's share of the blocks of query rows, the rows gathered on
+every rank. Every rank calls with the same arguments and gets the whole answer, the same as in
+one process.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+
+from ..costs import SymbolCost
+from ..search.engine import (SearchProblem, block_rows, check_k, check_radius, knn_blocks,
+                             merge_stats, radius_blocks)
+from .group import ProcessGroup, Progress, raise_if_failed
+
+__all__ = ["search_kneighbors", "search_radius_neighbors"]
+
+
+def _share(problem: SearchProblem, block_size: Optional[int], grp: ProcessGroup):
+    """This rank's blocks of query rows (every size-th, balanced over the rows) and the step."""
+    step = block_rows(problem, block_size)
+    starts = list(range(0, problem.nx, step))
+    return starts[grp.rank::grp.size], step
+
+
+def _run(grp: ProcessGroup, progress: bool, total: int, desc: str, work):
+    """``work(bar)`` on this rank (the bar, on rank 0, counts its ``total`` query rows),
+    failures reported to every rank; the results of all ranks (rank order) gathered on each."""
+    bar = Progress(progress and grp.rank == 0, total, desc, unit="row")
+    error, mine = None, None
+    try:
+        mine = work(bar)
+    except Exception as exc:  # noqa: BLE001 - every rank must learn of it
+        error = exc
+    finally:
+        bar.close()
+    raise_if_failed(grp, error)
+    return [grp.broadcast_object(mine if r == grp.rank else None, src=r) for r in range(grp.size)]
+
+
+def search_kneighbors(X: Sequence, Y: Optional[Sequence], k: int, cost: Optional[SymbolCost],
+                      group, progress: bool, chunk_size: Optional[int], rel_tol: Optional[float],
+                      unknown: str, symmetric: Optional[bool], block_size: Optional[int],
+                      bounds: Sequence[str], return_stats: bool):
+    """:func:`bedl_torch.search.kneighbors` across ranks (see
+    :func:`bedl_torch.distributed.kneighbors`)."""
+    grp = ProcessGroup(group)
+    problem = SearchProblem(X, Y, cost, rel_tol=rel_tol, unknown=unknown, symmetric=symmetric,
+                            chunk_size=chunk_size, bounds=bounds)
+    candidates = problem.ny - 1 if problem.same else problem.ny
+    k = check_k(k, candidates, problem.same)
+    mine, step = _share(problem, block_size, grp)
+
+    def work(bar):
+        parts = []
+        for r0 in mine:  # block by block for the bar (exact values are handed within a block)
+            parts.append(knn_blocks(problem, [r0], k, step))
+            bar.update(min(problem.nx, r0 + step) - r0)
+        return parts
+
+    total = sum(min(problem.nx, r0 + step) - r0 for r0 in mine)
+    gathered = [p for rank_parts in _run(grp, progress, total, "kneighbors", work) for p in rank_parts]
+    distances = torch.zeros(problem.nx, k, dtype=torch.float64)
+    indices = torch.zeros(problem.nx, k, dtype=torch.int64)
+    for rows, d, j, _ in gathered:
+        distances[rows], indices[rows] = d, j
+    if return_stats:
+        return distances, indices, merge_stats(*[g[3] for g in gathered])
+    return distances, indices
+
+
+def search_radius_neighbors(X: Sequence, Y: Optional[Sequence], radius: float,
+                            cost: Optional[SymbolCost], group, progress: bool,
+                            chunk_size: Optional[int], rel_tol: Optional[float], unknown: str,
+                            symmetric: Optional[bool], block_size: Optional[int],
+                            bounds: Sequence[str], return_stats: bool):
+    """:func:`bedl_torch.search.radius_neighbors` across ranks (see
+    :func:`bedl_torch.distributed.radius_neighbors`)."""
+    radius = check_radius(radius)
+    grp = ProcessGroup(group)
+    problem = SearchProblem(X, Y, cost, rel_tol=rel_tol, unknown=unknown, symmetric=symmetric,
+                            chunk_size=chunk_size, bounds=bounds)
+    mine, step = _share(problem, block_size, grp)
+
+    def work(bar):
+        parts = []
+        for r0 in mine:
+            parts.append(radius_blocks(problem, [r0], radius, step))
+            bar.update(min(problem.nx, r0 + step) - r0)
+        return parts
+
+    total = sum(min(problem.nx, r0 + step) - r0 for r0 in mine)
+    gathered = [p for rank_parts in _run(grp, progress, total, "radius_neighbors", work)
+                for p in rank_parts]
+    if gathered:
+        r, c, v = (torch.cat([g[i] for g in gathered]) for i in range(3))
+    else:
+        r = c = torch.zeros(0, dtype=torch.long)
+        v = torch.zeros(0, dtype=torch.float64)
+    order = torch.argsort(r * max(problem.ny, 1) + c)
+    out = (r[order], c[order], v[order])
+    if return_stats:
+        return (*out, merge_stats(*[g[3] for g in gathered]))
+    return out
+
