@@ -54,10 +54,15 @@ void outside_sweep(const TreeIndex& x, const TreeIndex& y, int64_t w, int64_t kx
       }
     }
   }
+  const int64_t* ly = y.leftmost.data();
   for (int64_t i = kx; i >= r0; --i) {
+    // Row i's part of the geometry, once per row: whether its cells of whole subtrees of y
+    // define tdm, and where its matches come from.
+    const bool row_defines = i > r0 && t.whole_x(i);
+    const int64_t jump_row = x.leftmost[i] - 1;
     for (int64_t j = reach_end[i]; j >= c0; --j) {
       const int64_t cell = i * w + j;
-      const bool defines = t.defines_tdm(i, j);
+      const bool defines = row_defines && j > c0 && ly[j] == c0 + 1;  // t.defines_tdm(i, j)
       const W out_d = out_any[cell];  // a deletion may follow anything
       const W out_o = out_any[cell] + out_ins[cell];
       out_any[cell] = out_ins[cell] = W::zero();  // (pushes below go to other cells)
@@ -75,7 +80,7 @@ void outside_sweep(const TreeIndex& x, const TreeIndex& y, int64_t w, int64_t kx
         }
         if (flags & kMatch) {
           out.used_tdm(i, j);
-          const int64_t si = t.source_row(i, defines), sj = t.source_col(j, defines);
+          const int64_t si = defines ? r0 : jump_row, sj = t.source_col(j, defines);
           const int64_t source = si * w + sj;
           out_any[source] = out_any[source] + out_o * out.tdm_inside(i, j, cell);
           reach_end[si] = std::max(reach_end[si], sj);
