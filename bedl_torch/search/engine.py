@@ -218,8 +218,17 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
                 del mark
             a, b = problem.kernel_pairs(rows[sr], sc)
             n_pairs = len(a)
+            pair_thr = thr[sr]
+            if inb is not None:
+                # the value also serves the partner entry (c, r): within the block its row's
+                # threshold may be larger; a later block's row needs the exact value
+                pair_thr = pair_thr.clone()
+                pair_thr[inb] = torch.maximum(pair_thr[inb], thr[(sc[inb] - r0)])
+                pair_thr[sc >= r1] = math.inf
             if what != "exact":
-                t = problem.traversal_values(a, b, what, distinct=True) - problem.margin(a, b)
+                margin = problem.margin(a, b)
+                # a bound above the pair's threshold comes back as inf: the entry is pruned
+                t = problem.traversal_values(a, b, what, distinct=True, threshold=pair_thr + margin) - margin
                 stats["traversal_computed"] += n_pairs
                 cur[sr, sc] = torch.maximum(cur[sr, sc], t)
                 level[sr, sc] = step + 1
@@ -228,13 +237,6 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
                     cur[pr, pc] = torch.maximum(cur[pr, pc], t[inb])
                     level[pr, pc] = torch.clamp(level[pr, pc], min=step + 1)
                 continue
-            pair_thr = thr[sr]
-            if inb is not None:
-                # the value also serves the partner entry (c, r): within the block its row's
-                # threshold may be larger; a later block's row needs the exact value
-                pair_thr = pair_thr.clone()
-                pair_thr[inb] = torch.maximum(pair_thr[inb], thr[(sc[inb] - r0)])
-                pair_thr[sc >= r1] = math.inf
             v = problem.exact(a, b, threshold=pair_thr, distinct=True)
             stats["exact_computed"] += n_pairs
             final[sr, sc] = True

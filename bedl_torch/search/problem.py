@@ -204,11 +204,13 @@ class SearchProblem:
                             threshold=threshold)
 
     def traversal_values(self, a: torch.Tensor, b: torch.Tensor, order: str,
-                         distinct: bool = False) -> torch.Tensor:
+                         distinct: bool = False, threshold: Optional[torch.Tensor] = None) -> torch.Tensor:
         """The preorder (``order="pre"``) or postorder sequence edit distance of the kernel
-        pairs ``(a, b)`` (trees), in input order, float64."""
+        pairs ``(a, b)`` (trees), in input order, float64; with ``threshold`` (per pair), inf
+        for a pair whose value is above its threshold (the kernels stop it early): enough to
+        prune it, not a bound to keep."""
         tx, ty = self.traversal[order]
-        return self._values(tx, ty, a, b, distinct)
+        return self._values(tx, ty, a, b, distinct, threshold=threshold)
 
     # -- bound blocks ----------------------------------------------------------
 
@@ -248,7 +250,8 @@ class SearchProblem:
             if not len(rl):
                 break
             a, b = self.kernel_pairs(rows[rl], c)
-            t = self.traversal_values(a, b, order, distinct=True) - self.margin(a, b)
+            margin = self.margin(a, b)
+            t = self.traversal_values(a, b, order, distinct=True, threshold=thr + margin) - margin
             stats["traversal_computed"] += len(a)
             keep = t <= thr
             pruned_r.append(rl[~keep])
