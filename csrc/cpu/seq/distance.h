@@ -37,18 +37,18 @@ struct PaddedRows {
 // columns, the gap last in both), at most four at a time: need(first, count)
 // gathers rows first .. first + count - 1 (count <= 4, ascending calls) into
 // slots of n + 1 doubles, so memory stays linear in |y|.
-template <typename scalar_t>
+template <typename scalar_t, typename Buffer = std::vector<double>>
 struct SymbolRows {
   using value_type = double;
   const scalar_t* table;
   int64_t R, C;
   const int64_t *x, *y;
   int64_t m, n;
-  std::vector<double>& buf;  // 4 rows + the insertions
+  Buffer& buf;  // 4 rows + the insertions
   int64_t held[4] = {-1, -1, -1, -1};
 
   SymbolRows(const scalar_t* table_, int64_t R_, int64_t C_, const int64_t* x_, int64_t m_, const int64_t* y_,
-             int64_t n_, std::vector<double>& buf_)
+             int64_t n_, Buffer& buf_)
       : table(table_), R(R_), C(C_), x(x_), y(y_), m(m_), n(n_), buf(buf_) {
     buf.resize(5 * (n + 1));
     const scalar_t* gap_row = table + (R - 1) * C;

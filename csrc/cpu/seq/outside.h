@@ -115,9 +115,9 @@ struct CountOutside {
 
 // P of an (m, n) pair into p_acc (the cost layout), from inside counts `g`
 // and their total `all`; cnt's two-row buffers as scratch.
-template <typename Count, typename E, typename Buffers>
+template <typename Count, typename E, typename Buffers, typename Acc>
 void count_outside(const InsideGrid<Count, E>& g, int64_t m, int64_t n, const Count& all, Buffers& cnt,
-                   std::vector<double>& p_acc) {
+                   Acc& p_acc) {
   const int64_t w = n + 1;
   cnt.out_any.assign(2 * w, Count::zero());
   cnt.out_ins.assign(2 * w, Count::zero());

@@ -106,7 +106,7 @@ struct SymbolGroup {
 template <typename scalar_t>
 double symbol_distance(const scalar_t* t, int64_t S, const SymbolPair& sp, int64_t b,
                        const dp::DistanceCutoffs* cutoff, SedWorkspace& ws) {
-  SymbolRows<scalar_t> rows(t, S, S, sp.x, sp.m, sp.y, sp.n, ws.cost);
+  SymbolRows<scalar_t, decltype(ws.cost)> rows(t, S, S, sp.x, sp.m, sp.y, sp.n, ws.cost);
   if (cutoff == nullptr || !cutoff->applies(b)) return sed_distance_rows(rows, sp.m, sp.n, ws);
   // below[i]: each of x_i .. x_{m-1} deleted or replaced at its row's least cost, and
   // every insertion that could lower the sum.

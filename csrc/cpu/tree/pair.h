@@ -72,8 +72,9 @@ struct CountCells {
 // The outside sweeps' weights (any, ins, tdm) at `cells` or more entries,
 // all zero: each pass leaves them so (outside_sweep clears every entry it
 // consumes), so they are cleared only where they grow.
-template <typename W>
-inline void zero_filled(std::vector<W>& weights, int64_t cells) {
+template <typename Weights>
+inline void zero_filled(Weights& weights, int64_t cells) {
+  using W = typename Weights::value_type;
   if (static_cast<int64_t>(weights.size()) < cells) weights.resize(cells, W::zero());
 }
 
