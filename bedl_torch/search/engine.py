@@ -28,7 +28,7 @@ that belongs to the answer is computed, and the ``k`` best by (distance, index) 
 computed entries are those of the full matrix. Exact distances come from
 :func:`bedl_torch.ops.table_pair_distances` over the same flattened collections and the same
 orientation as :func:`bedl_torch.pairwise_distances` (``i <= j`` where that function computes
-half the matrix and mirrors it), hence the same bits (see :meth:`SearchProblem._values` for
+half the matrix and mirrors it), hence the same bits (see :meth:`SearchProblem.exact` for
 cost modules without a whole table).
 
 For a distributed caller: :func:`knn_block` and :func:`radius_block` each take one block of
