@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "../../common/sequence.h"
+#include "../../common/sequence_passes.h"
 #include "../check.h"
 #include "outside.h"
 #include "workspace.h"
@@ -24,67 +24,24 @@ namespace bedl {
 namespace sed {
 
 // The distance (in *distance) and P (in ws.p_acc, the cost layout with row
-// stride n + 1) with counts of type Count; false (P incomplete) if the total
-// count is not representable in that type.
+// stride n + 1) with counts of type Count (common/sequence_passes.h); false (P
+// incomplete) if the total count is not representable in that type.
 template <typename Count, typename scalar_t>
 bool sed_counted(const scalar_t* c, int64_t m, int64_t n, int64_t stride, const dp::Tie& tie,
                  SedCounts<Count>& cnt, SedWorkspace& ws, double* distance) {
   const int64_t w = n + 1;
   const int64_t cells = (m + 1) * w;
-  cnt.in_del.assign(cells, Count::zero());
-  cnt.in_other.assign(cells, Count::zero());
-  ws.coopt.assign(cells, 0);
+  cnt.in_del.resize(cells);
+  cnt.in_other.resize(cells);
+  cnt.out_any.resize(2 * w);
+  cnt.out_ins.resize(2 * w);
+  ws.coopt.resize(cells);
   ws.row_prev.resize(w);
   ws.row_cur.resize(w);
-  Count* in_del = cnt.in_del.data();
-  Count* in_other = cnt.in_other.data();
-  uint8_t* coopt = ws.coopt.data();
-  const scalar_t* ins = c + m * stride;
-  auto total = [&](int64_t cell) { return in_del[cell] + in_other[cell]; };
-
-  // Inside pass.
-  double* prev = ws.row_prev.data();
-  double* cur = ws.row_cur.data();
-  prev[0] = 0.0;
-  in_other[0] = Count::one();
-  for (int64_t j = 1; j <= n; ++j) {
-    prev[j] = prev[j - 1] + static_cast<double>(ins[j - 1]);
-    in_other[j] = Count::one();
-    coopt[j] = kIns;
-  }
-  for (int64_t i = 1; i <= m; ++i) {
-    const scalar_t* row = c + (i - 1) * stride;
-    const double del = static_cast<double>(row[n]);
-    const int64_t base = i * w;
-    double left = prev[0] + del;
-    cur[0] = left;
-    in_del[base] = Count::one();
-    coopt[base] = kDel;
-    // The left neighbour's value and count stay in registers: the chain
-    // from cell to cell does not go through memory.
-    Count left_other = Count::zero();
-    for (int64_t j = 1; j <= n; ++j) {
-      uint8_t flags;
-      const double best = sequence_value_flags(tie, prev[j - 1], static_cast<double>(row[j - 1]), prev[j], del, left,
-                                               static_cast<double>(ins[j - 1]), flags);
-      cur[j] = best;
-      left = best;  // only the insertion waits on the previous cell
-      const int64_t cell = base + j;
-      Count by_del, other;
-      dp::enter(dp::CoOptimal{flags}, total(cell - w), left_other, total(cell - w - 1), by_del, other);
-      in_del[cell] = by_del;
-      in_other[cell] = other;
-      left_other = other;
-      coopt[cell] = flags;
-    }
-    std::swap(prev, cur);
-  }
-  *distance = prev[n];
-  const Count all = total(cells - 1);
-  if (!all.usable_total()) return false;
-
-  count_outside(InsideGrid<Count, Count>{in_del, in_other, coopt, w, 1}, m, n, all, cnt, ws.p_acc);
-  return true;
+  ws.p_acc.resize(cells);
+  const SequenceCounts<Count> buf{cnt.in_del.data(), cnt.in_other.data(), ws.coopt.data(),  ws.row_prev.data(),
+                                ws.row_cur.data(), cnt.out_any.data(),  cnt.out_ins.data(), ws.p_acc.data()};
+  return sequence_counted(PaddedCostRows<scalar_t>{c, stride, m, n}, m, n, tie, buf, distance);
 }
 
 // The distance, and P in ws.p_acc (row stride n + 1): counts as doubles unless
