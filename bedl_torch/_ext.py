@@ -40,6 +40,16 @@ weighted_pair_sums_cpu = _ops.weighted_pair_sums
 # (soft distances (B,), expected alignments (B, M1, N1) or an empty tensor) at a temperature
 ted_soft_cpu = _ops.ted_soft
 sed_soft_cpu = _ops.sed_soft
+# the operators with CUDA kernels in this build: called with CUDA costs they run on that GPU
+cuda_operators = frozenset(_C.cuda_operators)
+
+
+def runs_on_device(operator: str, device: torch.device) -> bool:
+    """Whether ``torch.ops.bedl_torch.<operator>`` runs on ``device`` itself (the CPU, or a GPU
+    where this build has that operator's CUDA kernel); otherwise its inputs go to the CPU."""
+    return device.type == "cpu" or (device.type == "cuda" and operator in cuda_operators)
+
+
 # AVX2 kernels on or off (same bits either way; tests and benchmarks compare both)
 set_simd_enabled = _C.set_simd_enabled
 simd_enabled = _C.simd_enabled

@@ -5,7 +5,12 @@
 #include <torch/extension.h>
 #include <torch/library.h>
 
+#include "cpu/inputs.h"
+#include "cpu/tree/flat.h"
 #include "edit_distance.h"
+#ifdef BEDL_WITH_CUDA
+#include "cuda/edit_distance_cuda.h"
+#endif
 
 TORCH_LIBRARY(bedl_torch, m) {
   m.def("ted(Tensor costs, Tensor x_sizes, Tensor x_ptr, Tensor y_sizes, Tensor y_ptr, "
@@ -47,10 +52,37 @@ TORCH_LIBRARY_IMPL(bedl_torch, CPU, m) {
   m.impl("sed_soft", &bedl::sed_soft_cpu);
 }
 
+namespace {
+
+// The flat tree arrays a GPU kernel reads (tests run the GPU's per-thread jobs on the host with them).
+py::tuple flat_tree_pairs(const at::Tensor& x_sizes, const at::Tensor& x_ptr, const at::Tensor& y_sizes,
+                          const at::Tensor& y_ptr, const at::Tensor& pair_x, const at::Tensor& pair_y) {
+  bedl::dp::check_index(pair_x, "pair_x", -1);
+  bedl::dp::check_index(pair_y, "pair_y", pair_x.size(0));
+  const bedl::ted::IndexedTrees trees = bedl::ted::index_both(x_sizes, x_ptr, y_sizes, y_ptr);
+  const at::Tensor px = pair_x.contiguous(), py = pair_y.contiguous();
+  bedl::ted::check_pairs(trees.xs, trees.ys(), px.data_ptr<int64_t>(), py.data_ptr<int64_t>(), px.size(0));
+  const bedl::ted::FlatTreePairs f =
+      bedl::ted::flat_tree_pairs(trees, px.data_ptr<int64_t>(), py.data_ptr<int64_t>(), px.size(0));
+  return py::make_tuple(f.x.pre_of_post, f.x.leftmost, f.x.node_ptr, f.x.keyroots, f.x.key_ptr, f.y.pre_of_post,
+                        f.y.leftmost, f.y.node_ptr, f.y.keyroots, f.y.key_ptr, f.x_entry, f.y_entry);
+}
+
+}  // namespace
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "bedl_torch kernels: the operators live in torch.ops.bedl_torch once this module is loaded";
   m.def("set_simd_enabled", &bedl::set_simd_enabled,
         "Turn the AVX2 kernels on or off (same results; for tests and benchmarks)", py::arg("on"));
   m.def("simd_enabled", &bedl::simd_enabled, "Whether the AVX2 kernels run");
+  m.def("_flat_tree_pairs", &flat_tree_pairs,
+        "The flat tree arrays of the GPU kernels (x: pre_of_post, leftmost, node_ptr, keyroots, key_ptr; "
+        "the same for y; x_entry, y_entry), for tests");
   m.attr("torch_version") = TORCH_VERSION;
+  // The operators with CUDA kernels in this build (empty where it was built without CUDA).
+  py::list cuda_operators;
+#ifdef BEDL_WITH_CUDA
+  for (const char* name : bedl::kCudaOperators) cuda_operators.append(name);
+#endif
+  m.attr("cuda_operators") = cuda_operators;
 }

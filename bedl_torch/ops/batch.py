@@ -137,10 +137,11 @@ class PairBatch:
 
     def run_padded(self, costs: torch.Tensor, need_coopt: bool, rel_tol: float):
         """The kernels on padded costs (any device): distances and (with ``need_coopt``) P,
-        on the costs' device."""
+        on the costs' device (computed there where the build has that kernel)."""
         device = costs.device
         c = costs.detach()
-        if device.type != "cpu":
+        operator = "ted" if self.kind == "tree" else "sed"
+        if not _ext.runs_on_device(operator, device):
             c = c.cpu()
         # The kernels check finiteness and the overflow rule on the data they read and raise
         # ValueError naming the pair (see _check_costs).
@@ -149,16 +150,14 @@ class PairBatch:
                                 self.y_table.ptr, self.pair_x, self.pair_y, need_coopt, rel_tol)
         else:
             d, p = _ext.sed_cpu(c, self.m, self.n, need_coopt, rel_tol)
-        if device.type != "cpu":
-            d = d.to(device)
-            p = p.to(device)
-        return d, p
+        return d.to(device), p.to(device)
 
-    def symbol_args(self, view: SymbolView, table: torch.Tensor) -> tuple:
+    def symbol_args(self, view: SymbolView, table: torch.Tensor, operator: Optional[str] = None) -> tuple:
         """The symbol-table kernels' leading arguments: ``table`` (the view's, or a saved copy
-        of it) on the CPU, the labels in the view's numbering, the layout and the pairs."""
+        of it) on the CPU, or on its GPU where ``operator`` runs there; the labels in the
+        view's numbering, the layout and the pairs (on the CPU)."""
         t = table.detach()
-        if t.device.type != "cpu":
+        if operator is None or not _ext.runs_on_device(operator, t.device):
             t = t.cpu()
         xl = view.flat_labels(self.x_table)
         yl = view.flat_labels(self.y_table)
@@ -169,12 +168,15 @@ class PairBatch:
 
     def run_symbols(self, view: SymbolView, need_coopt: bool, rel_tol: float,
                     max_distance: Optional[torch.Tensor] = None):
-        """Kernels on a symbol view's table; P stays on the CPU (padded). ``max_distance``
-        (float64 ``(B,)``, distances only): pairs above their thresholds come back as inf."""
+        """Kernels on a symbol view's table: on its GPU where the build has that kernel (results
+        stay there), else on the CPU (P padded). ``max_distance`` (float64 ``(B,)``, distances
+        only): pairs above their thresholds come back as inf."""
+        operator = "ted_symbols" if self.kind == "tree" else "sed_symbols"
         op = _ext.ted_symbols_cpu if self.kind == "tree" else _ext.sed_symbols_cpu
+        args = self.symbol_args(view, view.table, operator)
         if max_distance is None:
-            return op(*self.symbol_args(view, view.table), need_coopt, rel_tol)
-        return op(*self.symbol_args(view, view.table), need_coopt, rel_tol, max_distance)
+            return op(*args, need_coopt, rel_tol)
+        return op(*args, need_coopt, rel_tol, max_distance)
 
     def run_symbol_sums(self, view: SymbolView, rel_tol: float):
         """Distances with each pair's P listed by label pair (for the backward), or only the

@@ -1,0 +1,33 @@
+// Launchers of the sequence kernels on a CUDA stream: raw device pointers and
+// sizes in, no torch (kernels.cu compiles with nvcc alone). Each runs `threads`
+// GPU threads over the batch (jobs.h), `workspace` holding each thread's slice.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "jobs.h"
+
+namespace bedl {
+namespace gpu {
+
+// Distances of `batch` pairs into d (status per pair); workspace:
+// threads * distance_workspace(max_n) doubles.
+template <typename scalar_t, class Pairs>
+cudaError_t launch_sequence_distances(const Pairs& pairs, int64_t batch, int64_t threads, double* workspace,
+                                      int64_t max_n, scalar_t* d, int32_t* status, cudaStream_t stream);
+
+// Distances and P (p: batch x rows x cols, zero on entry) of the pairs
+// order[0 .. count) (order == nullptr: pairs 0 .. count - 1) with counts of
+// type Count; workspace: threads * coopt_workspace_bytes<Count>(max_m, max_n) bytes.
+template <typename Count, typename scalar_t, class Pairs>
+cudaError_t launch_sequence_coopt(const Pairs& pairs, const int64_t* order, int64_t count, int64_t threads,
+                                  char* workspace, int64_t max_m, int64_t max_n, double rel_tol, scalar_t* d,
+                                  scalar_t* p, int64_t rows, int64_t cols, int32_t* status, cudaStream_t stream);
+
+// Threads per block of these kernels.
+constexpr int kSequenceBlock = 128;
+
+}  // namespace gpu
+}  // namespace bedl

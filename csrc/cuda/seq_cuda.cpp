@@ -1,0 +1,173 @@
+// Entry points of the sequence kernels on CUDA (sed, sed_symbols): the CPU
+// kernels' checks on the index tensors (on the host), outputs and workspaces on
+// the costs' GPU, the launches on torch's current stream (seq/kernels.h), and
+// the per-pair statuses raised as the CPU kernels' errors. Host round trips:
+// the index tensors' extents (they size P; copied once if they are on the GPU),
+// a symbol table's largest cost (the overflow rule), and with P or padded costs
+// the statuses (errors name their pair).
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <limits>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "../cpu/inputs.h"
+#include "edit_distance_cuda.h"
+#include "launch.h"
+#include "seq/kernels.h"
+
+namespace bedl {
+namespace {
+
+using gpu::Extents;
+using gpu::kPairCountsOverflow;
+
+// The distances (and with need_coopt P into p, zero on entry) of `pairs`;
+// statuses into status. Counts as doubles first; pairs whose counts overflow
+// them again with exponents.
+template <typename scalar_t, class Pairs>
+void run_sequences(const Pairs& pairs, const Extents& ext, bool need_coopt, double rel_tol, at::Tensor& d,
+                   at::Tensor& p, at::Tensor& status) {
+  const int64_t batch = d.size(0);
+  const int64_t rows = ext.max_m + 1, cols = ext.max_n + 1;
+  const at::TensorOptions bytes = d.options().dtype(at::kByte);
+  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  scalar_t* dp_ = d.data_ptr<scalar_t>();
+  int32_t* sp = status.data_ptr<int32_t>();
+  if (!need_coopt) {
+    const int64_t per = gpu::distance_workspace(ext.max_n);
+    const int64_t threads = gpu::launch_threads(batch, per * 8);
+    at::Tensor ws = at::empty({threads * per}, d.options().dtype(at::kDouble));
+    C10_CUDA_CHECK(gpu::launch_sequence_distances(pairs, batch, threads, ws.data_ptr<double>(), ext.max_n, dp_, sp,
+                                                  stream));
+    return;
+  }
+  scalar_t* pp = p.data_ptr<scalar_t>();
+  const int64_t fast = gpu::coopt_workspace_bytes<dp::FastCount>(ext.max_m, ext.max_n);
+  int64_t threads = gpu::launch_threads(batch, fast);
+  at::Tensor ws = at::empty({threads * fast}, bytes);
+  C10_CUDA_CHECK(gpu::launch_sequence_coopt<dp::FastCount>(pairs, nullptr, batch, threads,
+                                                           static_cast<char*>(ws.data_ptr()), ext.max_m, ext.max_n,
+                                                           rel_tol, dp_, pp, rows, cols, sp, stream));
+  // Pairs whose counts overflowed doubles (massive ties in long sequences): rare.
+  const at::Tensor again = at::nonzero(status == kPairCountsOverflow).reshape({-1}).contiguous();
+  const int64_t count = again.size(0);
+  if (count == 0) return;
+  ws = at::Tensor();
+  const int64_t exact = gpu::coopt_workspace_bytes<dp::Count>(ext.max_m, ext.max_n);
+  threads = gpu::launch_threads(count, exact);
+  ws = at::empty({threads * exact}, bytes);
+  C10_CUDA_CHECK(gpu::launch_sequence_coopt<dp::Count>(pairs, again.data_ptr<int64_t>(), count, threads,
+                                                       static_cast<char*>(ws.data_ptr()), ext.max_m, ext.max_n,
+                                                       rel_tol, dp_, pp, rows, cols, sp, stream));
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> sed_cuda(const at::Tensor& costs_in, const at::Tensor& x_len_in,
+                                            const at::Tensor& y_len_in, bool need_coopt, double rel_tol) {
+  gpu::check_cuda_costs(costs_in, "costs", 3, "(batch, |x|+1, |y|+1)");
+  const c10::cuda::CUDAGuard guard(costs_in.device());
+  const at::Tensor costs = costs_in.contiguous();
+  const int64_t batch = costs.size(0), rows = costs.size(1), cols = costs.size(2);
+  const at::Tensor x_len = gpu::on_host(x_len_in), y_len = gpu::on_host(y_len_in);
+  dp::check_index(x_len, "x_len", batch);
+  dp::check_index(y_len, "y_len", batch);
+  dp::check_rel_tol(rel_tol);
+  const at::Tensor xl = x_len.contiguous(), yl = y_len.contiguous();
+  Extents ext;
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t m = xl.data_ptr<int64_t>()[b], n = yl.data_ptr<int64_t>()[b];
+    BEDL_CHECK_VALUE(m >= 0 && m + 1 <= rows, "x_len[", b, "] = ", m, " does not fit costs of shape ", costs.sizes());
+    BEDL_CHECK_VALUE(n >= 0 && n + 1 <= cols, "y_len[", b, "] = ", n, " does not fit costs of shape ", costs.sizes());
+    ext.add(m, n);
+  }
+  at::Tensor d = at::empty({batch}, costs.options());
+  at::Tensor p = need_coopt ? at::zeros_like(costs) : at::empty({0}, costs.options());
+  at::Tensor status = at::empty({batch}, costs.options().dtype(at::kInt));
+  const at::Tensor xl_d = gpu::on_device(xl, costs.device()), yl_d = gpu::on_device(yl, costs.device());
+  // (P comes back in the costs' layout, as on the CPU: the jobs write it with the costs' row stride.)
+  Extents layout = ext;
+  layout.max_m = rows - 1;
+  layout.max_n = cols - 1;
+  AT_DISPATCH_FLOATING_TYPES(costs.scalar_type(), "sed_cuda", [&] {
+    const gpu::PaddedSequencePairs<scalar_t> pairs{costs.data_ptr<scalar_t>(), rows, cols,
+                                                   xl_d.data_ptr<int64_t>(), yl_d.data_ptr<int64_t>()};
+    run_sequences<scalar_t>(pairs, layout, need_coopt, rel_tol, d, p, status);
+    gpu::raise_statuses<scalar_t>(status, ext, "sequences", rel_tol, [&](int64_t b) {
+      return gpu::padded_block_max_abs(costs, b, ext.m[b], ext.n[b]);
+    });
+  });
+  return {d, p};
+}
+
+std::tuple<at::Tensor, at::Tensor> sed_symbols_cuda(const at::Tensor& table_in, const at::Tensor& x_labels_in,
+                                                    const at::Tensor& x_ptr_in, const at::Tensor& y_labels_in,
+                                                    const at::Tensor& y_ptr_in, const at::Tensor& pair_x_in,
+                                                    const at::Tensor& pair_y_in, bool need_coopt, double rel_tol,
+                                                    const std::optional<at::Tensor>& max_distance) {
+  gpu::check_cuda_costs(table_in, "symbol_costs", 2, "(symbols + gap, symbols + gap)");
+  BEDL_CHECK_VALUE(table_in.size(0) == table_in.size(1) && table_in.size(0) >= 1,
+                   "symbol_costs must be a square 2-D (symbols + gap, symbols + gap) table, got shape ",
+                   table_in.sizes());
+  const c10::cuda::CUDAGuard guard(table_in.device());
+  const at::Tensor table = table_in.contiguous();
+  const int64_t S = table.size(0);
+  const at::Tensor x_labels = gpu::on_host(x_labels_in), y_labels = gpu::on_host(y_labels_in);
+  const at::Tensor x_ptr = gpu::on_host(x_ptr_in), y_ptr = gpu::on_host(y_ptr_in);
+  const at::Tensor pair_x = gpu::on_host(pair_x_in), pair_y = gpu::on_host(pair_y_in);
+  dp::check_index(x_labels, "x_labels", -1);
+  dp::check_index(y_labels, "y_labels", -1);
+  dp::check_index(x_ptr, "x_ptr", -1);
+  dp::check_index(y_ptr, "y_ptr", -1);
+  dp::check_index(pair_x, "pair_x", -1);
+  dp::check_index(pair_y, "pair_y", pair_x.size(0));
+  dp::check_rel_tol(rel_tol);
+  const at::Tensor xl = x_labels.contiguous(), yl = y_labels.contiguous(), xp = x_ptr.contiguous(),
+                   yp = y_ptr.contiguous(), px = pair_x.contiguous(), py = pair_y.contiguous();
+  dp::check_labels(xl, S, "x_labels");
+  dp::check_labels(yl, S, "y_labels");
+  const int64_t nx = dp::check_ptr(xp, "x_ptr", xl.size(0), "labels");
+  const int64_t ny = dp::check_ptr(yp, "y_ptr", yl.size(0), "labels");
+  const int64_t batch = px.size(0);
+  dp::check_pair_indices(px.data_ptr<int64_t>(), py.data_ptr<int64_t>(), batch, nx, ny, "sequence");
+  Extents ext;
+  dp::BatchExtent extent;
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t tx = px.data_ptr<int64_t>()[b], ty = py.data_ptr<int64_t>()[b];
+    const int64_t m = xp.data_ptr<int64_t>()[tx + 1] - xp.data_ptr<int64_t>()[tx];
+    const int64_t n = yp.data_ptr<int64_t>()[ty + 1] - yp.data_ptr<int64_t>()[ty];
+    ext.add(m, n);
+    extent.add(b, m, n);
+  }
+  // The table's largest absolute entry (NaN if one is NaN): the overflow rule for every pair.
+  const double max_abs = table.abs().max().item<double>();
+  BEDL_CHECK_VALUE(std::isfinite(max_abs), "symbol_costs contain NaN or inf");
+  const at::Device device = table.device();
+  const std::optional<at::Tensor> thresholds =
+      max_distance.has_value() ? std::optional<at::Tensor>(gpu::thresholds_on(max_distance, batch, need_coopt, device))
+                               : std::nullopt;
+  at::Tensor d = at::empty({batch}, table.options());
+  at::Tensor p = need_coopt ? at::zeros({batch, extent.rows, extent.cols}, table.options())
+                            : at::empty({0}, table.options());
+  at::Tensor status = at::empty({batch}, table.options().dtype(at::kInt));
+  const at::Tensor xl_d = gpu::on_device(xl, device), yl_d = gpu::on_device(yl, device);
+  const at::Tensor xp_d = gpu::on_device(xp, device), yp_d = gpu::on_device(yp, device);
+  const at::Tensor px_d = gpu::on_device(px, device), py_d = gpu::on_device(py, device);
+  AT_DISPATCH_FLOATING_TYPES(table.scalar_type(), "sed_symbols_cuda", [&] {
+    extent.check_overflow<scalar_t>(max_abs);
+    const gpu::SymbolSequencePairs<scalar_t> pairs{table.data_ptr<scalar_t>(), S,
+                                                   xl_d.data_ptr<int64_t>(), xp_d.data_ptr<int64_t>(),
+                                                   yl_d.data_ptr<int64_t>(), yp_d.data_ptr<int64_t>(),
+                                                   px_d.data_ptr<int64_t>(), py_d.data_ptr<int64_t>()};
+    run_sequences<scalar_t>(pairs, ext, need_coopt, rel_tol, d, p, status);
+    // (The table passed the checks above, so only P's counts can fail a pair.)
+    if (need_coopt) gpu::raise_statuses<scalar_t>(status, ext, "sequences", rel_tol, [&](int64_t) { return max_abs; });
+  });
+  if (thresholds) d = gpu::mark_beyond(d, *thresholds);
+  return {d, p};
+}
+
+}  // namespace bedl

@@ -1,0 +1,190 @@
+// Runs the GPU kernels' per-thread jobs (csrc/cuda/*/jobs.h) on the host, every
+// thread index of a launch in turn, with the workspace slicing, status codes and
+// Count fallback of the CUDA glue: what a GPU would compute, on any machine.
+// tests/test_gpu_jobs.py writes the inputs as raw files and compares the outputs
+// with the CPU operators bit for bit.
+//
+//   host_jobs DIR
+//
+// DIR/args.txt: kind (padded | symbols | tree_padded | tree_symbols), dtype
+// (f32 | f64), need_coopt (0 | 1; trees: 0), rel_tol, threads, batch, rows,
+// cols, max_m, max_n, S. Inputs as raw arrays: padded: costs
+// (batch*rows*cols), x_len, y_len; symbols: table (S*S), x_labels, x_ptr,
+// y_labels, y_ptr, pair_x, pair_y; trees: the flat trees (x_pre, x_left,
+// x_node_ptr, x_keys, x_key_ptr, the same for y, x_entry, y_entry) and costs
+// (tree_padded) or table, x_labels, x_ptr, y_labels, y_ptr (tree_symbols).
+// Outputs: d (batch), p (batch*rows*cols, with need_coopt), status (int32, batch).
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cuda/seq/jobs.h"
+#include "cuda/tree/jobs.h"
+
+namespace {
+
+std::string dir;
+
+template <typename T>
+std::vector<T> load(const char* name) {
+  std::ifstream in(dir + "/" + name, std::ios::binary | std::ios::ate);
+  if (!in) {
+    std::fprintf(stderr, "cannot read %s\n", name);
+    std::exit(2);
+  }
+  const std::streamsize bytes = in.tellg();
+  in.seekg(0);
+  std::vector<T> out(static_cast<size_t>(bytes) / sizeof(T));
+  in.read(reinterpret_cast<char*>(out.data()), bytes);
+  return out;
+}
+
+template <typename T>
+void save(const char* name, const std::vector<T>& v) {
+  std::ofstream out(dir + "/" + name, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(T)));
+}
+
+struct Args {
+  std::string kind, dtype;
+  int need_coopt = 0;
+  double rel_tol = 0.0;
+  int64_t threads = 1, batch = 0, rows = 1, cols = 1, max_m = 0, max_n = 0, S = 0;
+};
+
+// Every thread of a launch, in turn (their pairs are disjoint, so the order is immaterial).
+template <typename scalar_t, class Pairs>
+void run(const Args& a, const Pairs& pairs) {
+  using namespace bedl;
+  std::vector<scalar_t> d(a.batch), p;
+  std::vector<int32_t> status(a.batch, -1);
+  if (!a.need_coopt) {
+    const int64_t per = gpu::distance_workspace(a.max_n);
+    std::vector<double> ws(a.threads * per);
+    for (int64_t t = 0; t < a.threads; ++t) {
+      gpu::sequence_distances_thread(pairs, a.batch, t, a.threads, ws.data() + t * per, a.max_n, d.data(),
+                                     status.data());
+    }
+  } else {
+    p.assign(a.batch * a.rows * a.cols, scalar_t(0));
+    const int64_t fast_per = gpu::coopt_workspace_bytes<dp::FastCount>(a.max_m, a.max_n);
+    std::vector<char> ws(a.threads * fast_per + 16);
+    char* base = ws.data() + (16 - reinterpret_cast<uintptr_t>(ws.data()) % 16) % 16;
+    for (int64_t t = 0; t < a.threads; ++t) {
+      gpu::sequence_coopt_thread<dp::FastCount>(pairs, nullptr, a.batch, t, a.threads, base + t * fast_per, a.max_m,
+                                                a.max_n, a.rel_tol, d.data(), p.data(), a.rows, a.cols,
+                                                status.data());
+    }
+    std::vector<int64_t> again;
+    for (int64_t b = 0; b < a.batch; ++b) {
+      if (status[b] == gpu::kPairCountsOverflow) again.push_back(b);
+    }
+    const int64_t exact_per = gpu::coopt_workspace_bytes<dp::Count>(a.max_m, a.max_n);
+    std::vector<char> ws2(a.threads * exact_per + 16);
+    char* base2 = ws2.data() + (16 - reinterpret_cast<uintptr_t>(ws2.data()) % 16) % 16;
+    for (int64_t t = 0; t < a.threads; ++t) {
+      gpu::sequence_coopt_thread<dp::Count>(pairs, again.data(), static_cast<int64_t>(again.size()), t, a.threads,
+                                            base2 + t * exact_per, a.max_m, a.max_n, a.rel_tol, d.data(), p.data(),
+                                            a.rows, a.cols, status.data());
+    }
+    save("p", p);
+  }
+  save("d", d);
+  save("status", status);
+}
+
+// The flat trees of both sides (kept alive by `keep`).
+bedl::gpu::TreePairs load_trees(std::vector<std::vector<int64_t>>& keep) {
+  const char* names[] = {"x_pre", "x_left", "x_node_ptr", "x_keys", "x_key_ptr", "y_pre",
+                         "y_left", "y_node_ptr", "y_keys", "y_key_ptr", "x_entry", "y_entry"};
+  keep.clear();
+  for (const char* name : names) keep.push_back(load<int64_t>(name));
+  const auto side = [&](int k) {
+    return bedl::gpu::FlatTrees{keep[k].data(), keep[k + 1].data(), keep[k + 2].data(), keep[k + 3].data(),
+                                keep[k + 4].data()};
+  };
+  return {side(0), side(5), keep[10].data(), keep[11].data()};
+}
+
+// Every thread of a tree distance launch, in turn.
+template <typename scalar_t, class Pairs>
+void run_trees(const Args& a, const Pairs& pairs) {
+  using namespace bedl;
+  std::vector<scalar_t> d(a.batch);
+  std::vector<int32_t> status(a.batch, -1);
+  const int64_t per = gpu::tree_distance_workspace(a.max_m, a.max_n);
+  std::vector<double> ws(a.threads * per);
+  for (int64_t t = 0; t < a.threads; ++t) {
+    gpu::tree_distances_thread(pairs, a.batch, t, a.threads, ws.data() + t * per, a.max_m, a.max_n, d.data(),
+                               status.data());
+  }
+  save("d", d);
+  save("status", status);
+}
+
+template <typename scalar_t>
+void run_kind(const Args& a) {
+  if (a.kind == "tree_padded" || a.kind == "tree_symbols") {
+    std::vector<std::vector<int64_t>> keep;
+    const bedl::gpu::TreePairs trees = load_trees(keep);
+    if (a.kind == "tree_padded") {
+      const std::vector<scalar_t> costs = load<scalar_t>("costs");
+      bedl::gpu::PaddedTreePairs<scalar_t> pairs;
+      static_cast<bedl::gpu::TreePairs&>(pairs) = trees;
+      pairs.costs = costs.data();
+      pairs.rows = a.rows;
+      pairs.cols = a.cols;
+      run_trees<scalar_t>(a, pairs);
+    } else {
+      const std::vector<scalar_t> table = load<scalar_t>("table");
+      const std::vector<int64_t> xl = load<int64_t>("x_labels"), xp = load<int64_t>("x_ptr");
+      const std::vector<int64_t> yl = load<int64_t>("y_labels"), yp = load<int64_t>("y_ptr");
+      bedl::gpu::SymbolTreePairs<scalar_t> pairs;
+      static_cast<bedl::gpu::TreePairs&>(pairs) = trees;
+      pairs.table = table.data();
+      pairs.S = a.S;
+      pairs.x_labels = xl.data();
+      pairs.x_ptr = xp.data();
+      pairs.y_labels = yl.data();
+      pairs.y_ptr = yp.data();
+      run_trees<scalar_t>(a, pairs);
+    }
+  } else if (a.kind == "padded") {
+    const std::vector<scalar_t> costs = load<scalar_t>("costs");
+    const std::vector<int64_t> xl = load<int64_t>("x_len"), yl = load<int64_t>("y_len");
+    run<scalar_t>(a, bedl::gpu::PaddedSequencePairs<scalar_t>{costs.data(), a.rows, a.cols, xl.data(), yl.data()});
+  } else {
+    const std::vector<scalar_t> table = load<scalar_t>("table");
+    const std::vector<int64_t> xl = load<int64_t>("x_labels"), xp = load<int64_t>("x_ptr");
+    const std::vector<int64_t> yl = load<int64_t>("y_labels"), yp = load<int64_t>("y_ptr");
+    const std::vector<int64_t> px = load<int64_t>("pair_x"), py = load<int64_t>("pair_y");
+    run<scalar_t>(a, bedl::gpu::SymbolSequencePairs<scalar_t>{table.data(), a.S, xl.data(), xp.data(), yl.data(),
+                                                              yp.data(), px.data(), py.data()});
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: host_jobs DIR\n");
+    return 2;
+  }
+  dir = argv[1];
+  Args a;
+  std::ifstream in(dir + "/args.txt");
+  in >> a.kind >> a.dtype >> a.need_coopt >> a.rel_tol >> a.threads >> a.batch >> a.rows >> a.cols >> a.max_m >>
+      a.max_n >> a.S;
+  if (!in) {
+    std::fprintf(stderr, "bad args.txt\n");
+    return 2;
+  }
+  if (a.dtype == "f64") {
+    run_kind<double>(a);
+  } else {
+    run_kind<float>(a);
+  }
+  return 0;
+}

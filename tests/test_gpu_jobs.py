@@ -1,0 +1,246 @@
+"""The GPU backend's logic on any machine: tests/cuda/host_jobs.cpp compiles the per-thread jobs
+of the CUDA kernels (csrc/cuda/*/jobs.h: common/'s passes, the workspace slicing, the status
+codes, the fallback to counts with exponents) for the host and runs every thread index of a
+launch; its distances and co-optimal matrices must equal the CPU operators' bit for bit."""
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+
+from bedl_torch import _C, _ext
+from oracles import random_tree
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OK, NOT_FINITE, TOO_LARGE = 0, 1, 2
+
+
+@pytest.fixture(scope="module")
+def host_jobs(tmp_path_factory):
+    cxx = shutil.which(os.environ.get("CXX", "c++")) or shutil.which("g++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    exe = tmp_path_factory.mktemp("host_jobs") / "host_jobs"
+    proc = subprocess.run([cxx, "-std=c++20", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{REPO}/csrc",
+                           os.path.join(REPO, "tests", "cuda", "host_jobs.cpp"), "-o", str(exe)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return str(exe)
+
+
+def _run(exe, tmp_path, kind, dtype, need_coopt, rel_tol, threads, arrays, batch, rows, cols, max_m, max_n, S=0):
+    """Writes the inputs, runs every thread of a launch on the host, returns (d, p, status)."""
+    for name, a in arrays.items():
+        np.ascontiguousarray(a).tofile(tmp_path / name)
+    tag = "f64" if dtype == torch.float64 else "f32"
+    (tmp_path / "args.txt").write_text(
+        f"{kind} {tag} {int(need_coopt)} {rel_tol!r} {threads} {batch} {rows} {cols} {max_m} {max_n} {S}\n")
+    subprocess.run([exe, str(tmp_path)], check=True, timeout=300)
+    np_dtype = np.float64 if dtype == torch.float64 else np.float32
+    d = torch.from_numpy(np.fromfile(tmp_path / "d", dtype=np_dtype))
+    status = np.fromfile(tmp_path / "status", dtype=np.int32)
+    p = torch.from_numpy(np.fromfile(tmp_path / "p", dtype=np_dtype)).reshape(batch, rows, cols) if need_coopt else None
+    return d, p, status
+
+
+def _sequences(rng, count, lengths, symbols):
+    seqs = [rng.integers(0, symbols, int(rng.integers(lengths[0], lengths[1] + 1))) for _ in range(count)]
+    ptr = np.zeros(count + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum([len(s) for s in seqs])
+    labels = np.concatenate(seqs).astype(np.int64) if ptr[-1] else np.zeros(0, dtype=np.int64)
+    return labels, ptr
+
+
+def _tables(rng):
+    S = 6  # five symbols and the gap
+    yield torch.as_tensor(rng.integers(0, 3, (S, S)), dtype=torch.float64)  # integers: many ties
+    yield torch.as_tensor(rng.integers(1, 3, (S, S)), dtype=torch.float32)
+    yield torch.as_tensor(rng.random((S, S)), dtype=torch.float64)
+    yield torch.as_tensor(rng.normal(size=(S, S)), dtype=torch.float32)  # signed costs
+    yield torch.as_tensor(np.round(rng.random((S, S)), 1), dtype=torch.float64)  # tenths: rounding in sums
+
+
+@pytest.mark.parametrize("need_coopt", [False, True])
+@pytest.mark.parametrize("threads", [1, 5, 64])
+def test_symbol_sequences_match_cpu_bit_for_bit(host_jobs, tmp_path, need_coopt, threads):
+    rng = np.random.default_rng(3)
+    xl, xp = _sequences(rng, 9, (0, 14), 5)
+    yl, yp = _sequences(rng, 7, (0, 14), 5)
+    px = torch.as_tensor(rng.integers(0, 9, 40))
+    py = torch.as_tensor(rng.integers(0, 7, 40))
+    xl_t, xp_t, yl_t, yp_t = map(torch.as_tensor, (xl, xp, yl, yp))
+    for table in _tables(rng):
+        d_cpu, p_cpu = _ext.sed_symbols_cpu(table, xl_t, xp_t, yl_t, yp_t, px, py, need_coopt, 1e-9)
+        m = (xp[1:] - xp[:-1])[px.numpy()]
+        n = (yp[1:] - yp[:-1])[py.numpy()]
+        rows, cols = int(m.max()) + 1, int(n.max()) + 1
+        arrays = {"table": table.numpy(), "x_labels": xl, "x_ptr": xp, "y_labels": yl, "y_ptr": yp,
+                  "pair_x": px.numpy(), "pair_y": py.numpy()}
+        d, p, status = _run(host_jobs, tmp_path, "symbols", table.dtype, need_coopt, 1e-9, threads, arrays,
+                            len(px), rows, cols, rows - 1, cols - 1, S=table.shape[0])
+        assert (status == OK).all()
+        assert torch.equal(d, d_cpu)
+        if need_coopt:
+            assert p_cpu.shape == (len(px), rows, cols)
+            assert torch.equal(p, p_cpu)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_padded_sequences_match_cpu_bit_for_bit(host_jobs, tmp_path, dtype):
+    rng = np.random.default_rng(4)
+    B, rows, cols = 25, 13, 11
+    costs = torch.as_tensor(rng.integers(0, 4, (B, rows, cols)) / 2, dtype=dtype)
+    costs[::3] = torch.as_tensor(rng.random((len(range(0, B, 3)), rows, cols)), dtype=dtype)
+    x_len = torch.as_tensor(rng.integers(0, rows, B))
+    y_len = torch.as_tensor(rng.integers(0, cols, B))
+    arrays = {"costs": costs.numpy(), "x_len": x_len.numpy(), "y_len": y_len.numpy()}
+    for need_coopt in (False, True):
+        d_cpu, p_cpu = _ext.sed_cpu(costs, x_len, y_len, need_coopt, 1e-9)
+        d, p, status = _run(host_jobs, tmp_path, "padded", dtype, need_coopt, 1e-9, 7, arrays, B, rows, cols,
+                            rows - 1, cols - 1)
+        assert (status == OK).all()
+        assert torch.equal(d, d_cpu)
+        if need_coopt:
+            # the CPU returns P in the costs' layout; entries outside a pair's block stay 0
+            assert torch.equal(p, p_cpu)
+
+
+def test_counts_beyond_doubles_take_the_exact_counts(host_jobs, tmp_path):
+    """Zero costs tie every alignment: the counts of a 700 x 700 pair pass 2^1024, so its job
+    reports the overflow and the exact counts (with exponents) solve it again; the short pairs
+    of the same launch keep the double counts."""
+    S = 3
+    table = torch.zeros(S, S, dtype=torch.float64)
+    xl = np.zeros(700 + 3, dtype=np.int64)
+    xp = np.array([0, 700, 703], dtype=np.int64)
+    px = torch.tensor([0, 1, 1])
+    py = torch.tensor([0, 1, 0])
+    args = (table, torch.as_tensor(xl), torch.as_tensor(xp), torch.as_tensor(xl), torch.as_tensor(xp), px, py)
+    d_cpu, p_cpu = _ext.sed_symbols_cpu(*args, True, 1e-9)
+    arrays = {"table": table.numpy(), "x_labels": xl, "x_ptr": xp, "y_labels": xl, "y_ptr": xp,
+              "pair_x": px.numpy(), "pair_y": py.numpy()}
+    d, p, status = _run(host_jobs, tmp_path, "symbols", table.dtype, True, 1e-9, 2, arrays, 3, 701, 701, 700, 700,
+                        S=S)
+    assert (status == OK).all()
+    assert torch.equal(d, d_cpu)
+    assert torch.equal(p, p_cpu)
+    # each replacement on the diagonal is in the same share of the (equally likely) alignments
+    assert p[0, 0, 0] > 0 and p[0, 0, 0] == p[0, 699, 699]
+
+
+def test_bad_costs_get_their_status(host_jobs, tmp_path):
+    """What the glue turns into the CPU kernels' ValueErrors, per pair: NaN or inf anywhere in
+    a pair's block (its unused corner too), and costs beyond the overflow rule."""
+    costs = torch.ones(4, 3, 3, dtype=torch.float64)
+    costs[1, 0, 1] = float("nan")
+    costs[2, 2, 2] = float("inf")  # the corner [m, n] of a (2, 2) pair
+    costs[3] = 1e308
+    x_len = torch.full((4,), 2)
+    y_len = torch.full((4,), 2)
+    arrays = {"costs": costs.numpy(), "x_len": x_len.numpy(), "y_len": y_len.numpy()}
+    for need_coopt in (False, True):
+        _, _, status = _run(host_jobs, tmp_path, "padded", torch.float64, need_coopt, 1e-9, 3, arrays, 4, 3, 3, 2, 2)
+        assert status.tolist() == [OK, NOT_FINITE, NOT_FINITE, TOO_LARGE]
+        for b, message in ((1, "NaN or inf"), (2, "NaN or inf"), (3, "too large")):  # the CPU's verdicts
+            with pytest.raises(ValueError, match=message):
+                _ext.sed_cpu(costs[b:b + 1], x_len[:1], y_len[:1], need_coopt, 1e-9)
+
+
+def _trees(rng, count, nodes, symbols):
+    """Random trees as the kernels take them: subtree sizes and labels in preorder, concatenated."""
+    sizes, labels, ptr = [], [], [0]
+    for _ in range(count):
+        lab, children = random_tree(int(rng.integers(nodes[0], nodes[1] + 1)), range(symbols), rng)
+        size = [1] * len(lab)
+        for k in reversed(range(len(lab))):
+            size[k] += sum(size[c] for c in children[k])
+        sizes += size
+        labels += lab
+        ptr.append(len(sizes))
+    return (torch.tensor(labels, dtype=torch.int64), torch.tensor(sizes, dtype=torch.int64),
+            torch.tensor(ptr, dtype=torch.int64))
+
+
+_FLAT_NAMES = ("x_pre", "x_left", "x_node_ptr", "x_keys", "x_key_ptr", "y_pre", "y_left", "y_node_ptr", "y_keys",
+               "y_key_ptr", "x_entry", "y_entry")
+
+
+def _flat_trees(x_sizes, x_ptr, y_sizes, y_ptr, px, py):
+    return {name: t.numpy() for name, t in zip(_FLAT_NAMES, _C._flat_tree_pairs(x_sizes, x_ptr, y_sizes, y_ptr,
+                                                                                  px, py))}
+
+
+@pytest.mark.parametrize("threads", [1, 5, 64])
+def test_symbol_tree_distances_match_cpu_bit_for_bit(host_jobs, tmp_path, threads):
+    """Every keyroot pair's full forest table per thread (the GPU's job) against the CPU kernel
+    (which skips cells no later table reads, uses closed forms for leaf keyroots and runs
+    pairs in AVX2 lanes): the same sums in the same order, so the same bits. Paths, stars and
+    everything between, in both orientations (the CPU picks one per pair)."""
+    rng = np.random.default_rng(5)
+    xl, xs, xp = _trees(rng, 8, (1, 16), 5)
+    yl, ys, yp = _trees(rng, 6, (1, 16), 5)
+    px = torch.as_tensor(rng.integers(0, 8, 30))
+    py = torch.as_tensor(rng.integers(0, 6, 30))
+    flat = _flat_trees(xs, xp, ys, yp, px, py)
+    assert set(flat["x_entry"] % 2) == {0, 1}  # both orientations occur
+    m = (xp[1:] - xp[:-1])[px]
+    n = (yp[1:] - yp[:-1])[py]
+    for table in _tables(rng):
+        d_cpu, _ = _ext.ted_symbols_cpu(table, xl, xs, xp, yl, ys, yp, px, py, False, 1e-9)
+        arrays = dict(flat, table=table.numpy(), x_labels=xl.numpy(), x_ptr=xp.numpy(), y_labels=yl.numpy(),
+                      y_ptr=yp.numpy())
+        d, _, status = _run(host_jobs, tmp_path, "tree_symbols", table.dtype, False, 1e-9, threads, arrays,
+                            len(px), 1, 1, int(m.max()), int(n.max()), S=table.shape[0])
+        assert (status == OK).all()
+        assert torch.equal(d, d_cpu)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_padded_tree_distances_match_cpu_bit_for_bit(host_jobs, tmp_path, dtype):
+    rng = np.random.default_rng(6)
+    _, xs, xp = _trees(rng, 7, (1, 12), 3)
+    px = torch.as_tensor(rng.integers(0, 7, 20))
+    py = torch.as_tensor(rng.integers(0, 7, 20))
+    sizes = (xp[1:] - xp[:-1])
+    rows = cols = int(sizes.max()) + 1
+    costs = torch.as_tensor(rng.integers(0, 4, (20, rows, cols)) / 2, dtype=dtype)  # halves: ties
+    costs[::3] = torch.as_tensor(rng.random((7, rows, cols)), dtype=dtype)
+    d_cpu, _ = _ext.ted_cpu(costs, xs, xp, xs, xp, px, py, False, 1e-9)
+    arrays = dict(_flat_trees(xs, xp, xs, xp, px, py), costs=costs.numpy())
+    d, _, status = _run(host_jobs, tmp_path, "tree_padded", dtype, False, 1e-9, 6, arrays, 20, rows, cols,
+                        rows - 1, cols - 1)
+    assert (status == OK).all()
+    assert torch.equal(d, d_cpu)
+
+
+def test_bad_tree_costs_get_their_status(host_jobs, tmp_path):
+    """NaN or inf in a pair's block (the unused corner too) and costs beyond the overflow rule,
+    per pair, as the CPU kernel's errors say."""
+    sizes = torch.tensor([2, 1], dtype=torch.int64)  # one tree: a root with one child
+    ptr = torch.tensor([0, 2], dtype=torch.int64)
+    pair = torch.zeros(4, dtype=torch.int64)
+    costs = torch.ones(4, 3, 3, dtype=torch.float64)
+    costs[1, 1, 0] = float("nan")
+    costs[2, 2, 2] = float("inf")
+    costs[3] = 1e308
+    arrays = dict(_flat_trees(sizes, ptr, sizes, ptr, pair, pair), costs=costs.numpy())
+    _, _, status = _run(host_jobs, tmp_path, "tree_padded", torch.float64, False, 1e-9, 2, arrays, 4, 3, 3, 2, 2)
+    assert status.tolist() == [OK, NOT_FINITE, NOT_FINITE, TOO_LARGE]
+    for b, message in ((1, "NaN or inf"), (2, "NaN or inf"), (3, "too large")):
+        with pytest.raises(ValueError, match=message):
+            _ext.ted_cpu(costs[b:b + 1], sizes, ptr, sizes, ptr, pair[:1], pair[:1], False, 1e-9)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
+@pytest.mark.parametrize("source", sorted(
+    os.path.relpath(os.path.join(d, f), REPO) for d, _, fs in os.walk(os.path.join(REPO, "csrc", "cuda"))
+    for f in fs if f.endswith(".cu")))
+def test_kernels_compile_as_device_code(tmp_path, source):
+    """The CUDA kernels include no torch header, so nvcc alone compiles them (for an H100),
+    with setup.py's flags."""
+    proc = subprocess.run(["nvcc", "-std=c++20", "-O3", "--fmad=false", "-arch=sm_90", f"-I{REPO}/csrc", "-c",
+                           os.path.join(REPO, source), "-o", str(tmp_path / "kernels.o")],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
