@@ -1,18 +1,150 @@
 """Costs on a CUDA device: results come back there, gradients flow into CUDA parameters.
 
-The dynamic programs run on the CPU (one transfer per batch); these tests check that every
-public op accepts CUDA costs and parameters and agrees with the same computation on the CPU.
-They skip without a GPU.
+The operators with CUDA kernels (``bedl_torch._ext.cuda_operators``: sequence distances and
+P, tree distances) run on the GPU and must return the CPU kernels' bits; the rest run on the
+CPU (one transfer per batch). Every public op accepts CUDA costs and parameters and agrees
+with the same computation on the CPU. They skip without a GPU.
 """
 import random
 
+import numpy as np
 import pytest
 import torch
 
 import bedl_torch
+from bedl_torch import _ext
 from oracles import random_tree
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+KERNELS = {"sed", "sed_symbols", "ted", "ted_symbols"}
+needs_kernels = pytest.mark.skipif(not KERNELS <= _ext.cuda_operators,
+                                   reason="this build has no CUDA kernels (built with BEDL_TORCH_CUDA=0)")
+
+
+def _label_sequences(rng, count, longest, symbols):
+    lengths = rng.integers(0, longest + 1, count)
+    ptr = torch.zeros(count + 1, dtype=torch.int64)
+    ptr[1:] = torch.as_tensor(np.cumsum(lengths))
+    return torch.as_tensor(rng.integers(0, symbols, int(ptr[-1]))), ptr
+
+
+def _label_trees(rng, count, most, symbols):
+    sizes, labels, ptr = [], [], [0]
+    for _ in range(count):
+        lab, children = random_tree(int(rng.integers(1, most + 1)), range(symbols), rng)
+        size = [1] * len(lab)
+        for k in reversed(range(len(lab))):
+            size[k] += sum(size[c] for c in children[k])
+        sizes += size
+        labels += lab
+        ptr.append(len(sizes))
+    return torch.tensor(labels), torch.tensor(sizes), torch.tensor(ptr)
+
+
+def _symbol_tables(rng, S):
+    """Integer costs (ties everywhere), tenths (rounding in sums), signed normals."""
+    yield torch.as_tensor(rng.integers(0, 3, (S, S)), dtype=torch.float64)
+    yield torch.as_tensor(np.round(rng.random((S, S)), 1), dtype=torch.float64)
+    yield torch.as_tensor(rng.normal(size=(S, S)), dtype=torch.float32)
+
+
+@needs_kernels
+@pytest.mark.parametrize("need_coopt", [False, True])
+def test_sequence_kernels_on_cuda_match_cpu_bit_for_bit(need_coopt):
+    rng = np.random.default_rng(20)
+    xl, xp = _label_sequences(rng, 12, 30, 5)
+    yl, yp = _label_sequences(rng, 9, 30, 5)
+    px, py = torch.as_tensor(rng.integers(0, 12, 300)), torch.as_tensor(rng.integers(0, 9, 300))
+    for table in _symbol_tables(rng, 6):
+        args = (xl, xp, yl, yp, px, py, need_coopt, 1e-9)
+        d_cpu, p_cpu = _ext.sed_symbols_cpu(table, *args)
+        d, p = _ext.sed_symbols_cpu(table.cuda(), *args)
+        assert d.is_cuda and p.is_cuda
+        assert torch.equal(d.cpu(), d_cpu) and torch.equal(p.cpu(), p_cpu)
+        # index tensors on the GPU too
+        d2, _ = _ext.sed_symbols_cpu(table.cuda(), *[a.cuda() for a in args[:6]], need_coopt, 1e-9)
+        assert torch.equal(d2.cpu(), d_cpu)
+    for dtype in (torch.float64, torch.float32):
+        costs = torch.as_tensor(rng.integers(0, 4, (40, 21, 17)) / 2, dtype=dtype)
+        x_len, y_len = torch.as_tensor(rng.integers(0, 21, 40)), torch.as_tensor(rng.integers(0, 17, 40))
+        d_cpu, p_cpu = _ext.sed_cpu(costs, x_len, y_len, need_coopt, 1e-9)
+        d, p = _ext.sed_cpu(costs.cuda(), x_len, y_len, need_coopt, 1e-9)
+        assert torch.equal(d.cpu(), d_cpu) and torch.equal(p.cpu(), p_cpu)
+
+
+@needs_kernels
+def test_cuda_counts_beyond_doubles_match_cpu():
+    """Zero costs tie every alignment of a 700 x 700 pair: its counts pass 2^1024 and the kernel
+    with exponents solves it again, as on the CPU."""
+    table = torch.zeros(3, 3, dtype=torch.float64)
+    labels = torch.zeros(703, dtype=torch.int64)
+    ptr = torch.tensor([0, 700, 703])
+    px, py = torch.tensor([0, 1, 1]), torch.tensor([0, 1, 0])
+    args = (labels, ptr, labels, ptr, px, py, True, 1e-9)
+    d_cpu, p_cpu = _ext.sed_symbols_cpu(table, *args)
+    d, p = _ext.sed_symbols_cpu(table.cuda(), *args)
+    assert torch.equal(d.cpu(), d_cpu) and torch.equal(p.cpu(), p_cpu)
+
+
+@needs_kernels
+def test_tree_kernels_on_cuda_match_cpu_bit_for_bit():
+    rng = np.random.default_rng(21)
+    xl, xs, xp = _label_trees(rng, 10, 25, 5)
+    yl, ys, yp = _label_trees(rng, 8, 25, 5)
+    px, py = torch.as_tensor(rng.integers(0, 10, 200)), torch.as_tensor(rng.integers(0, 8, 200))
+    for table in _symbol_tables(rng, 6):
+        d_cpu, _ = _ext.ted_symbols_cpu(table, xl, xs, xp, yl, ys, yp, px, py, False, 1e-9)
+        d, _ = _ext.ted_symbols_cpu(table.cuda(), xl, xs, xp, yl, ys, yp, px, py, False, 1e-9)
+        assert d.is_cuda and torch.equal(d.cpu(), d_cpu)
+        # P runs on the CPU for now and comes back on the GPU
+        d_cpu, p_cpu = _ext.ted_symbols_cpu(table, xl, xs, xp, yl, ys, yp, px[:20], py[:20], True, 1e-9)
+        d, p = _ext.ted_symbols_cpu(table.cuda(), xl, xs, xp, yl, ys, yp, px[:20], py[:20], True, 1e-9)
+        assert p.is_cuda and torch.equal(d.cpu(), d_cpu) and torch.equal(p.cpu(), p_cpu)
+    rows = int((xp[1:] - xp[:-1]).max()) + 1
+    costs = torch.as_tensor(rng.random((50, rows, rows)), dtype=torch.float32)
+    pair = torch.as_tensor(rng.integers(0, 10, 50))
+    d_cpu, _ = _ext.ted_cpu(costs, xs, xp, xs, xp, pair, pair.flip(0), False, 1e-9)
+    d, _ = _ext.ted_cpu(costs.cuda(), xs, xp, xs, xp, pair, pair.flip(0), False, 1e-9)
+    assert torch.equal(d.cpu(), d_cpu)
+
+
+@needs_kernels
+@pytest.mark.parametrize("kind", ["sequence", "tree"])
+def test_cuda_max_distance_marks_as_cpu(kind):
+    rng = np.random.default_rng(22)
+    table = torch.as_tensor(rng.random((5, 5)), dtype=torch.float64)
+    if kind == "tree":
+        xl, xs, xp = _label_trees(rng, 6, 12, 4)
+        op, args = _ext.ted_symbols_cpu, (xl, xs, xp, xl, xs, xp)
+    else:
+        xl, xp = _label_sequences(rng, 6, 12, 4)
+        op, args = _ext.sed_symbols_cpu, (xl, xp, xl, xp)
+    px, py = torch.as_tensor(rng.integers(0, 6, 30)), torch.as_tensor(rng.integers(0, 6, 30))
+    full, _ = op(table, *args, px, py, False, 1e-9)
+    limit = full.clone()
+    limit[::2] -= 0.25  # every other pair above its threshold
+    d_cpu, _ = op(table, *args, px, py, False, 1e-9, limit)
+    d, _ = op(table.cuda(), *args, px, py, False, 1e-9, limit.cuda())
+    assert torch.equal(d.cpu(), d_cpu)
+    assert torch.isinf(d_cpu[::2]).all() and torch.equal(d_cpu[1::2], full[1::2])
+
+
+@needs_kernels
+def test_bad_costs_on_cuda_raise_the_cpu_errors():
+    costs = torch.ones(3, 4, 4, dtype=torch.float64)
+    costs[1, 0, 2] = float("nan")
+    costs[2] = 1e308
+    lengths = torch.full((3,), 3)
+    sizes, ptr, pair = torch.tensor([3, 1, 1]), torch.tensor([0, 3]), torch.zeros(3, dtype=torch.int64)
+    for coopt in (False, True):
+        with pytest.raises(ValueError, match="costs of pair 1 contain NaN or inf"):
+            _ext.sed_cpu(costs.cuda(), lengths, lengths, coopt, 1e-9)
+        with pytest.raises(ValueError, match="costs of pair 1 contain NaN or inf"):
+            _ext.ted_cpu(costs.cuda(), sizes, ptr, sizes, ptr, pair, pair, coopt, 1e-9)
+    with pytest.raises(ValueError, match="costs of pair 2 are too large"):
+        _ext.sed_cpu(costs[[0, 0, 2]].cuda(), lengths, lengths, False, 1e-9)
+    with pytest.raises(ValueError, match="pair_x"):
+        _ext.ted_cpu(costs.cuda(), sizes, ptr, sizes, ptr, pair[:2], pair, False, 1e-9)
 
 
 def _trees(count, seed):

@@ -1,0 +1,34 @@
+// Indexed trees as flat int64 tensors for kernels that take raw arrays (the
+// GPU's, gpu::FlatTrees): every tree in both orientations, entry 2 t + o, and
+// each pair's entries in the orientation the CPU kernel runs it in.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "index.h"
+
+namespace bedl {
+namespace ted {
+
+// One side's trees: pre_of_post and leftmost (n + 1 entries per tree and
+// orientation, at node_ptr), keyroots (at key_ptr).
+struct FlatSide {
+  at::Tensor pre_of_post, leftmost, node_ptr, keyroots, key_ptr;
+};
+
+struct FlatTreePairs {
+  FlatSide x, y;
+  at::Tensor x_entry, y_entry;  // (batch,): each pair's entries, oriented as orient() does
+  int64_t max_m = 0, max_n = 0;
+};
+
+FlatSide flatten(const std::vector<OrientedTree>& trees);
+
+// The pairs (px[b], py[b]) of `trees` (checked by check_pairs), flat.
+FlatTreePairs flat_tree_pairs(const IndexedTrees& trees, const int64_t* px, const int64_t* py, int64_t batch);
+
+}  // namespace ted
+}  // namespace bedl

@@ -1,0 +1,40 @@
+// The CUDA implementations of the operators of edit_distance.h (same
+// arguments, same results: distances bit for bit, P within the tie rule's
+// bits, see docs/gpu.md). Costs, symbol tables and outputs live on one GPU;
+// index tensors may be on the host or that GPU.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+#include <tuple>
+
+namespace bedl {
+
+std::tuple<at::Tensor, at::Tensor> sed_cuda(const at::Tensor& costs, const at::Tensor& x_len,
+                                            const at::Tensor& y_len, bool need_coopt, double rel_tol);
+
+std::tuple<at::Tensor, at::Tensor> sed_symbols_cuda(const at::Tensor& symbol_costs, const at::Tensor& x_labels,
+                                                    const at::Tensor& x_ptr, const at::Tensor& y_labels,
+                                                    const at::Tensor& y_ptr, const at::Tensor& pair_x,
+                                                    const at::Tensor& pair_y, bool need_coopt, double rel_tol,
+                                                    const std::optional<at::Tensor>& max_distance);
+
+// Trees: distances on the GPU; with need_coopt the CPU kernel runs on copies
+// (P has no GPU kernel yet) and its results come back on the GPU.
+std::tuple<at::Tensor, at::Tensor> ted_cuda(const at::Tensor& costs, const at::Tensor& x_sizes,
+                                            const at::Tensor& x_ptr, const at::Tensor& y_sizes,
+                                            const at::Tensor& y_ptr, const at::Tensor& pair_x,
+                                            const at::Tensor& pair_y, bool need_coopt, double rel_tol);
+
+std::tuple<at::Tensor, at::Tensor> ted_symbols_cuda(const at::Tensor& symbol_costs, const at::Tensor& x_labels,
+                                                    const at::Tensor& x_sizes, const at::Tensor& x_ptr,
+                                                    const at::Tensor& y_labels, const at::Tensor& y_sizes,
+                                                    const at::Tensor& y_ptr, const at::Tensor& pair_x,
+                                                    const at::Tensor& pair_y, bool need_coopt, double rel_tol,
+                                                    const std::optional<at::Tensor>& max_distance);
+
+// The operators registered for the CUDA dispatch key (the rest run on the CPU).
+inline const char* const kCudaOperators[] = {"sed", "sed_symbols", "ted", "ted_symbols"};
+
+}  // namespace bedl

@@ -1,0 +1,43 @@
+// The tree distance kernel on CUDA: one thread per pair at a time, running the
+// per-thread job of jobs.h (common/forest_passes.h) with b from the thread index.
+#include "kernels.h"
+
+namespace bedl {
+namespace gpu {
+namespace {
+
+template <typename scalar_t, class Pairs>
+__global__ void __launch_bounds__(kTreeBlock)
+    tree_distances_kernel(Pairs pairs, int64_t batch, int64_t threads, double* workspace, int64_t max_m,
+                          int64_t max_n, scalar_t* d, int32_t* status) {
+  const int64_t thread = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (thread >= threads) return;  // (the last block's spare threads: no workspace)
+  tree_distances_thread(pairs, batch, thread, threads, workspace + thread * tree_distance_workspace(max_m, max_n),
+                        max_m, max_n, d, status);
+}
+
+}  // namespace
+
+template <typename scalar_t, class Pairs>
+cudaError_t launch_tree_distances(const Pairs& pairs, int64_t batch, int64_t threads, double* workspace,
+                                  int64_t max_m, int64_t max_n, scalar_t* d, int32_t* status, cudaStream_t stream) {
+  if (batch == 0) return cudaSuccess;
+  const unsigned blocks = static_cast<unsigned>((threads + kTreeBlock - 1) / kTreeBlock);
+  tree_distances_kernel<scalar_t><<<blocks, kTreeBlock, 0, stream>>>(pairs, batch, threads, workspace, max_m,
+                                                                    max_n, d, status);
+  return cudaGetLastError();
+}
+
+#define BEDL_TREE_LAUNCHERS(scalar_t)                                                                         \
+  template cudaError_t launch_tree_distances<scalar_t, PaddedTreePairs<scalar_t>>(                            \
+      const PaddedTreePairs<scalar_t>&, int64_t, int64_t, double*, int64_t, int64_t, scalar_t*, int32_t*,     \
+      cudaStream_t);                                                                                          \
+  template cudaError_t launch_tree_distances<scalar_t, SymbolTreePairs<scalar_t>>(                            \
+      const SymbolTreePairs<scalar_t>&, int64_t, int64_t, double*, int64_t, int64_t, scalar_t*, int32_t*,     \
+      cudaStream_t);
+
+BEDL_TREE_LAUNCHERS(float)
+BEDL_TREE_LAUNCHERS(double)
+
+}  // namespace gpu
+}  // namespace bedl

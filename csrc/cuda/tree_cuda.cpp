@@ -1,0 +1,194 @@
+// Entry points of the tree kernels on CUDA (ted, ted_symbols): the CPU
+// kernels' checks and tree indexing on the host, the trees as flat arrays
+// (cpu/tree/flat.h) on the costs' GPU, the distance kernel on torch's current
+// stream (tree/kernels.h), the per-pair statuses raised as the CPU kernels'
+// errors. P (need_coopt) has no GPU kernel yet: those calls run the CPU kernel
+// on copies and return its results on the GPU.
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <tuple>
+
+#include "../cpu/inputs.h"
+#include "../cpu/tree/flat.h"
+#include "../cpu/tree/index.h"
+#include "../edit_distance.h"
+#include "edit_distance_cuda.h"
+#include "launch.h"
+#include "tree/kernels.h"
+
+namespace bedl {
+namespace {
+
+// The flat trees of a batch on `device`, with the views the kernels read.
+struct DeviceTrees {
+  ted::FlatTreePairs host;
+  ted::FlatSide x, y;
+  at::Tensor x_entry, y_entry;
+
+  DeviceTrees(const ted::IndexedTrees& trees, const at::Tensor& px, const at::Tensor& py, const at::Device& device)
+      : host(ted::flat_tree_pairs(trees, px.data_ptr<int64_t>(), py.data_ptr<int64_t>(), px.size(0))) {
+    x = to(host.x, device);
+    y = trees.same ? x : to(host.y, device);
+    x_entry = gpu::on_device(host.x_entry, device);
+    y_entry = gpu::on_device(host.y_entry, device);
+  }
+  gpu::TreePairs pairs() const {
+    return {view(x), view(y), x_entry.data_ptr<int64_t>(), y_entry.data_ptr<int64_t>()};
+  }
+
+ private:
+  static ted::FlatSide to(const ted::FlatSide& s, const at::Device& device) {
+    return {gpu::on_device(s.pre_of_post, device), gpu::on_device(s.leftmost, device),
+            gpu::on_device(s.node_ptr, device), gpu::on_device(s.keyroots, device),
+            gpu::on_device(s.key_ptr, device)};
+  }
+  static gpu::FlatTrees view(const ted::FlatSide& s) {
+    return {s.pre_of_post.data_ptr<int64_t>(), s.leftmost.data_ptr<int64_t>(), s.node_ptr.data_ptr<int64_t>(),
+            s.keyroots.data_ptr<int64_t>(), s.key_ptr.data_ptr<int64_t>()};
+  }
+};
+
+// Each pair's node counts (m, n), on the host.
+gpu::Extents tree_extents(const ted::IndexedTrees& trees, const at::Tensor& px, const at::Tensor& py) {
+  gpu::Extents ext;
+  for (int64_t b = 0; b < px.size(0); ++b) {
+    ext.add(trees.xs[px.data_ptr<int64_t>()[b]].left.n, trees.ys()[py.data_ptr<int64_t>()[b]].left.n);
+  }
+  return ext;
+}
+
+// The distance kernel over `pairs` into d, a status per pair into status.
+template <typename scalar_t, class Pairs>
+void run_trees(const Pairs& pairs, const gpu::Extents& ext, at::Tensor& d, at::Tensor& status) {
+  const int64_t batch = d.size(0);
+  const int64_t per = gpu::tree_distance_workspace(ext.max_m, ext.max_n);
+  const int64_t threads = gpu::launch_threads(batch, per * 8);
+  const at::Tensor ws = at::empty({threads * per}, d.options().dtype(at::kDouble));
+  C10_CUDA_CHECK(gpu::launch_tree_distances(pairs, batch, threads, ws.data_ptr<double>(), ext.max_m, ext.max_n,
+                                            d.data_ptr<scalar_t>(), status.data_ptr<int32_t>(),
+                                            at::cuda::getCurrentCUDAStream()));
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> ted_cuda(const at::Tensor& costs_in, const at::Tensor& x_sizes_in,
+                                            const at::Tensor& x_ptr_in, const at::Tensor& y_sizes_in,
+                                            const at::Tensor& y_ptr_in, const at::Tensor& pair_x_in,
+                                            const at::Tensor& pair_y_in, bool need_coopt, double rel_tol) {
+  gpu::check_cuda_costs(costs_in, "costs", 3, "(batch, max nodes of x + 1, max nodes of y + 1)");
+  const c10::cuda::CUDAGuard guard(costs_in.device());
+  const at::Device device = costs_in.device();
+  const at::Tensor x_sizes = gpu::on_host(x_sizes_in), x_ptr = gpu::on_host(x_ptr_in);
+  const at::Tensor y_sizes = gpu::on_host(y_sizes_in), y_ptr = gpu::on_host(y_ptr_in);
+  const at::Tensor pair_x = gpu::on_host(pair_x_in), pair_y = gpu::on_host(pair_y_in);
+  if (need_coopt) {
+    const auto [d, p] = ted_cpu(costs_in.cpu(), x_sizes, x_ptr, y_sizes, y_ptr, pair_x, pair_y, true, rel_tol);
+    return {d.to(device), p.to(device)};
+  }
+  const at::Tensor costs = costs_in.contiguous();
+  const int64_t batch = costs.size(0), rows = costs.size(1), cols = costs.size(2);
+  dp::check_index(x_sizes, "x_sizes", -1);
+  dp::check_index(y_sizes, "y_sizes", -1);
+  dp::check_index(x_ptr, "x_ptr", -1);
+  dp::check_index(y_ptr, "y_ptr", -1);
+  dp::check_index(pair_x, "pair_x", batch);
+  dp::check_index(pair_y, "pair_y", batch);
+  dp::check_rel_tol(rel_tol);
+  const ted::IndexedTrees trees = ted::index_both(x_sizes, x_ptr, y_sizes, y_ptr);
+  const at::Tensor px = pair_x.contiguous(), py = pair_y.contiguous();
+  ted::check_pairs(trees.xs, trees.ys(), px.data_ptr<int64_t>(), py.data_ptr<int64_t>(), batch);
+  const gpu::Extents ext = tree_extents(trees, px, py);
+  for (int64_t b = 0; b < batch; ++b) {
+    BEDL_CHECK_VALUE(ext.m[b] + 1 <= rows && ext.n[b] + 1 <= cols, "pair ", b, " has trees of ", ext.m[b], " and ",
+                     ext.n[b], " nodes, which do not fit costs of shape ", costs.sizes());
+  }
+  const DeviceTrees flat(trees, px, py, device);
+  at::Tensor d = at::empty({batch}, costs.options());
+  at::Tensor status = at::empty({batch}, costs.options().dtype(at::kInt));
+  AT_DISPATCH_FLOATING_TYPES(costs.scalar_type(), "ted_cuda", [&] {
+    gpu::PaddedTreePairs<scalar_t> pairs;
+    static_cast<gpu::TreePairs&>(pairs) = flat.pairs();
+    pairs.costs = costs.data_ptr<scalar_t>();
+    pairs.rows = rows;
+    pairs.cols = cols;
+    run_trees<scalar_t>(pairs, ext, d, status);
+    gpu::raise_statuses<scalar_t>(status, ext, "trees", rel_tol, [&](int64_t b) {
+      return gpu::padded_block_max_abs(costs, b, ext.m[b], ext.n[b]);
+    });
+  });
+  return {d, at::empty({0}, costs.options())};
+}
+
+std::tuple<at::Tensor, at::Tensor> ted_symbols_cuda(const at::Tensor& table_in, const at::Tensor& x_labels_in,
+                                                    const at::Tensor& x_sizes_in, const at::Tensor& x_ptr_in,
+                                                    const at::Tensor& y_labels_in, const at::Tensor& y_sizes_in,
+                                                    const at::Tensor& y_ptr_in, const at::Tensor& pair_x_in,
+                                                    const at::Tensor& pair_y_in, bool need_coopt, double rel_tol,
+                                                    const std::optional<at::Tensor>& max_distance) {
+  gpu::check_cuda_costs(table_in, "symbol_costs", 2, "(symbols + gap, symbols + gap)");
+  BEDL_CHECK_VALUE(table_in.size(0) == table_in.size(1) && table_in.size(0) >= 1,
+                   "symbol_costs must be a square 2-D (symbols + gap, symbols + gap) table, got shape ",
+                   table_in.sizes());
+  const c10::cuda::CUDAGuard guard(table_in.device());
+  const at::Device device = table_in.device();
+  const at::Tensor x_labels = gpu::on_host(x_labels_in), y_labels = gpu::on_host(y_labels_in);
+  const at::Tensor x_sizes = gpu::on_host(x_sizes_in), y_sizes = gpu::on_host(y_sizes_in);
+  const at::Tensor x_ptr = gpu::on_host(x_ptr_in), y_ptr = gpu::on_host(y_ptr_in);
+  const at::Tensor pair_x = gpu::on_host(pair_x_in), pair_y = gpu::on_host(pair_y_in);
+  if (need_coopt) {
+    const auto [d, p] = ted_symbols_cpu(table_in.cpu(), x_labels, x_sizes, x_ptr, y_labels, y_sizes, y_ptr, pair_x,
+                                        pair_y, true, rel_tol, max_distance);
+    return {d.to(device), p.to(device)};
+  }
+  const at::Tensor table = table_in.contiguous();
+  const int64_t S = table.size(0);
+  dp::check_index(x_labels, "x_labels", -1);
+  dp::check_index(y_labels, "y_labels", -1);
+  dp::check_index(x_ptr, "x_ptr", -1);
+  dp::check_index(y_ptr, "y_ptr", -1);
+  dp::check_index(pair_x, "pair_x", -1);
+  dp::check_index(pair_y, "pair_y", pair_x.size(0));
+  dp::check_index(x_sizes, "x_sizes", x_labels.size(0));
+  dp::check_index(y_sizes, "y_sizes", y_labels.size(0));
+  dp::check_rel_tol(rel_tol);
+  const at::Tensor xl = x_labels.contiguous(), yl = y_labels.contiguous();
+  dp::check_labels(xl, S, "x_labels");
+  dp::check_labels(yl, S, "y_labels");
+  const ted::IndexedTrees trees = ted::index_both(x_sizes, x_ptr, y_sizes, y_ptr);
+  const at::Tensor px = pair_x.contiguous(), py = pair_y.contiguous();
+  const int64_t batch = px.size(0);
+  ted::check_pairs(trees.xs, trees.ys(), px.data_ptr<int64_t>(), py.data_ptr<int64_t>(), batch);
+  const gpu::Extents ext = tree_extents(trees, px, py);
+  dp::BatchExtent extent;
+  for (int64_t b = 0; b < batch; ++b) extent.add(b, ext.m[b], ext.n[b]);
+  // The table's largest absolute entry (NaN if one is NaN): the overflow rule for every pair.
+  const double max_abs = table.abs().max().item<double>();
+  BEDL_CHECK_VALUE(std::isfinite(max_abs), "symbol_costs contain NaN or inf");
+  const std::optional<at::Tensor> thresholds =
+      max_distance.has_value() ? std::optional<at::Tensor>(gpu::thresholds_on(max_distance, batch, false, device))
+                               : std::nullopt;
+  const DeviceTrees flat(trees, px, py, device);
+  const at::Tensor xl_d = gpu::on_device(xl, device), yl_d = gpu::on_device(yl, device);
+  const at::Tensor xp_d = gpu::on_device(x_ptr.contiguous(), device);
+  const at::Tensor yp_d = gpu::on_device(y_ptr.contiguous(), device);
+  at::Tensor d = at::empty({batch}, table.options());
+  at::Tensor status = at::empty({batch}, table.options().dtype(at::kInt));
+  AT_DISPATCH_FLOATING_TYPES(table.scalar_type(), "ted_symbols_cuda", [&] {
+    extent.check_overflow<scalar_t>(max_abs);
+    gpu::SymbolTreePairs<scalar_t> pairs;
+    static_cast<gpu::TreePairs&>(pairs) = flat.pairs();
+    pairs.table = table.data_ptr<scalar_t>();
+    pairs.S = S;
+    pairs.x_labels = xl_d.data_ptr<int64_t>();
+    pairs.x_ptr = xp_d.data_ptr<int64_t>();
+    pairs.y_labels = yl_d.data_ptr<int64_t>();
+    pairs.y_ptr = yp_d.data_ptr<int64_t>();
+    run_trees<scalar_t>(pairs, ext, d, status);
+    // (The table passed the checks above: every status is ok.)
+  });
+  if (thresholds) d = gpu::mark_beyond(d, *thresholds);
+  return {d, at::empty({0}, table.options())};
+}
+
+}  // namespace bedl
