@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # GPU check, run on a machine with CUDA and a CUDA build of torch (not in CI):
-# builds the extension in place against that torch, runs the tests that use CUDA
-# tensors or nccl, then the whole suite on that machine's CPU (pytest-xdist where
-# installed). Logs go to $OUT (or ./device-logs).
+# builds the extension in place against that torch with the CUDA kernels, runs the
+# tests that use CUDA tensors or nccl and the GPU benchmark, then the whole suite on
+# that machine's CPU (pytest-xdist where installed). Logs go to $OUT (or ./device-logs).
 set -uo pipefail
 out="${OUT:-device-logs}"
 mkdir -p "$out"
@@ -12,11 +12,14 @@ grep -m1 "model name" /proc/cpuinfo; nproc
 grep -o -w -E "avx2|avx512f" /proc/cpuinfo | sort | uniq -c
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0))"
 start=$(date +%s)
-MAX_JOBS=$(nproc) python3 setup.py build_ext --inplace >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+BEDL_TORCH_CUDA=1 MAX_JOBS=$(nproc) python3 setup.py build_ext --inplace >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
 echo "build: $(( $(date +%s) - start )) s"
-python3 -m pytest -q -p no:cacheprovider -rs tests/test_cuda.py "tests/test_bedl.py::test_cuda_device_matches_cpu" \
-  tests/test_distributed.py -k "cuda or nccl" 2>&1 | tee "$out/cuda.log"
+python3 -m pytest -q -p no:cacheprovider -rs tests/test_cuda.py tests/test_gpu_jobs.py \
+  "tests/test_bedl.py::test_cuda_device_matches_cpu" 2>&1 | tee "$out/cuda.log"
+python3 -m pytest -q -p no:cacheprovider -rs tests/test_distributed.py -k "cuda or nccl" 2>&1 | tee -a "$out/cuda.log"
 echo "cuda tests: $(( $(date +%s) - start )) s"
+timeout "${BENCH_TIMEOUT:-120}" python3 benchmarks/bench_gpu.py --quick 2>&1 | tee "$out/bench_gpu.log"
+echo "bench: $(( $(date +%s) - start )) s"
 xdist=""
 python3 -c "import xdist" 2>/dev/null && xdist="-n $(( $(nproc) < 12 ? $(nproc) : 12 ))"
 timeout "${SUITE_TIMEOUT:-240}" python3 -m pytest -q -p no:cacheprovider $xdist tests 2>&1 | tee "$out/suite.log" | tail -40
