@@ -263,4 +263,29 @@ def test_training_loop_steps_on_cuda_match_cpu(kind, monkeypatch):
         torch.testing.assert_close(results[1][1], results[0][1], rtol=1e-10, atol=1e-10)
         # each backward's share of nonzero weights decides whether the next forward keeps lists
         assert ops.batch.dense_backward[gpu] is (w is weights)
-    assert len(from_lists) == 2 * 3  # steps 1, 2 and 3 backward from lists, on both devices
+    # steps 1, 2 and 3 backward from lists on the CPU; on the GPU too, except for sequences
+    # with the CUDA kernels, whose backward computes P there (ops.batch.coopt_grad)
+    on_gpu = kind == "sequence" and "sed_symbols" in _ext.cuda_operators
+    assert len(from_lists) == (3 if on_gpu else 2 * 3)
+
+
+@needs_kernels
+def test_sequence_gradient_on_cuda_stays_on_the_gpu(monkeypatch):
+    """A loss over a matrix of sequence distances with the table on a GPU: no CPU kernel runs
+    in forward or backward, and the gradient is the CPU's to within rounding."""
+    rng = random.Random(30)
+    items = [[rng.choice("abcd") for _ in range(rng.randint(1, 25))] for _ in range(12)]
+    emb = _embedding(31)
+    cpu = bedl_torch.EuclideanCost(list("abcd"), emb)
+    gpu = bedl_torch.EuclideanCost(list("abcd"), emb, device="cuda")
+    weights = torch.rand(12, 12, generator=torch.Generator().manual_seed(32), dtype=torch.float64)
+    D_cpu = bedl_torch.pairwise_distances(items, cost=cpu)
+    (D_cpu * weights).sum().backward()
+    for name in ("sed_symbols_grad_cpu", "sed_symbols_sums_cpu", "weighted_pair_sums_cpu"):
+        monkeypatch.setattr(_ext, name, lambda *a, name=name: pytest.fail(f"{name} ran for a CUDA table"))
+    for _ in range(2):  # the second forward after a dense backward too
+        gpu.zero_grad()
+        D = bedl_torch.pairwise_distances(items, cost=gpu)
+        (D * weights.cuda()).sum().backward()
+        torch.testing.assert_close(D.detach().cpu(), D_cpu.detach(), rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(gpu.embedding.grad.cpu(), cpu.embedding.grad, rtol=1e-12, atol=1e-12)

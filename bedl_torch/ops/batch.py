@@ -408,7 +408,9 @@ class SymbolEditDistanceFn(torch.autograd.Function):
     def forward(ctx, table, batch: PairBatch, view: SymbolView, rel_tol: float, want_coopt: bool):
         sums = None
         lists = limits.BACKWARD_LISTS if limits.BACKWARD_LISTS is not None else dense_backward.get(view.cost, False)
-        if ctx.needs_input_grad[0] and not want_coopt and lists:
+        on_device = batch.kind == "sequence" and table.device.type != "cpu" and _ext.runs_on_device(
+            "sed_symbols", table.device)
+        if ctx.needs_input_grad[0] and not want_coopt and lists and not on_device:
             d, sums = batch.run_symbol_sums(view, rel_tol)
             p = d.new_empty((0,))
         else:
@@ -438,6 +440,9 @@ class SymbolEditDistanceFn(torch.autograd.Function):
             grad = _ext.weighted_pair_sums_cpu(*saved, weights, ctx.table_shape[0])
         elif ctx.want_coopt:
             grad = _scatter_coopt(saved[0].cpu(), grad_d, batch, view, ctx.table_shape[0])
+        elif batch.kind == "sequence" and saved[0].device.type != "cpu" and _ext.runs_on_device(
+                "sed_symbols", saved[0].device):
+            grad = coopt_grad(batch, view, saved[0], grad_d, ctx.rel_tol)
         else:
             weights = grad_d.detach().to("cpu", ctx.table_dtype).reshape(-1)
             op = _ext.ted_symbols_grad_cpu if batch.kind == "tree" else _ext.sed_symbols_grad_cpu
@@ -445,15 +450,46 @@ class SymbolEditDistanceFn(torch.autograd.Function):
         return grad.to(grad_d.device), None, None, None, None
 
 
-def _scatter_coopt(p, grad_d, batch, view, size):
-    """sum_k grad_d[k] * P_k scattered into a (size, size) table by the pairs' labels."""
+def _scatter_coopt(p, grad_d, batch, view, size, pairs=None, grad=None):
+    """sum_k grad_d[k] * P_k scattered into a (size, size) table by the pairs' labels, on P's
+    device; ``pairs``: the batch's pairs that P holds (all of them if None); added into
+    ``grad`` (size * size entries) where given."""
     rows, cols = p.shape[1], p.shape[2]
-    x_idx = view.padded_labels(batch.x_table, batch.pair_x, rows)
-    y_idx = view.padded_labels(batch.y_table, batch.pair_y, cols)
+    px = batch.pair_x if pairs is None else batch.pair_x[pairs]
+    py = batch.pair_y if pairs is None else batch.pair_y[pairs]
+    x_idx = view.padded_labels(batch.x_table, px, rows).to(p.device)
+    y_idx = view.padded_labels(batch.y_table, py, cols).to(p.device)
     # Pad beyond each pair's block is the gap, and P is zero there.
     flat = (x_idx[:, :, None] * size + y_idx[:, None, :]).reshape(-1)
-    weights = (grad_d.detach().to("cpu", p.dtype).reshape(-1, 1, 1) * p).reshape(-1)
-    grad = torch.zeros(size * size, dtype=p.dtype).index_add_(0, flat, weights)
+    w = grad_d.detach().reshape(-1)
+    if pairs is not None:
+        w = w[pairs.to(w.device)]
+    weights = (w.to(p.device, p.dtype).reshape(-1, 1, 1) * p).reshape(-1)
+    if grad is None:
+        grad = torch.zeros(size * size, dtype=p.dtype, device=p.device)
+    grad.index_add_(0, flat, weights)
+    return grad.view(size, size)
+
+
+def coopt_grad(batch: PairBatch, view: SymbolView, table: torch.Tensor, grad_d: torch.Tensor,
+               rel_tol: float) -> torch.Tensor:
+    """The symbol table's gradient of sequence distances, sum_k grad_d[k] P_k by label pair,
+    with P from the kernel on the table's device (a GPU's: nothing goes through the host but
+    the pairs' indices), for the pairs of nonzero weight in chunks of at most
+    ``limits.DEVICE_P_CELLS`` P entries. Sums in another order than the CPU's lists: equal
+    to within rounding, not bit for bit."""
+    size = table.shape[0]
+    args = batch.symbol_args(view, table, "sed_symbols")
+    grad = torch.zeros(size * size, dtype=table.dtype, device=args[0].device)
+    pairs = torch.nonzero(grad_d.detach().reshape(-1)).reshape(-1).cpu()
+    if not len(pairs):
+        return grad.view(size, size)
+    per_pair = (int(batch.m[pairs].max()) + 1) * (int(batch.n[pairs].max()) + 1)
+    step = max(1, limits.DEVICE_P_CELLS // per_pair)
+    for start in range(0, len(pairs), step):
+        chunk = pairs[start:start + step]
+        _, p = _ext.sed_symbols_cpu(*args[:5], batch.pair_x[chunk], batch.pair_y[chunk], True, rel_tol)
+        _scatter_coopt(p, grad_d, batch, view, size, chunk, grad)
     return grad.view(size, size)
 
 
