@@ -289,3 +289,38 @@ def test_sequence_gradient_on_cuda_stays_on_the_gpu(monkeypatch):
         (D * weights.cuda()).sum().backward()
         torch.testing.assert_close(D.detach().cpu(), D_cpu.detach(), rtol=1e-12, atol=1e-12)
         torch.testing.assert_close(gpu.embedding.grad.cpu(), cpu.embedding.grad, rtol=1e-12, atol=1e-12)
+
+
+@needs_kernels
+@pytest.mark.parametrize("need_coopt", [False, True])
+@pytest.mark.parametrize("op", ["ted", "sed", "ted_symbols", "sed_symbols"])
+def test_opcheck_on_cuda(op, need_coopt):
+    """The CUDA kernels against the operators' schemas and fake implementations (every tensor
+    argument on the GPU), as tests/test_registration.py checks the CPU's."""
+    import test_registration as reg
+
+    make = {"ted": reg._tree_args, "sed": reg._sequence_args,
+            "ted_symbols": lambda c: reg._symbol_args("tree", c),
+            "sed_symbols": lambda c: reg._symbol_args("seq", c)}[op]
+    args = tuple(a.cuda() if isinstance(a, torch.Tensor) else a for a in make(need_coopt))
+    utils = ["test_schema", "test_autograd_registration", "test_faketensor"]
+    if not (need_coopt and op.endswith("_symbols")):  # P's padded shape depends on the data there
+        utils.append("test_aot_dispatch_dynamic")
+    torch.library.opcheck(getattr(torch.ops.bedl_torch, op).default, args, test_utils=utils)
+    d, p = getattr(torch.ops.bedl_torch, op)(*args)
+    d_cpu, p_cpu = getattr(torch.ops.bedl_torch, op)(*make(need_coopt))
+    assert d.is_cuda and torch.equal(d.cpu(), d_cpu) and torch.equal(p.cpu(), p_cpu)
+
+
+@needs_kernels
+@pytest.mark.parametrize("kind", ["sequence", "tree"])
+def test_gradcheck_on_cuda(kind):
+    """The distance's gradient (P from the GPU's kernel for sequences, the CPU's for trees)
+    against finite differences, at random costs (no ties, so the distance is smooth there)."""
+    if kind == "tree":
+        x, y = _trees(2, 40)
+    else:
+        x, y = "abcab", "bcaacb"
+    C = torch.rand(len(x) + 1, len(y) + 1, generator=torch.Generator().manual_seed(41), dtype=torch.float64)
+    C = C.cuda().requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda c: bedl_torch.edit_distance(x, y, c), (C,), eps=1e-7, atol=1e-6)
