@@ -53,6 +53,51 @@ inline int64_t launch_threads(int64_t pairs, int64_t bytes_per_thread) {
   return std::max<int64_t>(1, threads);
 }
 
+// A symbol cost table on the GPU: float32/float64, square (symbols + gap).
+inline void check_cuda_symbol_table(const at::Tensor& table) {
+  check_cuda_costs(table, "symbol_costs", 2, "(symbols + gap, symbols + gap)");
+  BEDL_CHECK_VALUE(table.size(0) == table.size(1) && table.size(0) >= 1,
+                   "symbol_costs must be a square 2-D (symbols + gap, symbols + gap) table, got shape ",
+                   table.sizes());
+}
+
+// The table's largest absolute entry, which must be finite: the overflow rule
+// for every pair (one read back from the GPU).
+inline double symbol_table_max_abs(const at::Tensor& table) {
+  const double max_abs = table.abs().max().item<double>();  // (NaN if an entry is NaN)
+  BEDL_CHECK_VALUE(std::isfinite(max_abs), "symbol_costs contain NaN or inf");
+  return max_abs;
+}
+
+// The index tensors of the symbol-table kernels on the host (copied from the
+// GPU where they are there), checked as the CPU kernels check them and contiguous.
+struct SymbolIndices {
+  at::Tensor x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y;
+
+  SymbolIndices(const at::Tensor& x_labels_in, const at::Tensor& x_ptr_in, const at::Tensor& y_labels_in,
+                const at::Tensor& y_ptr_in, const at::Tensor& pair_x_in, const at::Tensor& pair_y_in, int64_t S,
+                double rel_tol) {
+    const at::Tensor xl = on_host(x_labels_in), yl = on_host(y_labels_in), xp = on_host(x_ptr_in),
+                     yp = on_host(y_ptr_in), px = on_host(pair_x_in), py = on_host(pair_y_in);
+    dp::check_index(xl, "x_labels", -1);
+    dp::check_index(yl, "y_labels", -1);
+    dp::check_index(xp, "x_ptr", -1);
+    dp::check_index(yp, "y_ptr", -1);
+    dp::check_index(px, "pair_x", -1);
+    dp::check_index(py, "pair_y", px.size(0));
+    dp::check_rel_tol(rel_tol);
+    x_labels = xl.contiguous();
+    y_labels = yl.contiguous();
+    x_ptr = xp.contiguous();
+    y_ptr = yp.contiguous();
+    pair_x = px.contiguous();
+    pair_y = py.contiguous();
+    dp::check_labels(x_labels, S, "x_labels");
+    dp::check_labels(y_labels, S, "y_labels");
+  }
+  int64_t batch() const { return pair_x.size(0); }
+};
+
 // Each pair's extent (m, n), on the host.
 struct Extents {
   std::vector<int64_t> m, n;

@@ -108,30 +108,16 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cuda(const at::Tensor& table_in, 
                                                     const at::Tensor& y_ptr_in, const at::Tensor& pair_x_in,
                                                     const at::Tensor& pair_y_in, bool need_coopt, double rel_tol,
                                                     const std::optional<at::Tensor>& max_distance) {
-  gpu::check_cuda_costs(table_in, "symbol_costs", 2, "(symbols + gap, symbols + gap)");
-  BEDL_CHECK_VALUE(table_in.size(0) == table_in.size(1) && table_in.size(0) >= 1,
-                   "symbol_costs must be a square 2-D (symbols + gap, symbols + gap) table, got shape ",
-                   table_in.sizes());
+  gpu::check_cuda_symbol_table(table_in);
   const c10::cuda::CUDAGuard guard(table_in.device());
   const at::Tensor table = table_in.contiguous();
   const int64_t S = table.size(0);
-  const at::Tensor x_labels = gpu::on_host(x_labels_in), y_labels = gpu::on_host(y_labels_in);
-  const at::Tensor x_ptr = gpu::on_host(x_ptr_in), y_ptr = gpu::on_host(y_ptr_in);
-  const at::Tensor pair_x = gpu::on_host(pair_x_in), pair_y = gpu::on_host(pair_y_in);
-  dp::check_index(x_labels, "x_labels", -1);
-  dp::check_index(y_labels, "y_labels", -1);
-  dp::check_index(x_ptr, "x_ptr", -1);
-  dp::check_index(y_ptr, "y_ptr", -1);
-  dp::check_index(pair_x, "pair_x", -1);
-  dp::check_index(pair_y, "pair_y", pair_x.size(0));
-  dp::check_rel_tol(rel_tol);
-  const at::Tensor xl = x_labels.contiguous(), yl = y_labels.contiguous(), xp = x_ptr.contiguous(),
-                   yp = y_ptr.contiguous(), px = pair_x.contiguous(), py = pair_y.contiguous();
-  dp::check_labels(xl, S, "x_labels");
-  dp::check_labels(yl, S, "y_labels");
+  const gpu::SymbolIndices in(x_labels_in, x_ptr_in, y_labels_in, y_ptr_in, pair_x_in, pair_y_in, S, rel_tol);
+  const at::Tensor &xl = in.x_labels, &yl = in.y_labels, &xp = in.x_ptr, &yp = in.y_ptr, &px = in.pair_x,
+                   &py = in.pair_y;
   const int64_t nx = dp::check_ptr(xp, "x_ptr", xl.size(0), "labels");
   const int64_t ny = dp::check_ptr(yp, "y_ptr", yl.size(0), "labels");
-  const int64_t batch = px.size(0);
+  const int64_t batch = in.batch();
   dp::check_pair_indices(px.data_ptr<int64_t>(), py.data_ptr<int64_t>(), batch, nx, ny, "sequence");
   Extents ext;
   dp::BatchExtent extent;
@@ -142,9 +128,7 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cuda(const at::Tensor& table_in, 
     ext.add(m, n);
     extent.add(b, m, n);
   }
-  // The table's largest absolute entry (NaN if one is NaN): the overflow rule for every pair.
-  const double max_abs = table.abs().max().item<double>();
-  BEDL_CHECK_VALUE(std::isfinite(max_abs), "symbol_costs contain NaN or inf");
+  const double max_abs = gpu::symbol_table_max_abs(table);
   const at::Device device = table.device();
   const std::optional<at::Tensor> thresholds =
       max_distance.has_value() ? std::optional<at::Tensor>(gpu::thresholds_on(max_distance, batch, need_coopt, device))

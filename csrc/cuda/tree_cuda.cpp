@@ -126,52 +126,35 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cuda(const at::Tensor& table_in, 
                                                     const at::Tensor& y_ptr_in, const at::Tensor& pair_x_in,
                                                     const at::Tensor& pair_y_in, bool need_coopt, double rel_tol,
                                                     const std::optional<at::Tensor>& max_distance) {
-  gpu::check_cuda_costs(table_in, "symbol_costs", 2, "(symbols + gap, symbols + gap)");
-  BEDL_CHECK_VALUE(table_in.size(0) == table_in.size(1) && table_in.size(0) >= 1,
-                   "symbol_costs must be a square 2-D (symbols + gap, symbols + gap) table, got shape ",
-                   table_in.sizes());
+  gpu::check_cuda_symbol_table(table_in);
   const c10::cuda::CUDAGuard guard(table_in.device());
   const at::Device device = table_in.device();
-  const at::Tensor x_labels = gpu::on_host(x_labels_in), y_labels = gpu::on_host(y_labels_in);
   const at::Tensor x_sizes = gpu::on_host(x_sizes_in), y_sizes = gpu::on_host(y_sizes_in);
-  const at::Tensor x_ptr = gpu::on_host(x_ptr_in), y_ptr = gpu::on_host(y_ptr_in);
-  const at::Tensor pair_x = gpu::on_host(pair_x_in), pair_y = gpu::on_host(pair_y_in);
   if (need_coopt) {
-    const auto [d, p] = ted_symbols_cpu(table_in.cpu(), x_labels, x_sizes, x_ptr, y_labels, y_sizes, y_ptr, pair_x,
-                                        pair_y, true, rel_tol, max_distance);
+    const auto [d, p] = ted_symbols_cpu(table_in.cpu(), gpu::on_host(x_labels_in), x_sizes, gpu::on_host(x_ptr_in),
+                                        gpu::on_host(y_labels_in), y_sizes, gpu::on_host(y_ptr_in),
+                                        gpu::on_host(pair_x_in), gpu::on_host(pair_y_in), true, rel_tol, max_distance);
     return {d.to(device), p.to(device)};
   }
   const at::Tensor table = table_in.contiguous();
   const int64_t S = table.size(0);
-  dp::check_index(x_labels, "x_labels", -1);
-  dp::check_index(y_labels, "y_labels", -1);
-  dp::check_index(x_ptr, "x_ptr", -1);
-  dp::check_index(y_ptr, "y_ptr", -1);
-  dp::check_index(pair_x, "pair_x", -1);
-  dp::check_index(pair_y, "pair_y", pair_x.size(0));
-  dp::check_index(x_sizes, "x_sizes", x_labels.size(0));
-  dp::check_index(y_sizes, "y_sizes", y_labels.size(0));
-  dp::check_rel_tol(rel_tol);
-  const at::Tensor xl = x_labels.contiguous(), yl = y_labels.contiguous();
-  dp::check_labels(xl, S, "x_labels");
-  dp::check_labels(yl, S, "y_labels");
-  const ted::IndexedTrees trees = ted::index_both(x_sizes, x_ptr, y_sizes, y_ptr);
-  const at::Tensor px = pair_x.contiguous(), py = pair_y.contiguous();
-  const int64_t batch = px.size(0);
+  const gpu::SymbolIndices in(x_labels_in, x_ptr_in, y_labels_in, y_ptr_in, pair_x_in, pair_y_in, S, rel_tol);
+  dp::check_index(x_sizes, "x_sizes", in.x_labels.size(0));
+  dp::check_index(y_sizes, "y_sizes", in.y_labels.size(0));
+  const ted::IndexedTrees trees = ted::index_both(x_sizes, in.x_ptr, y_sizes, in.y_ptr);
+  const at::Tensor &px = in.pair_x, &py = in.pair_y;
+  const int64_t batch = in.batch();
   ted::check_pairs(trees.xs, trees.ys(), px.data_ptr<int64_t>(), py.data_ptr<int64_t>(), batch);
   const gpu::Extents ext = tree_extents(trees, px, py);
   dp::BatchExtent extent;
   for (int64_t b = 0; b < batch; ++b) extent.add(b, ext.m[b], ext.n[b]);
-  // The table's largest absolute entry (NaN if one is NaN): the overflow rule for every pair.
-  const double max_abs = table.abs().max().item<double>();
-  BEDL_CHECK_VALUE(std::isfinite(max_abs), "symbol_costs contain NaN or inf");
+  const double max_abs = gpu::symbol_table_max_abs(table);
   const std::optional<at::Tensor> thresholds =
       max_distance.has_value() ? std::optional<at::Tensor>(gpu::thresholds_on(max_distance, batch, false, device))
                                : std::nullopt;
   const DeviceTrees flat(trees, px, py, device);
-  const at::Tensor xl_d = gpu::on_device(xl, device), yl_d = gpu::on_device(yl, device);
-  const at::Tensor xp_d = gpu::on_device(x_ptr.contiguous(), device);
-  const at::Tensor yp_d = gpu::on_device(y_ptr.contiguous(), device);
+  const at::Tensor xl_d = gpu::on_device(in.x_labels, device), yl_d = gpu::on_device(in.y_labels, device);
+  const at::Tensor xp_d = gpu::on_device(in.x_ptr, device), yp_d = gpu::on_device(in.y_ptr, device);
   at::Tensor d = at::empty({batch}, table.options());
   at::Tensor status = at::empty({batch}, table.options().dtype(at::kInt));
   AT_DISPATCH_FLOATING_TYPES(table.scalar_type(), "ted_symbols_cuda", [&] {
