@@ -69,6 +69,12 @@ BEDL_HD bool is_finite(double v) {
 #endif
 }
 
+// The larger of a running maximum and |v|; NaN once any v was NaN.
+BEDL_HD double max_abs_step(double running, double v) {
+  const double a = abs_of(v);
+  return (a > running || a != a) ? a : running;
+}
+
 #if !defined(__CUDACC__) && defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 // Four lanes of doubles (the AVX2 lanes' value type): GCC's vector arithmetic
 // (+, *, <, ?:) instantiates the cells' templates; these are the helpers that

@@ -55,12 +55,6 @@ struct SymbolCostRows {
   BEDL_HD double ins(int64_t j) const { return static_cast<double>(table[(S - 1) * S + y[j]]); }
 };
 
-// The larger of a running maximum and |v|; NaN once any v was NaN.
-BEDL_HD double max_abs_step(double running, double v) {
-  const double a = abs_of(v);
-  return (a > running || a != a) ? a : running;
-}
-
 // The largest absolute cost of the entries a pair uses (the tie test's scale;
 // NaN or inf where one of them is).
 template <class Costs>

@@ -146,8 +146,18 @@ bool mark_needed(TreePair<Count>& p, std::vector<uint8_t>& needed) {
 template <class Source, typename Count>
 void count_sweep(TreePair<Count>& p, int64_t kx, int64_t ky, const Count& all, const Source& src,
                  uint8_t* mark_needed = nullptr) {
-  CountOutside<Source, Count> out{{}, p.cnt.out_any.data(), p.cnt.out_ins.data(), p.cnt.out_tdm.data(), p.x, p.y,
-                                  p.w, src, all, p.ws.p_acc.data(), mark_needed};
+  CountOutside<Source, Count> out{{},
+                                  p.cnt.out_any.data(),
+                                  p.cnt.out_ins.data(),
+                                  p.cnt.out_tdm.data(),
+                                  src,
+                                  all,
+                                  p.ws.p_acc.data(),
+                                  p.w,
+                                  mark_needed,
+                                  p.x.path_index.data(),
+                                  p.y.path_index.data(),
+                                  static_cast<int64_t>(p.y.keyroots.size())};
   outside_sweep(p.x, p.y, p.w, kx, ky, p.ws.reach_end.data(), out);
 }
 

@@ -141,19 +141,6 @@ void soft_inside(SoftPair<Weight>& p) {
   }
 }
 
-// False where no tdm of the table's path pairs carries outside weight (only
-// by underflow) and it is not the final table: its sweep adds nothing.
-template <typename Weight>
-bool has_outside(const SoftPair<Weight>& p, size_t a, size_t b) {
-  if (p.x.keyroots[a] == p.x.n && p.y.keyroots[b] == p.y.n) return true;
-  int64_t len_x, len_y;
-  const int64_t* px = path_of(p.x, a, &len_x);
-  const int64_t* py = path_of(p.y, b, &len_y);
-  for (int64_t s = 0; s < len_x; ++s)
-    for (int64_t q = 0; q < len_y; ++q)
-      if (!p.buf.out_tdm[px[s] * p.w + py[q]].is_zero()) return true;
-  return false;
-}
 
 // outside_sweep's soft instance over a table just recomputed by soft_table:
 // every edge (the first column's are deletions, the first row's insertions),
@@ -218,8 +205,8 @@ bool ted_soft_pass(const TreeIndex& x, const TreeIndex& y, double temperature, b
   const soft::ShareOf share(all);
   for (size_t a = x.keyroots.size(); a-- > 0;) {
     for (size_t b = y.keyroots.size(); b-- > 0;) {
-      if (!has_outside(pair, a, b)) continue;
       const int64_t kx = x.keyroots[a], ky = y.keyroots[b];
+      if (!has_outside(paths_of(x), paths_of(y), w, kx, ky, buf.out_tdm.data())) continue;
       soft_table(pair, kx, ky);
       const ForestTable t(x.leftmost.data(), y.leftmost.data(), kx, ky);
       SoftOutside<Weight> out{buf.out_any.data(), buf.out_ins.data(), buf.out_tdm.data(), pair, share,
