@@ -16,8 +16,10 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository's bedl_torch
 from bench_common import best_seconds, cpu_model, load_average  # noqa: E402
 
+import bedl_torch  # noqa: E402
 from bedl_torch import _ext  # noqa: E402
 
 
@@ -80,8 +82,9 @@ def main() -> None:
     for count, nodes in ((100 * scale, 30), (30 * scale, 100)):
         labels, sizes, ptr = label_trees(rng, count, nodes, S - 1)
         px, py = all_pairs(count)
-        cases.append((f"trees, {len(px)} pairs of {nodes} nodes, distance", _ext.ted_symbols_cpu,
-                      (labels, sizes, ptr, labels, sizes, ptr, px, py, False, 1e-9)))
+        for coopt in (False, True):
+            cases.append((f"trees, {len(px)} pairs of {nodes} nodes, {'distance + P' if coopt else 'distance'}",
+                          _ext.ted_symbols_cpu, (labels, sizes, ptr, labels, sizes, ptr, px, py, coopt, 1e-9)))
     print(f"CPU: {cpu_model()}, {torch.get_num_threads()} threads, load {load_average()}; "
           f"GPU: {torch.cuda.get_device_name(0)}; torch {torch.__version__}")
     print()
@@ -93,6 +96,44 @@ def main() -> None:
         t_gpu, (d_gpu, p_gpu) = timed(lambda: op(table_gpu, *rest), "cuda")
         same = torch.equal(d_gpu.cpu(), d_cpu) and torch.equal(p_gpu.cpu(), p_cpu)
         print(f"| {name} | {t_cpu:.4g} | {t_gpu:.4g} | {t_cpu / t_gpu:.3g} | {same} |", flush=True)
+    print()
+    print("| training step (pairwise distances, backward into the embedding) | CPU s | GPU s | CPU / GPU |"
+          " max rel. diff of the gradient |")
+    print("|---|---|---|---|---|")
+    for name, items in training_items(rng, scale):
+        results = []
+        for device in ("cpu", "cuda"):
+            emb = torch.as_tensor(np.random.default_rng(1).normal(size=(S - 1, 8)))
+            cost = bedl_torch.EuclideanCost([str(k) for k in range(S - 1)], emb, device=device)
+
+            def step():
+                cost.zero_grad()
+                bedl_torch.pairwise_distances(items, cost=cost).sum().backward()
+                return cost.embedding.grad
+
+            t, grad = timed(step, device)
+            results.append((t, grad.cpu()))
+        (t_cpu, g_cpu), (t_gpu, g_gpu) = results
+        diff = float(((g_gpu - g_cpu).abs().max() / g_cpu.abs().max()))
+        print(f"| {name} | {t_cpu:.4g} | {t_gpu:.4g} | {t_cpu / t_gpu:.3g} | {diff:.1e} |", flush=True)
+
+
+def training_items(rng, scale):
+    """A matrix's items for a training step: strings of 100 symbols, trees of 30 nodes."""
+    strings = [[str(k) for k in rng.integers(0, 20, 100)] for _ in range(100 * scale)]
+    yield f"{len(strings)} strings of 100 symbols", strings
+    labels, sizes, ptr = label_trees(rng, 60 * scale, 30, 20)
+    trees = []
+    for t in range(len(ptr) - 1):
+        size = sizes[ptr[t]:ptr[t + 1]].tolist()
+        children = [[] for _ in size]
+        for k in range(len(size)):  # preorder: k's children follow it, each after the last one's subtree
+            c = k + 1
+            while c < k + size[k]:
+                children[k].append(c)
+                c += size[c]
+        trees.append(bedl_torch.Tree([str(int(v)) for v in labels[ptr[t]:ptr[t + 1]]], children))
+    yield f"{len(trees)} trees of 30 nodes", trees
 
 
 if __name__ == "__main__":

@@ -64,8 +64,16 @@ py::tuple flat_tree_pairs(const at::Tensor& x_sizes, const at::Tensor& x_ptr, co
   bedl::ted::check_pairs(trees.xs, trees.ys(), px.data_ptr<int64_t>(), py.data_ptr<int64_t>(), px.size(0));
   const bedl::ted::FlatTreePairs f =
       bedl::ted::flat_tree_pairs(trees, px.data_ptr<int64_t>(), py.data_ptr<int64_t>(), px.size(0));
-  return py::make_tuple(f.x.pre_of_post, f.x.leftmost, f.x.node_ptr, f.x.keyroots, f.x.key_ptr, f.y.pre_of_post,
-                        f.y.leftmost, f.y.node_ptr, f.y.keyroots, f.y.key_ptr, f.x_entry, f.y_entry);
+  py::list out;
+  for (const bedl::ted::FlatSide* s : {&f.x, &f.y}) {
+    for (const at::Tensor* t : {&s->pre_of_post, &s->leftmost, &s->node_ptr, &s->keyroots, &s->key_ptr,
+                                &s->path_index, &s->path_begin, &s->path_nodes}) {
+      out.append(*t);
+    }
+  }
+  out.append(f.x_entry);
+  out.append(f.y_entry);
+  return py::tuple(out);
 }
 
 }  // namespace
@@ -76,8 +84,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "Turn the AVX2 kernels on or off (same results; for tests and benchmarks)", py::arg("on"));
   m.def("simd_enabled", &bedl::simd_enabled, "Whether the AVX2 kernels run");
   m.def("_flat_tree_pairs", &flat_tree_pairs,
-        "The flat tree arrays of the GPU kernels (x: pre_of_post, leftmost, node_ptr, keyroots, key_ptr; "
-        "the same for y; x_entry, y_entry), for tests");
+        "The flat tree arrays of the GPU kernels (x: pre_of_post, leftmost, node_ptr, keyroots, key_ptr, "
+        "path_index, path_begin, path_nodes; the same for y; x_entry, y_entry), for tests");
   m.attr("torch_version") = TORCH_VERSION;
   // The operators with CUDA kernels in this build (empty where it was built without CUDA).
   py::list cuda_operators;

@@ -87,25 +87,44 @@ def test_cuda_counts_beyond_doubles_match_cpu():
 
 
 @needs_kernels
-def test_tree_kernels_on_cuda_match_cpu_bit_for_bit():
+@pytest.mark.parametrize("need_coopt", [False, True])
+def test_tree_kernels_on_cuda_match_cpu_bit_for_bit(need_coopt):
     rng = np.random.default_rng(21)
     xl, xs, xp = _label_trees(rng, 10, 25, 5)
     yl, ys, yp = _label_trees(rng, 8, 25, 5)
     px, py = torch.as_tensor(rng.integers(0, 10, 200)), torch.as_tensor(rng.integers(0, 8, 200))
     for table in _symbol_tables(rng, 6):
-        d_cpu, _ = _ext.ted_symbols_cpu(table, xl, xs, xp, yl, ys, yp, px, py, False, 1e-9)
-        d, _ = _ext.ted_symbols_cpu(table.cuda(), xl, xs, xp, yl, ys, yp, px, py, False, 1e-9)
-        assert d.is_cuda and torch.equal(d.cpu(), d_cpu)
-        # P runs on the CPU for now and comes back on the GPU
-        d_cpu, p_cpu = _ext.ted_symbols_cpu(table, xl, xs, xp, yl, ys, yp, px[:20], py[:20], True, 1e-9)
-        d, p = _ext.ted_symbols_cpu(table.cuda(), xl, xs, xp, yl, ys, yp, px[:20], py[:20], True, 1e-9)
-        assert p.is_cuda and torch.equal(d.cpu(), d_cpu) and torch.equal(p.cpu(), p_cpu)
+        args = (xl, xs, xp, yl, ys, yp, px, py, need_coopt, 1e-9)
+        d_cpu, p_cpu = _ext.ted_symbols_cpu(table, *args)
+        d, p = _ext.ted_symbols_cpu(table.cuda(), *args)
+        assert d.is_cuda and p.is_cuda
+        assert torch.equal(d.cpu(), d_cpu) and torch.equal(p.cpu(), p_cpu)
+        # index tensors on the GPU too
+        d2, p2 = _ext.ted_symbols_cpu(table.cuda(), *[a.cuda() for a in args[:8]], need_coopt, 1e-9)
+        assert torch.equal(d2.cpu(), d_cpu) and torch.equal(p2.cpu(), p_cpu)
     rows = int((xp[1:] - xp[:-1]).max()) + 1
-    costs = torch.as_tensor(rng.random((50, rows, rows)), dtype=torch.float32)
     pair = torch.as_tensor(rng.integers(0, 10, 50))
-    d_cpu, _ = _ext.ted_cpu(costs, xs, xp, xs, xp, pair, pair.flip(0), False, 1e-9)
-    d, _ = _ext.ted_cpu(costs.cuda(), xs, xp, xs, xp, pair, pair.flip(0), False, 1e-9)
-    assert torch.equal(d.cpu(), d_cpu)
+    for dtype in (torch.float32, torch.float64):
+        costs = torch.as_tensor(rng.random((50, rows, rows)), dtype=dtype)
+        costs[::2] = torch.as_tensor(rng.integers(0, 4, (25, rows, rows)) / 2, dtype=dtype)  # halves: ties
+        d_cpu, p_cpu = _ext.ted_cpu(costs, xs, xp, xs, xp, pair, pair.flip(0), need_coopt, 1e-9)
+        d, p = _ext.ted_cpu(costs.cuda(), xs, xp, xs, xp, pair, pair.flip(0), need_coopt, 1e-9)
+        assert torch.equal(d.cpu(), d_cpu) and torch.equal(p.cpu(), p_cpu)
+
+
+@needs_kernels
+def test_cuda_tree_counts_beyond_doubles_match_cpu():
+    """Zero costs tie every mapping of two 700-node paths: the counts pass 2^1024 and the
+    kernel with exponents solves that pair again, as on the CPU."""
+    table = torch.zeros(3, 3, dtype=torch.float64)
+    sizes = torch.cat([torch.arange(700, 0, -1), torch.tensor([3, 1, 1])])
+    ptr = torch.tensor([0, 700, 703])
+    labels = torch.zeros(703, dtype=torch.int64)
+    px, py = torch.tensor([0, 1, 1]), torch.tensor([0, 1, 0])
+    args = (labels, sizes, ptr, labels, sizes, ptr, px, py, True, 1e-9)
+    d_cpu, p_cpu = _ext.ted_symbols_cpu(table, *args)
+    d, p = _ext.ted_symbols_cpu(table.cuda(), *args)
+    assert torch.equal(d.cpu(), d_cpu) and torch.equal(p.cpu(), p_cpu)
 
 
 @needs_kernels
@@ -263,25 +282,30 @@ def test_training_loop_steps_on_cuda_match_cpu(kind, monkeypatch):
         torch.testing.assert_close(results[1][1], results[0][1], rtol=1e-10, atol=1e-10)
         # each backward's share of nonzero weights decides whether the next forward keeps lists
         assert ops.batch.dense_backward[gpu] is (w is weights)
-    # steps 1, 2 and 3 backward from lists on the CPU; on the GPU too, except for sequences
-    # with the CUDA kernels, whose backward computes P there (ops.batch.coopt_grad)
-    on_gpu = kind == "sequence" and "sed_symbols" in _ext.cuda_operators
+    # steps 1, 2 and 3 backward from lists on the CPU; on the GPU too, except where this build
+    # has the CUDA kernels, whose backward computes P there (ops.batch.coopt_grad)
+    on_gpu = ("ted_symbols" if kind == "tree" else "sed_symbols") in _ext.cuda_operators
     assert len(from_lists) == (3 if on_gpu else 2 * 3)
 
 
 @needs_kernels
-def test_sequence_gradient_on_cuda_stays_on_the_gpu(monkeypatch):
-    """A loss over a matrix of sequence distances with the table on a GPU: no CPU kernel runs
-    in forward or backward, and the gradient is the CPU's to within rounding."""
+@pytest.mark.parametrize("kind", ["sequence", "tree"])
+def test_gradient_on_cuda_stays_on_the_gpu(kind, monkeypatch):
+    """A loss over a matrix of distances with the table on a GPU: no CPU kernel runs in forward
+    or backward, and the gradient is the CPU's to within rounding."""
     rng = random.Random(30)
-    items = [[rng.choice("abcd") for _ in range(rng.randint(1, 25))] for _ in range(12)]
+    if kind == "tree":
+        items = _trees(12, 33)
+    else:
+        items = [[rng.choice("abcd") for _ in range(rng.randint(1, 25))] for _ in range(12)]
     emb = _embedding(31)
     cpu = bedl_torch.EuclideanCost(list("abcd"), emb)
     gpu = bedl_torch.EuclideanCost(list("abcd"), emb, device="cuda")
     weights = torch.rand(12, 12, generator=torch.Generator().manual_seed(32), dtype=torch.float64)
     D_cpu = bedl_torch.pairwise_distances(items, cost=cpu)
     (D_cpu * weights).sum().backward()
-    for name in ("sed_symbols_grad_cpu", "sed_symbols_sums_cpu", "weighted_pair_sums_cpu"):
+    for name in ("sed_symbols_grad_cpu", "sed_symbols_sums_cpu", "ted_symbols_grad_cpu", "ted_symbols_sums_cpu",
+                 "weighted_pair_sums_cpu"):
         monkeypatch.setattr(_ext, name, lambda *a, name=name: pytest.fail(f"{name} ran for a CUDA table"))
     for _ in range(2):  # the second forward after a dense backward too
         gpu.zero_grad()

@@ -163,8 +163,8 @@ def _trees(rng, count, nodes, symbols):
             torch.tensor(ptr, dtype=torch.int64))
 
 
-_FLAT_NAMES = ("x_pre", "x_left", "x_node_ptr", "x_keys", "x_key_ptr", "y_pre", "y_left", "y_node_ptr", "y_keys",
-               "y_key_ptr", "x_entry", "y_entry")
+_FLAT_NAMES = tuple(f"{side}_{name}" for side in "xy" for name in (
+    "pre", "left", "node_ptr", "keys", "key_ptr", "path_index", "path_begin", "path_nodes")) + ("x_entry", "y_entry")
 
 
 def _flat_trees(x_sizes, x_ptr, y_sizes, y_ptr, px, py):
@@ -172,12 +172,14 @@ def _flat_trees(x_sizes, x_ptr, y_sizes, y_ptr, px, py):
                                                                                   px, py))}
 
 
+@pytest.mark.parametrize("need_coopt", [False, True])
 @pytest.mark.parametrize("threads", [1, 5, 64])
-def test_symbol_tree_distances_match_cpu_bit_for_bit(host_jobs, tmp_path, threads):
+def test_symbol_trees_match_cpu_bit_for_bit(host_jobs, tmp_path, need_coopt, threads):
     """Every keyroot pair's full forest table per thread (the GPU's job) against the CPU kernel
-    (which skips cells no later table reads, uses closed forms for leaf keyroots and runs
-    pairs in AVX2 lanes): the same sums in the same order, so the same bits. Paths, stars and
-    everything between, in both orientations (the CPU picks one per pair)."""
+    (which skips cells no later table reads, uses closed forms for leaf keyroots, counts only
+    the tables some co-optimal mapping passes and runs pairs in AVX2 lanes): the same sums in
+    the same order, so the same bits, distances and P. Paths, stars and everything between, in
+    both orientations (the CPU picks one per pair); tables full of ties."""
     rng = np.random.default_rng(5)
     xl, xs, xp = _trees(rng, 8, (1, 16), 5)
     yl, ys, yp = _trees(rng, 6, (1, 16), 5)
@@ -187,18 +189,22 @@ def test_symbol_tree_distances_match_cpu_bit_for_bit(host_jobs, tmp_path, thread
     assert set(flat["x_entry"] % 2) == {0, 1}  # both orientations occur
     m = (xp[1:] - xp[:-1])[px]
     n = (yp[1:] - yp[:-1])[py]
+    rows, cols = int(m.max()) + 1, int(n.max()) + 1
     for table in _tables(rng):
-        d_cpu, _ = _ext.ted_symbols_cpu(table, xl, xs, xp, yl, ys, yp, px, py, False, 1e-9)
+        d_cpu, p_cpu = _ext.ted_symbols_cpu(table, xl, xs, xp, yl, ys, yp, px, py, need_coopt, 1e-9)
         arrays = dict(flat, table=table.numpy(), x_labels=xl.numpy(), x_ptr=xp.numpy(), y_labels=yl.numpy(),
                       y_ptr=yp.numpy())
-        d, _, status = _run(host_jobs, tmp_path, "tree_symbols", table.dtype, False, 1e-9, threads, arrays,
-                            len(px), 1, 1, int(m.max()), int(n.max()), S=table.shape[0])
+        d, p, status = _run(host_jobs, tmp_path, "tree_symbols", table.dtype, need_coopt, 1e-9, threads, arrays,
+                            len(px), rows, cols, rows - 1, cols - 1, S=table.shape[0])
         assert (status == OK).all()
         assert torch.equal(d, d_cpu)
+        if need_coopt:
+            assert p_cpu.shape == (len(px), rows, cols)
+            assert torch.equal(p, p_cpu)
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_padded_tree_distances_match_cpu_bit_for_bit(host_jobs, tmp_path, dtype):
+def test_padded_trees_match_cpu_bit_for_bit(host_jobs, tmp_path, dtype):
     rng = np.random.default_rng(6)
     _, xs, xp = _trees(rng, 7, (1, 12), 3)
     px = torch.as_tensor(rng.integers(0, 7, 20))
@@ -207,12 +213,39 @@ def test_padded_tree_distances_match_cpu_bit_for_bit(host_jobs, tmp_path, dtype)
     rows = cols = int(sizes.max()) + 1
     costs = torch.as_tensor(rng.integers(0, 4, (20, rows, cols)) / 2, dtype=dtype)  # halves: ties
     costs[::3] = torch.as_tensor(rng.random((7, rows, cols)), dtype=dtype)
-    d_cpu, _ = _ext.ted_cpu(costs, xs, xp, xs, xp, px, py, False, 1e-9)
+    costs[1::5] -= 0.75  # signed costs
     arrays = dict(_flat_trees(xs, xp, xs, xp, px, py), costs=costs.numpy())
-    d, _, status = _run(host_jobs, tmp_path, "tree_padded", dtype, False, 1e-9, 6, arrays, 20, rows, cols,
-                        rows - 1, cols - 1)
+    for need_coopt in (False, True):
+        d_cpu, p_cpu = _ext.ted_cpu(costs, xs, xp, xs, xp, px, py, need_coopt, 1e-9)
+        d, p, status = _run(host_jobs, tmp_path, "tree_padded", dtype, need_coopt, 1e-9, 6, arrays, 20, rows, cols,
+                            rows - 1, cols - 1)
+        assert (status == OK).all()
+        assert torch.equal(d, d_cpu)
+        if need_coopt:
+            assert torch.equal(p, p_cpu)
+
+
+def test_tree_counts_beyond_doubles_take_the_exact_counts(host_jobs, tmp_path):
+    """Zero costs tie every mapping: two paths of 700 nodes have as many as two sequences of
+    700 symbols, past 2^1024, so the job reports the overflow and the exact counts solve the
+    pair again; the small pairs of the same launch keep the double counts."""
+    S = 3
+    table = torch.zeros(S, S, dtype=torch.float64)
+    sizes = torch.cat([torch.arange(700, 0, -1), torch.tensor([3, 1, 1])])  # a path; a root with two leaves
+    ptr = torch.tensor([0, 700, 703])
+    labels = torch.zeros(703, dtype=torch.int64)
+    px = torch.tensor([0, 1, 1])
+    py = torch.tensor([0, 1, 0])
+    d_cpu, p_cpu = _ext.ted_symbols_cpu(table, labels, sizes, ptr, labels, sizes, ptr, px, py, True, 1e-9)
+    arrays = dict(_flat_trees(sizes, ptr, sizes, ptr, px, py), table=table.numpy(), x_labels=labels.numpy(),
+                  x_ptr=ptr.numpy(), y_labels=labels.numpy(), y_ptr=ptr.numpy())
+    d, p, status = _run(host_jobs, tmp_path, "tree_symbols", table.dtype, True, 1e-9, 2, arrays, 3, 701, 701, 700,
+                        700, S=S)
     assert (status == OK).all()
     assert torch.equal(d, d_cpu)
+    assert torch.equal(p, p_cpu)
+    # the path's root is replaced by the other root in the same share of mappings as its leaf by the leaf
+    assert p[0, 0, 0] > 0 and p[0, 0, 0] == p[0, 699, 699]
 
 
 def test_bad_tree_costs_get_their_status(host_jobs, tmp_path):
@@ -226,11 +259,13 @@ def test_bad_tree_costs_get_their_status(host_jobs, tmp_path):
     costs[2, 2, 2] = float("inf")
     costs[3] = 1e308
     arrays = dict(_flat_trees(sizes, ptr, sizes, ptr, pair, pair), costs=costs.numpy())
-    _, _, status = _run(host_jobs, tmp_path, "tree_padded", torch.float64, False, 1e-9, 2, arrays, 4, 3, 3, 2, 2)
-    assert status.tolist() == [OK, NOT_FINITE, NOT_FINITE, TOO_LARGE]
-    for b, message in ((1, "NaN or inf"), (2, "NaN or inf"), (3, "too large")):
-        with pytest.raises(ValueError, match=message):
-            _ext.ted_cpu(costs[b:b + 1], sizes, ptr, sizes, ptr, pair[:1], pair[:1], False, 1e-9)
+    for need_coopt in (False, True):
+        _, _, status = _run(host_jobs, tmp_path, "tree_padded", torch.float64, need_coopt, 1e-9, 2, arrays, 4, 3, 3,
+                            2, 2)
+        assert status.tolist() == [OK, NOT_FINITE, NOT_FINITE, TOO_LARGE]
+        for b, message in ((1, "NaN or inf"), (2, "NaN or inf"), (3, "too large")):
+            with pytest.raises(ValueError, match=message):
+                _ext.ted_cpu(costs[b:b + 1], sizes, ptr, sizes, ptr, pair[:1], pair[:1], need_coopt, 1e-9)
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")

@@ -152,6 +152,11 @@ class PairBatch:
             d, p = _ext.sed_cpu(c, self.m, self.n, need_coopt, rel_tol)
         return d.to(device), p.to(device)
 
+    @property
+    def symbol_operator(self) -> str:
+        """The operator of this batch's kind on a symbol table."""
+        return "ted_symbols" if self.kind == "tree" else "sed_symbols"
+
     def symbol_args(self, view: SymbolView, table: torch.Tensor, operator: Optional[str] = None) -> tuple:
         """The symbol-table kernels' leading arguments: ``table`` (the view's, or a saved copy
         of it) on the CPU, or on its GPU where ``operator`` runs there; the labels in the
@@ -171,9 +176,8 @@ class PairBatch:
         """Kernels on a symbol view's table: on its GPU where the build has that kernel (results
         stay there), else on the CPU (P padded). ``max_distance`` (float64 ``(B,)``, distances
         only): pairs above their thresholds come back as inf."""
-        operator = "ted_symbols" if self.kind == "tree" else "sed_symbols"
         op = _ext.ted_symbols_cpu if self.kind == "tree" else _ext.sed_symbols_cpu
-        args = self.symbol_args(view, view.table, operator)
+        args = self.symbol_args(view, view.table, self.symbol_operator)
         if max_distance is None:
             return op(*args, need_coopt, rel_tol)
         return op(*args, need_coopt, rel_tol, max_distance)
@@ -408,8 +412,7 @@ class SymbolEditDistanceFn(torch.autograd.Function):
     def forward(ctx, table, batch: PairBatch, view: SymbolView, rel_tol: float, want_coopt: bool):
         sums = None
         lists = limits.BACKWARD_LISTS if limits.BACKWARD_LISTS is not None else dense_backward.get(view.cost, False)
-        on_device = batch.kind == "sequence" and table.device.type != "cpu" and _ext.runs_on_device(
-            "sed_symbols", table.device)
+        on_device = table.device.type != "cpu" and _ext.runs_on_device(batch.symbol_operator, table.device)
         if ctx.needs_input_grad[0] and not want_coopt and lists and not on_device:
             d, sums = batch.run_symbol_sums(view, rel_tol)
             p = d.new_empty((0,))
@@ -440,8 +443,7 @@ class SymbolEditDistanceFn(torch.autograd.Function):
             grad = _ext.weighted_pair_sums_cpu(*saved, weights, ctx.table_shape[0])
         elif ctx.want_coopt:
             grad = _scatter_coopt(saved[0].cpu(), grad_d, batch, view, ctx.table_shape[0])
-        elif batch.kind == "sequence" and saved[0].device.type != "cpu" and _ext.runs_on_device(
-                "sed_symbols", saved[0].device):
+        elif saved[0].device.type != "cpu" and _ext.runs_on_device(batch.symbol_operator, saved[0].device):
             grad = coopt_grad(batch, view, saved[0], grad_d, ctx.rel_tol)
         else:
             weights = grad_d.detach().to("cpu", ctx.table_dtype).reshape(-1)
@@ -473,13 +475,15 @@ def _scatter_coopt(p, grad_d, batch, view, size, pairs=None, grad=None):
 
 def coopt_grad(batch: PairBatch, view: SymbolView, table: torch.Tensor, grad_d: torch.Tensor,
                rel_tol: float) -> torch.Tensor:
-    """The symbol table's gradient of sequence distances, sum_k grad_d[k] P_k by label pair,
-    with P from the kernel on the table's device (a GPU's: nothing goes through the host but
-    the pairs' indices), for the pairs of nonzero weight in chunks of at most
+    """The symbol table's gradient of the distances, sum_k grad_d[k] P_k by label pair, with P
+    from the kernel on the table's device (a GPU's: nothing goes through the host but the
+    pairs' indices), for the pairs of nonzero weight in chunks of at most
     ``limits.DEVICE_P_CELLS`` P entries. Sums in another order than the CPU's lists: equal
     to within rounding, not bit for bit."""
     size = table.shape[0]
-    args = batch.symbol_args(view, table, "sed_symbols")
+    args = batch.symbol_args(view, table, batch.symbol_operator)
+    op = _ext.ted_symbols_cpu if batch.kind == "tree" else _ext.sed_symbols_cpu
+    leading = args[:-2]  # all but the pairs
     grad = torch.zeros(size * size, dtype=table.dtype, device=args[0].device)
     pairs = torch.nonzero(grad_d.detach().reshape(-1)).reshape(-1).cpu()
     if not len(pairs):
@@ -488,7 +492,7 @@ def coopt_grad(batch: PairBatch, view: SymbolView, table: torch.Tensor, grad_d: 
     step = max(1, limits.DEVICE_P_CELLS // per_pair)
     for start in range(0, len(pairs), step):
         chunk = pairs[start:start + step]
-        _, p = _ext.sed_symbols_cpu(*args[:5], batch.pair_x[chunk], batch.pair_y[chunk], True, rel_tol)
+        _, p = op(*leading, batch.pair_x[chunk], batch.pair_y[chunk], True, rel_tol)
         _scatter_coopt(p, grad_d, batch, view, size, chunk, grad)
     return grad.view(size, size)
 

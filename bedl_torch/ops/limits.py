@@ -29,5 +29,5 @@ PAIR_SUM_ENTRIES = 1 << 23
 LISTS_MIN_NONZERO = 0.75
 BACKWARD_LISTS: Optional[bool] = None
 # P entries (8 bytes each in float64: 256 MiB) of one chunk of pairs whose co-optimal matrices
-# the symbol-table gradient computes on a GPU (sequences: ops.batch.coopt_grad).
+# the symbol-table gradient computes on a GPU (ops.batch.coopt_grad).
 DEVICE_P_CELLS = 1 << 25

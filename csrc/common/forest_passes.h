@@ -16,13 +16,19 @@ namespace ted {
 
 // One orientation of a tree in flat arrays: n nodes; pre_of_post and leftmost
 // indexed 1..n (1-based postorder; pre_of_post gives the 0-based preorder
-// node, leftmost the leftmost leaf); its keyroots ascending (the root last).
+// node, leftmost the leftmost leaf); its keyroots ascending (the root last);
+// and for P (common/forest_coopt.h) the keyroots' leftmost paths: each node's
+// keyroot index (1..n), and keyroot k's path at path_nodes[path_begin[k] ..
+// path_begin[k + 1]) (null where only distances are computed).
 struct FlatTree {
   int64_t n;
   const int64_t* pre_of_post;
   const int64_t* leftmost;
   const int64_t* keyroots;
   int64_t keyroot_count;
+  const int64_t* path_index = nullptr;
+  const int64_t* path_begin = nullptr;
+  const int64_t* path_nodes = nullptr;
 };
 
 // A pair's costs from its padded block (row stride `stride`, preorder rows

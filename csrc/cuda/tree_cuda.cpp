@@ -1,9 +1,7 @@
 // Entry points of the tree kernels on CUDA (ted, ted_symbols): the CPU
 // kernels' checks and tree indexing on the host, the trees as flat arrays
-// (cpu/tree/flat.h) on the costs' GPU, the distance kernel on torch's current
-// stream (tree/kernels.h), the per-pair statuses raised as the CPU kernels'
-// errors. P (need_coopt) has no GPU kernel yet: those calls run the CPU kernel
-// on copies and return its results on the GPU.
+// (cpu/tree/flat.h) on the costs' GPU, the kernels on torch's current stream
+// (tree/kernels.h), the per-pair statuses raised as the CPU kernels' errors.
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 
@@ -40,12 +38,14 @@ struct DeviceTrees {
  private:
   static ted::FlatSide to(const ted::FlatSide& s, const at::Device& device) {
     return {gpu::on_device(s.pre_of_post, device), gpu::on_device(s.leftmost, device),
-            gpu::on_device(s.node_ptr, device), gpu::on_device(s.keyroots, device),
-            gpu::on_device(s.key_ptr, device)};
+            gpu::on_device(s.node_ptr, device),    gpu::on_device(s.keyroots, device),
+            gpu::on_device(s.key_ptr, device),     gpu::on_device(s.path_index, device),
+            gpu::on_device(s.path_begin, device),  gpu::on_device(s.path_nodes, device)};
   }
   static gpu::FlatTrees view(const ted::FlatSide& s) {
-    return {s.pre_of_post.data_ptr<int64_t>(), s.leftmost.data_ptr<int64_t>(), s.node_ptr.data_ptr<int64_t>(),
-            s.keyroots.data_ptr<int64_t>(), s.key_ptr.data_ptr<int64_t>()};
+    return {s.pre_of_post.data_ptr<int64_t>(), s.leftmost.data_ptr<int64_t>(),   s.node_ptr.data_ptr<int64_t>(),
+            s.keyroots.data_ptr<int64_t>(),    s.key_ptr.data_ptr<int64_t>(),    s.path_index.data_ptr<int64_t>(),
+            s.path_begin.data_ptr<int64_t>(),  s.path_nodes.data_ptr<int64_t>()};
   }
 };
 
@@ -58,16 +58,41 @@ gpu::Extents tree_extents(const ted::IndexedTrees& trees, const at::Tensor& px, 
   return ext;
 }
 
-// The distance kernel over `pairs` into d, a status per pair into status.
+// The distances (and with need_coopt P into p, zero on entry) of `pairs`;
+// a status per pair into status. Counts as doubles first; pairs whose counts
+// overflow them again with exponents.
 template <typename scalar_t, class Pairs>
-void run_trees(const Pairs& pairs, const gpu::Extents& ext, at::Tensor& d, at::Tensor& status) {
+void run_trees(const Pairs& pairs, const gpu::Extents& ext, bool need_coopt, double rel_tol, at::Tensor& d,
+               at::Tensor& p, at::Tensor& status) {
   const int64_t batch = d.size(0);
-  const int64_t per = gpu::tree_distance_workspace(ext.max_m, ext.max_n);
-  const int64_t threads = gpu::launch_threads(batch, per * 8);
-  const at::Tensor ws = at::empty({threads * per}, d.options().dtype(at::kDouble));
-  C10_CUDA_CHECK(gpu::launch_tree_distances(pairs, batch, threads, ws.data_ptr<double>(), ext.max_m, ext.max_n,
-                                            d.data_ptr<scalar_t>(), status.data_ptr<int32_t>(),
-                                            at::cuda::getCurrentCUDAStream()));
+  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  if (!need_coopt) {
+    const int64_t per = gpu::tree_distance_workspace(ext.max_m, ext.max_n);
+    const int64_t threads = gpu::launch_threads(batch, per * 8);
+    const at::Tensor ws = at::empty({threads * per}, d.options().dtype(at::kDouble));
+    C10_CUDA_CHECK(gpu::launch_tree_distances(pairs, batch, threads, ws.data_ptr<double>(), ext.max_m, ext.max_n,
+                                              d.data_ptr<scalar_t>(), status.data_ptr<int32_t>(), stream));
+    return;
+  }
+  const at::TensorOptions bytes = d.options().dtype(at::kByte);
+  const int64_t rows = p.size(1), cols = p.size(2);
+  const int64_t fast = gpu::tree_coopt_workspace_bytes<dp::FastCount>(ext.max_m, ext.max_n);
+  int64_t threads = gpu::launch_threads(batch, fast);
+  at::Tensor ws = at::empty({threads * fast}, bytes);
+  C10_CUDA_CHECK(gpu::launch_tree_coopt<dp::FastCount>(
+      pairs, nullptr, batch, threads, static_cast<char*>(ws.data_ptr()), ext.max_m, ext.max_n, rel_tol,
+      d.data_ptr<scalar_t>(), p.data_ptr<scalar_t>(), rows, cols, status.data_ptr<int32_t>(), stream));
+  // Pairs whose counts overflowed doubles (massive ties in large trees): rare.
+  const at::Tensor again = at::nonzero(status == gpu::kPairCountsOverflow).reshape({-1}).contiguous();
+  const int64_t count = again.size(0);
+  if (count == 0) return;
+  ws = at::Tensor();
+  const int64_t exact = gpu::tree_coopt_workspace_bytes<dp::Count>(ext.max_m, ext.max_n);
+  threads = gpu::launch_threads(count, exact);
+  ws = at::empty({threads * exact}, bytes);
+  C10_CUDA_CHECK(gpu::launch_tree_coopt<dp::Count>(
+      pairs, again.data_ptr<int64_t>(), count, threads, static_cast<char*>(ws.data_ptr()), ext.max_m, ext.max_n,
+      rel_tol, d.data_ptr<scalar_t>(), p.data_ptr<scalar_t>(), rows, cols, status.data_ptr<int32_t>(), stream));
 }
 
 }  // namespace
@@ -82,10 +107,6 @@ std::tuple<at::Tensor, at::Tensor> ted_cuda(const at::Tensor& costs_in, const at
   const at::Tensor x_sizes = gpu::on_host(x_sizes_in), x_ptr = gpu::on_host(x_ptr_in);
   const at::Tensor y_sizes = gpu::on_host(y_sizes_in), y_ptr = gpu::on_host(y_ptr_in);
   const at::Tensor pair_x = gpu::on_host(pair_x_in), pair_y = gpu::on_host(pair_y_in);
-  if (need_coopt) {
-    const auto [d, p] = ted_cpu(costs_in.cpu(), x_sizes, x_ptr, y_sizes, y_ptr, pair_x, pair_y, true, rel_tol);
-    return {d.to(device), p.to(device)};
-  }
   const at::Tensor costs = costs_in.contiguous();
   const int64_t batch = costs.size(0), rows = costs.size(1), cols = costs.size(2);
   dp::check_index(x_sizes, "x_sizes", -1);
@@ -105,6 +126,7 @@ std::tuple<at::Tensor, at::Tensor> ted_cuda(const at::Tensor& costs_in, const at
   }
   const DeviceTrees flat(trees, px, py, device);
   at::Tensor d = at::empty({batch}, costs.options());
+  at::Tensor p = need_coopt ? at::zeros_like(costs) : at::empty({0}, costs.options());
   at::Tensor status = at::empty({batch}, costs.options().dtype(at::kInt));
   AT_DISPATCH_FLOATING_TYPES(costs.scalar_type(), "ted_cuda", [&] {
     gpu::PaddedTreePairs<scalar_t> pairs;
@@ -112,12 +134,12 @@ std::tuple<at::Tensor, at::Tensor> ted_cuda(const at::Tensor& costs_in, const at
     pairs.costs = costs.data_ptr<scalar_t>();
     pairs.rows = rows;
     pairs.cols = cols;
-    run_trees<scalar_t>(pairs, ext, d, status);
+    run_trees<scalar_t>(pairs, ext, need_coopt, rel_tol, d, p, status);
     gpu::raise_statuses<scalar_t>(status, ext, "trees", rel_tol, [&](int64_t b) {
       return gpu::padded_block_max_abs(costs, b, ext.m[b], ext.n[b]);
     });
   });
-  return {d, at::empty({0}, costs.options())};
+  return {d, p};
 }
 
 std::tuple<at::Tensor, at::Tensor> ted_symbols_cuda(const at::Tensor& table_in, const at::Tensor& x_labels_in,
@@ -130,12 +152,6 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cuda(const at::Tensor& table_in, 
   const c10::cuda::CUDAGuard guard(table_in.device());
   const at::Device device = table_in.device();
   const at::Tensor x_sizes = gpu::on_host(x_sizes_in), y_sizes = gpu::on_host(y_sizes_in);
-  if (need_coopt) {
-    const auto [d, p] = ted_symbols_cpu(table_in.cpu(), gpu::on_host(x_labels_in), x_sizes, gpu::on_host(x_ptr_in),
-                                        gpu::on_host(y_labels_in), y_sizes, gpu::on_host(y_ptr_in),
-                                        gpu::on_host(pair_x_in), gpu::on_host(pair_y_in), true, rel_tol, max_distance);
-    return {d.to(device), p.to(device)};
-  }
   const at::Tensor table = table_in.contiguous();
   const int64_t S = table.size(0);
   const gpu::SymbolIndices in(x_labels_in, x_ptr_in, y_labels_in, y_ptr_in, pair_x_in, pair_y_in, S, rel_tol);
@@ -150,12 +166,14 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cuda(const at::Tensor& table_in, 
   for (int64_t b = 0; b < batch; ++b) extent.add(b, ext.m[b], ext.n[b]);
   const double max_abs = gpu::symbol_table_max_abs(table);
   const std::optional<at::Tensor> thresholds =
-      max_distance.has_value() ? std::optional<at::Tensor>(gpu::thresholds_on(max_distance, batch, false, device))
+      max_distance.has_value() ? std::optional<at::Tensor>(gpu::thresholds_on(max_distance, batch, need_coopt, device))
                                : std::nullopt;
   const DeviceTrees flat(trees, px, py, device);
   const at::Tensor xl_d = gpu::on_device(in.x_labels, device), yl_d = gpu::on_device(in.y_labels, device);
   const at::Tensor xp_d = gpu::on_device(in.x_ptr, device), yp_d = gpu::on_device(in.y_ptr, device);
   at::Tensor d = at::empty({batch}, table.options());
+  at::Tensor p = need_coopt ? at::zeros({batch, ext.max_m + 1, ext.max_n + 1}, table.options())
+                            : at::empty({0}, table.options());
   at::Tensor status = at::empty({batch}, table.options().dtype(at::kInt));
   AT_DISPATCH_FLOATING_TYPES(table.scalar_type(), "ted_symbols_cuda", [&] {
     extent.check_overflow<scalar_t>(max_abs);
@@ -167,11 +185,12 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cuda(const at::Tensor& table_in, 
     pairs.x_ptr = xp_d.data_ptr<int64_t>();
     pairs.y_labels = yl_d.data_ptr<int64_t>();
     pairs.y_ptr = yp_d.data_ptr<int64_t>();
-    run_trees<scalar_t>(pairs, ext, d, status);
-    // (The table passed the checks above: every status is ok.)
+    run_trees<scalar_t>(pairs, ext, need_coopt, rel_tol, d, p, status);
+    // (The table passed the checks above; with P a pair can end without a co-optimal mapping.)
+    if (need_coopt) gpu::raise_statuses<scalar_t>(status, ext, "trees", rel_tol, [&](int64_t) { return max_abs; });
   });
   if (thresholds) d = gpu::mark_beyond(d, *thresholds);
-  return {d, at::empty({0}, table.options())};
+  return {d, p};
 }
 
 }  // namespace bedl

@@ -7,11 +7,12 @@
 //   host_jobs DIR
 //
 // DIR/args.txt: kind (padded | symbols | tree_padded | tree_symbols), dtype
-// (f32 | f64), need_coopt (0 | 1; trees: 0), rel_tol, threads, batch, rows,
+// (f32 | f64), need_coopt (0 | 1), rel_tol, threads, batch, rows,
 // cols, max_m, max_n, S. Inputs as raw arrays: padded: costs
 // (batch*rows*cols), x_len, y_len; symbols: table (S*S), x_labels, x_ptr,
 // y_labels, y_ptr, pair_x, pair_y; trees: the flat trees (x_pre, x_left,
-// x_node_ptr, x_keys, x_key_ptr, the same for y, x_entry, y_entry) and costs
+// x_node_ptr, x_keys, x_key_ptr, x_path_index, x_path_begin, x_path_nodes,
+// the same for y, x_entry, y_entry) and costs
 // (tree_padded) or table, x_labels, x_ptr, y_labels, y_ptr (tree_symbols).
 // Outputs: d (batch), p (batch*rows*cols, with need_coopt), status (int32, batch).
 #include <cstdio>
@@ -97,28 +98,54 @@ void run(const Args& a, const Pairs& pairs) {
 
 // The flat trees of both sides (kept alive by `keep`).
 bedl::gpu::TreePairs load_trees(std::vector<std::vector<int64_t>>& keep) {
-  const char* names[] = {"x_pre", "x_left", "x_node_ptr", "x_keys", "x_key_ptr", "y_pre",
-                         "y_left", "y_node_ptr", "y_keys", "y_key_ptr", "x_entry", "y_entry"};
+  const char* names[] = {"x_pre",       "x_left",       "x_node_ptr", "x_keys",       "x_key_ptr",    "x_path_index",
+                         "x_path_begin", "x_path_nodes", "y_pre",      "y_left",       "y_node_ptr",   "y_keys",
+                         "y_key_ptr",    "y_path_index", "y_path_begin", "y_path_nodes", "x_entry",    "y_entry"};
   keep.clear();
   for (const char* name : names) keep.push_back(load<int64_t>(name));
   const auto side = [&](int k) {
-    return bedl::gpu::FlatTrees{keep[k].data(), keep[k + 1].data(), keep[k + 2].data(), keep[k + 3].data(),
-                                keep[k + 4].data()};
+    return bedl::gpu::FlatTrees{keep[k].data(),     keep[k + 1].data(), keep[k + 2].data(), keep[k + 3].data(),
+                                keep[k + 4].data(), keep[k + 5].data(), keep[k + 6].data(), keep[k + 7].data()};
   };
-  return {side(0), side(5), keep[10].data(), keep[11].data()};
+  return {side(0), side(8), keep[16].data(), keep[17].data()};
 }
 
-// Every thread of a tree distance launch, in turn.
+// Every thread of a tree launch, in turn: distances, or distances and P with
+// counts as doubles, then the pairs whose counts overflowed with exponents.
 template <typename scalar_t, class Pairs>
 void run_trees(const Args& a, const Pairs& pairs) {
   using namespace bedl;
-  std::vector<scalar_t> d(a.batch);
+  std::vector<scalar_t> d(a.batch), p;
   std::vector<int32_t> status(a.batch, -1);
-  const int64_t per = gpu::tree_distance_workspace(a.max_m, a.max_n);
-  std::vector<double> ws(a.threads * per);
-  for (int64_t t = 0; t < a.threads; ++t) {
-    gpu::tree_distances_thread(pairs, a.batch, t, a.threads, ws.data() + t * per, a.max_m, a.max_n, d.data(),
-                               status.data());
+  if (!a.need_coopt) {
+    const int64_t per = gpu::tree_distance_workspace(a.max_m, a.max_n);
+    std::vector<double> ws(a.threads * per);
+    for (int64_t t = 0; t < a.threads; ++t) {
+      gpu::tree_distances_thread(pairs, a.batch, t, a.threads, ws.data() + t * per, a.max_m, a.max_n, d.data(),
+                                 status.data());
+    }
+  } else {
+    p.assign(a.batch * a.rows * a.cols, scalar_t(0));
+    const int64_t fast_per = gpu::tree_coopt_workspace_bytes<dp::FastCount>(a.max_m, a.max_n);
+    std::vector<char> ws(a.threads * fast_per + 16);
+    char* base = ws.data() + (16 - reinterpret_cast<uintptr_t>(ws.data()) % 16) % 16;
+    for (int64_t t = 0; t < a.threads; ++t) {
+      gpu::tree_coopt_thread<dp::FastCount>(pairs, nullptr, a.batch, t, a.threads, base + t * fast_per, a.max_m,
+                                            a.max_n, a.rel_tol, d.data(), p.data(), a.rows, a.cols, status.data());
+    }
+    std::vector<int64_t> again;
+    for (int64_t b = 0; b < a.batch; ++b) {
+      if (status[b] == gpu::kPairCountsOverflow) again.push_back(b);
+    }
+    const int64_t exact_per = gpu::tree_coopt_workspace_bytes<dp::Count>(a.max_m, a.max_n);
+    std::vector<char> ws2(a.threads * exact_per + 16);
+    char* base2 = ws2.data() + (16 - reinterpret_cast<uintptr_t>(ws2.data()) % 16) % 16;
+    for (int64_t t = 0; t < a.threads; ++t) {
+      gpu::tree_coopt_thread<dp::Count>(pairs, again.data(), static_cast<int64_t>(again.size()), t, a.threads,
+                                        base2 + t * exact_per, a.max_m, a.max_n, a.rel_tol, d.data(), p.data(),
+                                        a.rows, a.cols, status.data());
+    }
+    save("p", p);
   }
   save("d", d);
   save("status", status);

@@ -17,17 +17,22 @@ at::Tensor as_tensor(const std::vector<int64_t>& v) {
 }  // namespace
 
 FlatSide flatten(const std::vector<OrientedTree>& trees) {
-  std::vector<int64_t> pre, left, node_ptr{0}, keys, key_ptr{0};
+  std::vector<int64_t> pre, left, node_ptr{0}, keys, key_ptr{0}, path_index, path_begin, path_nodes;
   for (const OrientedTree& o : trees) {
     for (const TreeIndex* t : {&o.left, &o.right}) {
       pre.insert(pre.end(), t->pre_of_post.begin(), t->pre_of_post.end());
       left.insert(left.end(), t->leftmost.begin(), t->leftmost.end());
       keys.insert(keys.end(), t->keyroots.begin(), t->keyroots.end());
+      path_index.insert(path_index.end(), t->path_index.begin(), t->path_index.end());
+      path_begin.insert(path_begin.end(), t->path_begin.begin(), t->path_begin.end());
+      path_nodes.push_back(0);
+      path_nodes.insert(path_nodes.end(), t->path_nodes.begin(), t->path_nodes.end());
       node_ptr.push_back(static_cast<int64_t>(pre.size()));
       key_ptr.push_back(static_cast<int64_t>(keys.size()));
     }
   }
-  return {as_tensor(pre), as_tensor(left), as_tensor(node_ptr), as_tensor(keys), as_tensor(key_ptr)};
+  return {as_tensor(pre),      as_tensor(left),       as_tensor(node_ptr),   as_tensor(keys),
+          as_tensor(key_ptr),  as_tensor(path_index), as_tensor(path_begin), as_tensor(path_nodes)};
 }
 
 FlatTreePairs flat_tree_pairs(const IndexedTrees& trees, const int64_t* px, const int64_t* py, int64_t batch) {

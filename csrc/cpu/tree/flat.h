@@ -13,10 +13,12 @@
 namespace bedl {
 namespace ted {
 
-// One side's trees: pre_of_post and leftmost (n + 1 entries per tree and
-// orientation, at node_ptr), keyroots (at key_ptr).
+// One side's trees: pre_of_post, leftmost, path_index and path_nodes (n + 1
+// entries per tree and orientation, at node_ptr; path_nodes' first unused),
+// keyroots (at key_ptr), path_begin (one more per entry: entry e's at
+// key_ptr[e] + e). TreeIndex's arrays, concatenated.
 struct FlatSide {
-  at::Tensor pre_of_post, leftmost, node_ptr, keyroots, key_ptr;
+  at::Tensor pre_of_post, leftmost, node_ptr, keyroots, key_ptr, path_index, path_begin, path_nodes;
 };
 
 struct FlatTreePairs {

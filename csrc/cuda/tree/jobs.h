@@ -1,26 +1,29 @@
 // The tree kernels' work per GPU thread, backend-free: each thread runs whole
-// pairs (b = thread, thread + threads, ...) through common/forest_passes.h with
-// its own fd and tdm tables, as one CPU thread runs a pair: the same bits. The
-// CUDA kernels (kernels.cu) take b from the thread index; the tests compile
-// this header for the host and run every thread index (tests/cuda/).
+// pairs (b = thread, thread + threads, ...) through common/forest_passes.h
+// (distances) or common/forest_coopt.h (P) with its own slice of a workspace,
+// as one CPU thread runs a pair: the same bits. The CUDA kernels (kernels.cu)
+// take b from the thread index; the tests compile this header for the host and
+// run every thread index (tests/cuda/).
 #pragma once
 
-#include "../../common/forest_passes.h"
+#include "../../common/forest_coopt.h"
 #include "../seq/jobs.h"
 
 namespace bedl {
 namespace gpu {
 
-// The trees of one side in both orientations, flat: entry e = 2 t + o is tree
-// t as given (o = 0) or mirrored (o = 1); its pre_of_post and leftmost at
-// node_ptr[e] .. node_ptr[e + 1] (n + 1 entries, index 0 unused), its keyroots
-// at key_ptr[e] .. key_ptr[e + 1].
+// The trees of one side in both orientations, flat (cpu/tree/flat.h): entry
+// e = 2 t + o is tree t as given (o = 0) or mirrored (o = 1); its pre_of_post,
+// leftmost, path_index and path_nodes at node_ptr[e] .. node_ptr[e + 1] (n + 1
+// entries, index 0 unused), its keyroots at key_ptr[e] .. key_ptr[e + 1] and
+// their paths' bounds at path_begin + key_ptr[e] + e (one more entry).
 struct FlatTrees {
-  const int64_t *pre_of_post, *leftmost, *node_ptr, *keyroots, *key_ptr;
+  const int64_t *pre_of_post, *leftmost, *node_ptr, *keyroots, *key_ptr, *path_index, *path_begin, *path_nodes;
   BEDL_HD ted::FlatTree tree(int64_t e) const {
     const int64_t base = node_ptr[e];
-    return {node_ptr[e + 1] - base - 1, pre_of_post + base, leftmost + base, keyroots + key_ptr[e],
-            key_ptr[e + 1] - key_ptr[e]};
+    return {node_ptr[e + 1] - base - 1,   pre_of_post + base,         leftmost + base,
+            keyroots + key_ptr[e],        key_ptr[e + 1] - key_ptr[e], path_index + base,
+            path_begin + key_ptr[e] + e, path_nodes + base + 1};
   }
 };
 
@@ -83,6 +86,81 @@ BEDL_HD void tree_distances_thread(const Pairs& pairs, int64_t batch, int64_t th
     double* fd = ws;
     double* tdm = ws + (max_m + 1) * (max_n + 1);
     d[b] = static_cast<scalar_t>(ted::tree_distance(x, y, pairs.costs_of(b, x, y), fd, tdm));
+  }
+}
+
+// One thread's buffers for P of pairs up to (max_m, max_n), carved from
+// `bytes` (tree_coopt_workspace_bytes of them, 16-byte aligned).
+template <typename Count>
+BEDL_HD ted::TreeCooptBuffers<Count> tree_coopt_buffers(char* bytes, int64_t max_m, int64_t max_n) {
+  const int64_t cells = (max_m + 1) * (max_n + 1), count = static_cast<int64_t>(sizeof(Count));
+  char* at = bytes;
+  auto take = [&](int64_t size) {
+    char* out = at;
+    at += (size + 15) / 16 * 16;
+    return out;
+  };
+  ted::TreeCooptBuffers<Count> buf;
+  buf.fd = reinterpret_cast<double*>(take(cells * 8));
+  buf.tdm = reinterpret_cast<double*>(take(cells * 8));
+  buf.p_acc = reinterpret_cast<double*>(take(cells * 8));
+  buf.total = reinterpret_cast<Count*>(take(cells * count));
+  buf.other = reinterpret_cast<Count*>(take(cells * count));
+  buf.tdm_count = reinterpret_cast<Count*>(take(cells * count));
+  buf.out_any = reinterpret_cast<Count*>(take(cells * count));
+  buf.out_ins = reinterpret_cast<Count*>(take(cells * count));
+  buf.out_tdm = reinterpret_cast<Count*>(take(cells * count));
+  buf.reach_end = reinterpret_cast<int64_t*>(take((max_m + 1) * 8));
+  buf.flags = reinterpret_cast<uint8_t*>(take(cells));
+  return buf;
+}
+
+template <typename Count>
+BEDL_HD int64_t tree_coopt_workspace_bytes(int64_t max_m, int64_t max_n) {
+  const int64_t cells = (max_m + 1) * (max_n + 1);
+  auto round = [](int64_t size) { return (size + 15) / 16 * 16; };
+  return 3 * round(cells * 8) + 6 * round(cells * static_cast<int64_t>(sizeof(Count))) + round((max_m + 1) * 8) +
+         round(cells);
+}
+
+// Thread `thread` of `threads`: the distances and P of the pairs listed in
+// order[0 .. count) (all pairs, or those whose counts overflowed doubles),
+// counts of type Count. P goes to p (batch, rows, cols), zero on entry, in the
+// cost layout (preorder; column n deletions, row m insertions); a pair whose
+// counts overflow Count gets kPairCountsOverflow (FastCount: solve again with
+// dp::Count) or kPairNoCoOptimal (dp::Count).
+template <typename Count, typename scalar_t, class Pairs>
+BEDL_HD void tree_coopt_thread(const Pairs& pairs, const int64_t* order, int64_t count, int64_t thread,
+                               int64_t threads, char* ws, int64_t max_m, int64_t max_n, double rel_tol, scalar_t* d,
+                               scalar_t* p, int64_t rows, int64_t cols, int32_t* status) {
+  const ted::TreeCooptBuffers<Count> buf = tree_coopt_buffers<Count>(ws, max_m, max_n);
+  for (int64_t k = thread; k < count; k += threads) {
+    const int64_t b = order == nullptr ? k : order[k];
+    const ted::FlatTree x = pairs.xs.tree(pairs.x_entry[b]);
+    const ted::FlatTree y = pairs.ys.tree(pairs.y_entry[b]);
+    const int32_t s = pairs.status(b, x, y);
+    if (s != kPairOk) {
+      status[b] = s;
+      d[b] = static_cast<scalar_t>(0.0);
+      continue;
+    }
+    const auto costs = pairs.costs_of(b, x, y);
+    const dp::Tie tie{rel_tol, ted::tree_cost_scale(costs, x.n, y.n)};
+    double distance;
+    if (!ted::tree_coopt<Count>(x, y, costs, tie, buf, &distance)) {
+      status[b] = sizeof(Count) == sizeof(dp::FastCount) ? kPairCountsOverflow : kPairNoCoOptimal;
+      continue;
+    }
+    status[b] = kPairOk;
+    d[b] = static_cast<scalar_t>(distance);
+    scalar_t* pb = p + b * rows * cols;
+    const int64_t w = y.n + 1;
+    for (int64_t i = 1; i <= x.n; ++i) {
+      scalar_t* row = pb + x.pre_of_post[i] * cols;
+      row[y.n] = static_cast<scalar_t>(buf.p_acc[i * w]);
+      for (int64_t j = 1; j <= y.n; ++j) row[y.pre_of_post[j]] = static_cast<scalar_t>(buf.p_acc[i * w + j]);
+    }
+    for (int64_t j = 1; j <= y.n; ++j) pb[x.n * cols + y.pre_of_post[j]] = static_cast<scalar_t>(buf.p_acc[j]);
   }
 }
 

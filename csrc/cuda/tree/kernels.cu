@@ -1,5 +1,6 @@
-// The tree distance kernel on CUDA: one thread per pair at a time, running the
-// per-thread job of jobs.h (common/forest_passes.h) with b from the thread index.
+// The tree kernels on CUDA: one thread per pair at a time, running the
+// per-thread jobs of jobs.h (common/forest_passes.h for distances,
+// common/forest_coopt.h for P) with b from the thread index.
 #include "kernels.h"
 
 namespace bedl {
@@ -16,6 +17,18 @@ __global__ void __launch_bounds__(kTreeBlock)
                         max_m, max_n, d, status);
 }
 
+template <typename Count, typename scalar_t, class Pairs>
+__global__ void __launch_bounds__(kTreeBlock)
+    tree_coopt_kernel(Pairs pairs, const int64_t* order, int64_t count, int64_t threads, char* workspace,
+                      int64_t max_m, int64_t max_n, double rel_tol, scalar_t* d, scalar_t* p, int64_t rows,
+                      int64_t cols, int32_t* status) {
+  const int64_t thread = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (thread >= threads) return;
+  tree_coopt_thread<Count>(pairs, order, count, thread, threads,
+                           workspace + thread * tree_coopt_workspace_bytes<Count>(max_m, max_n), max_m, max_n,
+                           rel_tol, d, p, rows, cols, status);
+}
+
 }  // namespace
 
 template <typename scalar_t, class Pairs>
@@ -28,13 +41,35 @@ cudaError_t launch_tree_distances(const Pairs& pairs, int64_t batch, int64_t thr
   return cudaGetLastError();
 }
 
+template <typename Count, typename scalar_t, class Pairs>
+cudaError_t launch_tree_coopt(const Pairs& pairs, const int64_t* order, int64_t count, int64_t threads,
+                              char* workspace, int64_t max_m, int64_t max_n, double rel_tol, scalar_t* d, scalar_t* p,
+                              int64_t rows, int64_t cols, int32_t* status, cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  const unsigned blocks = static_cast<unsigned>((threads + kTreeBlock - 1) / kTreeBlock);
+  tree_coopt_kernel<Count, scalar_t><<<blocks, kTreeBlock, 0, stream>>>(pairs, order, count, threads, workspace,
+                                                                       max_m, max_n, rel_tol, d, p, rows, cols,
+                                                                       status);
+  return cudaGetLastError();
+}
+
+#define BEDL_TREE_COOPT_LAUNCHER(Count, scalar_t, Pairs)                                                      \
+  template cudaError_t launch_tree_coopt<Count, scalar_t, Pairs>(const Pairs&, const int64_t*, int64_t, int64_t, \
+                                                                 char*, int64_t, int64_t, double, scalar_t*,   \
+                                                                 scalar_t*, int64_t, int64_t, int32_t*,        \
+                                                                 cudaStream_t);
+
 #define BEDL_TREE_LAUNCHERS(scalar_t)                                                                         \
   template cudaError_t launch_tree_distances<scalar_t, PaddedTreePairs<scalar_t>>(                            \
       const PaddedTreePairs<scalar_t>&, int64_t, int64_t, double*, int64_t, int64_t, scalar_t*, int32_t*,     \
       cudaStream_t);                                                                                          \
   template cudaError_t launch_tree_distances<scalar_t, SymbolTreePairs<scalar_t>>(                            \
       const SymbolTreePairs<scalar_t>&, int64_t, int64_t, double*, int64_t, int64_t, scalar_t*, int32_t*,     \
-      cudaStream_t);
+      cudaStream_t);                                                                                          \
+  BEDL_TREE_COOPT_LAUNCHER(dp::FastCount, scalar_t, PaddedTreePairs<scalar_t>)                                \
+  BEDL_TREE_COOPT_LAUNCHER(dp::Count, scalar_t, PaddedTreePairs<scalar_t>)                                    \
+  BEDL_TREE_COOPT_LAUNCHER(dp::FastCount, scalar_t, SymbolTreePairs<scalar_t>)                                \
+  BEDL_TREE_COOPT_LAUNCHER(dp::Count, scalar_t, SymbolTreePairs<scalar_t>)
 
 BEDL_TREE_LAUNCHERS(float)
 BEDL_TREE_LAUNCHERS(double)

@@ -1,7 +1,7 @@
-// Launcher of the tree distance kernel on a CUDA stream: raw device pointers
-// and sizes in, no torch (kernels.cu compiles with nvcc alone). It runs
+// Launchers of the tree kernels on a CUDA stream: raw device pointers and
+// sizes in, no torch (kernels.cu compiles with nvcc alone). Each runs
 // `threads` GPU threads over the batch (jobs.h), `workspace` holding each
-// thread's fd and tdm tables.
+// thread's tables.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -18,6 +18,14 @@ namespace gpu {
 template <typename scalar_t, class Pairs>
 cudaError_t launch_tree_distances(const Pairs& pairs, int64_t batch, int64_t threads, double* workspace,
                                   int64_t max_m, int64_t max_n, scalar_t* d, int32_t* status, cudaStream_t stream);
+
+// Distances and P of the pairs order[0 .. count) (nullptr: 0 .. count) into
+// d and p (zero on entry), counts of type Count (jobs.h: tree_coopt_thread);
+// workspace: threads * tree_coopt_workspace_bytes<Count>(max_m, max_n) bytes.
+template <typename Count, typename scalar_t, class Pairs>
+cudaError_t launch_tree_coopt(const Pairs& pairs, const int64_t* order, int64_t count, int64_t threads,
+                              char* workspace, int64_t max_m, int64_t max_n, double rel_tol, scalar_t* d, scalar_t* p,
+                              int64_t rows, int64_t cols, int32_t* status, cudaStream_t stream);
 
 // Threads per block of the tree kernel.
 constexpr int kTreeBlock = 128;
