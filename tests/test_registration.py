@@ -59,17 +59,21 @@ def test_operators_are_the_kernels():
 
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_torch_compile_of_user_code_matches_eager(backend):
-    """A user's function around edit_distance and pairwise_distances, compiled: same values
-    and gradients as eager (the tree handling runs in Python; the graph around it compiles)."""
+    """A user's function around edit_distance, soft_edit_distance and pairwise_distances,
+    compiled: same values and gradients as eager (the tree handling runs in Python; the graph
+    around it compiles). Under torch 2.11 a no-op ``.to()`` inside the autograd functions'
+    forward dropped the costs' gradient (ops.batch._moved)."""
     torch._dynamo.reset()
     x, y = XS[0], YS[1]
     base = torch.rand(len(x) + 1, len(y) + 1, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
     cost = EuclideanCost(["a", "b", "c"])
 
     def loss(weight):
-        d = bedl_torch.edit_distance(x, y, (base * weight).exp())
+        costs = (base * weight).exp()
+        d = bedl_torch.edit_distance(x, y, costs)
+        soft = bedl_torch.soft_edit_distance(x, y, costs, temperature=0.5)
         D = bedl_torch.pairwise_distances(XS, YS, cost=cost)
-        return d * weight.sum() + D.square().sum()
+        return d * weight.sum() + soft * weight[0] + D.square().sum()
 
     w_eager = torch.linspace(0.5, 1.5, len(y) + 1, dtype=torch.float64).requires_grad_(True)
     w_comp = w_eager.detach().clone().requires_grad_(True)

@@ -29,6 +29,13 @@ __all__ = ["PairBatch", "SymbolTableKernels", "EditDistanceFn", "SymbolEditDista
 dense_backward = weakref.WeakKeyDictionary()  # cost module -> its last backward's weights were dense
 
 
+def _moved(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``t`` on ``device``; ``t`` itself where it is there (inside the autograd functions'
+    forward: torch.compile of torch 2.11 made the alias a no-op ``.to()`` returns a further
+    output of the function and dropped the gradient through it)."""
+    return t if t.device == device else t.to(device)
+
+
 class PairBatch:
     """A batch of pairs ``(xs[k], ys[k])``, flattened once for repeated evaluation.
 
@@ -150,7 +157,7 @@ class PairBatch:
                                 self.y_table.ptr, self.pair_x, self.pair_y, need_coopt, rel_tol)
         else:
             d, p = _ext.sed_cpu(c, self.m, self.n, need_coopt, rel_tol)
-        return d.to(device), p.to(device)
+        return _moved(d, device), _moved(p, device)
 
     @property
     def symbol_operator(self) -> str:
@@ -425,8 +432,8 @@ class SymbolEditDistanceFn(torch.autograd.Function):
             # P, the sums, or the table as of forward (autograd refuses backward if it
             # changed in place since)
             ctx.save_for_backward(*(sums if sums is not None else [p if want_coopt else table]))
-        d = d.to(table.device)
-        p = p.to(table.device)
+        d = _moved(d, table.device)
+        p = _moved(p, table.device)
         if want_coopt:
             ctx.mark_non_differentiable(p)
         return d, p
@@ -518,7 +525,7 @@ def _run_soft(batch: PairBatch, costs: torch.Tensor, temperature: float, need_gr
                                  batch.y_table.ptr, batch.pair_x, batch.pair_y, temperature, need_grad)
     else:
         d, p = _ext.sed_soft_cpu(c, batch.m, batch.n, temperature, need_grad)
-    return d.to(costs.device), p.to(costs.device)
+    return _moved(d, costs.device), _moved(p, costs.device)
 
 
 class SoftEditDistanceFn(torch.autograd.Function):
