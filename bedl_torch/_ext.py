@@ -135,3 +135,8 @@ def _ted_soft_fake(costs, x_sizes, x_ptr, y_sizes, y_ptr, pair_x, pair_y, temper
 @torch.library.register_fake("bedl_torch::sed_soft")
 def _sed_soft_fake(costs, x_len, y_len, temperature, need_grad):
     return _padded_outputs(costs, costs.shape[0], need_grad)
+
+
+# every other operator's CUDA implementation (in Python: P chunks from the CUDA kernels, or
+# the CPU kernel on copies); registered on import
+from . import _cuda_fallbacks  # noqa: E402,F401

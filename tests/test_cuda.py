@@ -1,9 +1,10 @@
 """Costs on a CUDA device: results come back there, gradients flow into CUDA parameters.
 
-The operators with CUDA kernels (``bedl_torch._ext.cuda_operators``: sequence distances and
-P, tree distances) run on the GPU and must return the CPU kernels' bits; the rest run on the
-CPU (one transfer per batch). Every public op accepts CUDA costs and parameters and agrees
-with the same computation on the CPU. They skip without a GPU.
+The operators with CUDA kernels (``bedl_torch._ext.cuda_operators``: distances and P of
+sequences and trees) run on the GPU and must return the CPU kernels' bits; the others have
+CUDA implementations in Python (``bedl_torch._cuda_fallbacks``: the gradient from P chunks on
+the GPU, the soft and list operators on CPU copies). Every public op accepts CUDA costs and
+parameters and agrees with the same computation on the CPU. They skip without a GPU.
 """
 import random
 
@@ -348,3 +349,69 @@ def test_gradcheck_on_cuda(kind):
     C = torch.rand(len(x) + 1, len(y) + 1, generator=torch.Generator().manual_seed(41), dtype=torch.float64)
     C = C.cuda().requires_grad_(True)
     assert torch.autograd.gradcheck(lambda c: bedl_torch.edit_distance(x, y, c), (C,), eps=1e-7, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["tree", "sequence"])
+def test_every_operator_accepts_cuda_tensors(kind):
+    """The operators without a CUDA kernel (bedl_torch._cuda_fallbacks) on CUDA tensors: results
+    on the GPU; the gradient from P chunks equal to the CPU's lists to rounding, the soft and
+    list operators the CPU's bits (they run the CPU kernels on copies)."""
+    rng = np.random.default_rng(50)
+    if kind == "tree":
+        xl, xs, xp = _label_trees(rng, 8, 14, 5)
+        labels = (xl, xs, xp, xl, xs, xp)
+        grad_op, sums_op, soft_op = _ext.ted_symbols_grad_cpu, _ext.ted_symbols_sums_cpu, _ext.ted_soft_cpu
+    else:
+        xl, xp = _label_sequences(rng, 8, 20, 5)
+        labels = (xl, xp, xl, xp)
+        grad_op, sums_op, soft_op = _ext.sed_symbols_grad_cpu, _ext.sed_symbols_sums_cpu, _ext.sed_soft_cpu
+    px, py = torch.as_tensor(rng.integers(0, 8, 40)), torch.as_tensor(rng.integers(0, 8, 40))
+    for table in _symbol_tables(rng, 6):
+        weights = torch.as_tensor(rng.normal(size=40), dtype=table.dtype)
+        expected = grad_op(table, *labels, px, py, weights, 1e-9)
+        got = grad_op(table.cuda(), *labels, px, py, weights.cuda(), 1e-9)
+        assert got.is_cuda
+        tol = 1e-12 if table.dtype == torch.float64 else 1e-5
+        torch.testing.assert_close(got.cpu(), expected, rtol=tol, atol=tol * float(expected.abs().max()))
+    sums = sums_op(table.cuda(), *labels, px, py, 1e-9, 1 << 20)
+    sums_cpu = sums_op(table, *labels, px, py, 1e-9, 1 << 20)
+    assert all(s.is_cuda and torch.equal(s.cpu(), c) for s, c in zip(sums, sums_cpu))
+    w = torch.as_tensor(rng.normal(size=40))
+    g = _ext.weighted_pair_sums_cpu(*sums[1:], w.cuda(), 6)
+    assert g.is_cuda and torch.equal(g.cpu(), _ext.weighted_pair_sums_cpu(*sums_cpu[1:], w, 6))
+    if kind == "tree":
+        rows = int((xp[1:] - xp[:-1]).max()) + 1
+        costs = torch.as_tensor(rng.random((40, rows, rows)))
+        args = (xs, xp, xs, xp, px, py, 0.5, True)
+    else:
+        costs = torch.as_tensor(rng.random((40, 21, 21)))
+        args = (torch.as_tensor(rng.integers(0, 21, 40)), torch.as_tensor(rng.integers(0, 21, 40)), 0.5, True)
+    d, p = soft_op(costs.cuda(), *args)
+    d_cpu, p_cpu = soft_op(costs, *args)
+    assert d.is_cuda and torch.equal(d.cpu(), d_cpu) and torch.equal(p.cpu(), p_cpu)
+
+
+def test_torch_compile_on_cuda_matches_eager():
+    """A user's loss over CUDA costs and a CUDA cost module, compiled: the values and gradients
+    of eager mode."""
+    x, y = _trees(2, 60)
+    base = torch.rand(len(x) + 1, len(y) + 1, dtype=torch.float64, generator=torch.Generator().manual_seed(61))
+    base = base.cuda()
+    items = _trees(6, 62)
+    cost = bedl_torch.EuclideanCost(list("abcd"), _embedding(63), device="cuda")
+
+    def loss(weight):
+        costs = (base * weight).exp()
+        d = bedl_torch.edit_distance(x, y, costs) + bedl_torch.soft_edit_distance(x, y, costs, temperature=0.5)
+        return d * weight.sum() + bedl_torch.pairwise_distances(items, cost=cost).square().sum()
+
+    torch._dynamo.reset()
+    results = []
+    for run in (loss, torch.compile(loss, backend="aot_eager")):
+        weight = torch.linspace(0.5, 1.5, len(y) + 1, dtype=torch.float64, device="cuda").requires_grad_(True)
+        cost.zero_grad()
+        value = run(weight)
+        value.backward()
+        results.append((value.detach().cpu(), weight.grad.cpu(), cost.embedding.grad.cpu()))
+    for eager, compiled in zip(*results):
+        torch.testing.assert_close(compiled, eager, rtol=1e-12, atol=0)

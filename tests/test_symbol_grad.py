@@ -430,38 +430,3 @@ def test_forward_keeps_lists_after_a_dense_backward(kind, monkeypatch):
         (D * weights).sum().backward()
         used.append("lists" if calls["lists"] > before["lists"] else "recompute")
     assert used == ["recompute", "lists", "lists", "recompute", "recompute", "lists"]
-
-
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-@pytest.mark.parametrize("chunk_cells", [1, 200, 1 << 25])
-def test_device_gradient_from_chunks_of_coopt(dtype, chunk_cells, monkeypatch):
-    """The sequences' gradient a GPU computes (ops.batch.coopt_grad: P of the weighted pairs
-    in chunks from the kernel on the table's device, scattered by label pair there), run on the
-    CPU here: the gradient kernel's sums up to their order, for any chunk size; pairs of zero
-    weight are left out."""
-    X = _objects("sequence", 7, seed=15)
-    Y = _objects("sequence", 6, seed=16)
-    batch = PairBatch.from_tables(bt.ops.FlatTable(X, "X"), bt.ops.FlatTable(Y, "Y"),
-                                  torch.arange(len(X)).repeat_interleave(len(Y)),
-                                  torch.arange(len(Y)).repeat(len(X)))
-    weights = torch.randn(len(batch), generator=torch.Generator().manual_seed(17), dtype=dtype)
-    weights[::3] = 0.0
-    cost = TableCost(ALPHABET, _table("integer", dtype, seed=18))
-    view = batch._symbol_view(cost, "error")
-    rel_tol = default_rel_tol(dtype)
-    want = _ext.sed_symbols_grad_cpu(*batch.symbol_args(view, view.table), weights, rel_tol)
-    monkeypatch.setattr(ops.limits, "DEVICE_P_CELLS", chunk_cells)
-    calls = []
-    real = _ext.sed_symbols_cpu
-    monkeypatch.setattr(_ext, "sed_symbols_cpu", lambda *a: calls.append(len(a[5])) or real(*a))
-    got = ops.batch.coopt_grad(batch, view, view.table, weights, rel_tol)
-    assert got.shape == want.shape and got.dtype == want.dtype
-    assert torch.allclose(got, want, **_tolerances(dtype))
-    assert got.abs().sum() > 0
-    assert sum(calls) == int(torch.count_nonzero(weights))  # only the weighted pairs' P
-    if chunk_cells == 1 << 25:
-        assert len(calls) == 1
-    else:
-        assert len(calls) > 1 and (chunk_cells > 1 or max(calls) == 1)
-    assert torch.equal(ops.batch.coopt_grad(batch, view, view.table, torch.zeros_like(weights), rel_tol),
-                       torch.zeros_like(want))

@@ -482,26 +482,13 @@ def _scatter_coopt(p, grad_d, batch, view, size, pairs=None, grad=None):
 
 def coopt_grad(batch: PairBatch, view: SymbolView, table: torch.Tensor, grad_d: torch.Tensor,
                rel_tol: float) -> torch.Tensor:
-    """The symbol table's gradient of the distances, sum_k grad_d[k] P_k by label pair, with P
-    from the kernel on the table's device (a GPU's: nothing goes through the host but the
-    pairs' indices), for the pairs of nonzero weight in chunks of at most
-    ``limits.DEVICE_P_CELLS`` P entries. Sums in another order than the CPU's lists: equal
-    to within rounding, not bit for bit."""
-    size = table.shape[0]
-    args = batch.symbol_args(view, table, batch.symbol_operator)
-    op = _ext.ted_symbols_cpu if batch.kind == "tree" else _ext.sed_symbols_cpu
-    leading = args[:-2]  # all but the pairs
-    grad = torch.zeros(size * size, dtype=table.dtype, device=args[0].device)
-    pairs = torch.nonzero(grad_d.detach().reshape(-1)).reshape(-1).cpu()
-    if not len(pairs):
-        return grad.view(size, size)
-    per_pair = (int(batch.m[pairs].max()) + 1) * (int(batch.n[pairs].max()) + 1)
-    step = max(1, limits.DEVICE_P_CELLS // per_pair)
-    for start in range(0, len(pairs), step):
-        chunk = pairs[start:start + step]
-        _, p = op(*leading, batch.pair_x[chunk], batch.pair_y[chunk], True, rel_tol)
-        _scatter_coopt(p, grad_d, batch, view, size, chunk, grad)
-    return grad.view(size, size)
+    """The symbol table's gradient of the distances, sum_k grad_d[k] P_k by label pair, on the
+    table's GPU: the gradient operator's CUDA implementation (``_cuda_fallbacks``: P of the
+    pairs of nonzero weight from the CUDA kernels in chunks, summed there). Sums in another
+    order than the CPU's lists: equal to within rounding, not bit for bit."""
+    op = _ext.ted_symbols_grad_cpu if batch.kind == "tree" else _ext.sed_symbols_grad_cpu
+    weights = grad_d.detach().to(table.device, table.dtype).reshape(-1)
+    return op(*batch.symbol_args(view, table, batch.symbol_operator), weights, rel_tol)
 
 
 def check_temperature(temperature) -> float:

@@ -20,8 +20,6 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cuda(const at::Tensor& symbol_cos
                                                     const at::Tensor& pair_y, bool need_coopt, double rel_tol,
                                                     const std::optional<at::Tensor>& max_distance);
 
-// Trees: distances on the GPU; with need_coopt the CPU kernel runs on copies
-// (P has no GPU kernel yet) and its results come back on the GPU.
 std::tuple<at::Tensor, at::Tensor> ted_cuda(const at::Tensor& costs, const at::Tensor& x_sizes,
                                             const at::Tensor& x_ptr, const at::Tensor& y_sizes,
                                             const at::Tensor& y_ptr, const at::Tensor& pair_x,
@@ -34,7 +32,8 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cuda(const at::Tensor& symbol_cos
                                                     const at::Tensor& pair_y, bool need_coopt, double rel_tol,
                                                     const std::optional<at::Tensor>& max_distance);
 
-// The operators registered for the CUDA dispatch key (the rest run on the CPU).
+// The operators registered for the CUDA dispatch key here; the others have CUDA
+// implementations in Python (bedl_torch/_cuda_fallbacks.py).
 inline const char* const kCudaOperators[] = {"sed", "sed_symbols", "ted", "ted_symbols"};
 
 }  // namespace bedl
