@@ -43,12 +43,19 @@ class UnitCost(SymbolCost):
         return self._anchor.device
 
     def symbol_table(self) -> Optional[torch.Tensor]:
-        """``1 - I`` of size ``(U + 1, U + 1)`` up to :attr:`table_limit` symbols, else ``None``."""
+        """``1 - I`` of size ``(U + 1, U + 1)`` up to :attr:`table_limit` symbols, else ``None``.
+        Built once per size, dtype and device and shared by later calls: read it, do not
+        write into it."""
         size = len(self.alphabet) + 1
         if size > self.table_limit:
             return None
-        eye = torch.eye(size, dtype=self._anchor.dtype, device=self._anchor.device)
-        return 1.0 - eye
+        key = (size, self._anchor.dtype, self._anchor.device)
+        cached = self.__dict__.get("_table_cache")
+        if cached is None or cached[0] != key:
+            eye = torch.eye(size, dtype=self._anchor.dtype, device=self._anchor.device)
+            cached = (key, 1.0 - eye)
+            self.__dict__["_table_cache"] = cached
+        return cached[1]
 
     def forward(self, x_idx: torch.Tensor, y_idx: torch.Tensor) -> torch.Tensor:
         """Costs ``(B, M, N)``: 0 for equal indices, else 1."""
