@@ -1,6 +1,7 @@
 // Costs as the soft passes read them: Boltzmann weights exp(-c / T) of
 // reduced costs, as doubles (PlainWeight) or with a wide exponent
-// (WideWeight).
+// (WideWeight). The backend-free part (the weights, node potentials, shares)
+// is in common/weights.h; here the CPU's checks and vector wrappers.
 //
 // The soft distance -T log sum_M exp(-cost(M) / T) is the log semiring's
 // instance of the kernels' recurrence. Its values are kept as their
@@ -34,62 +35,6 @@
 namespace bedl {
 namespace soft {
 
-constexpr double kLog2e = 1.4426950408889634073599;
-constexpr double kLn2 = 0.6931471805599453094172;
-
-// A partial mapping of a + b nodes has at most C(a + b, a) <= 2^(a + b)
-// derivations, so with weights <= 1 no inside or outside weight exceeds
-// 2^(m + n), nor does the total or an edge's inside * weight * outside (at
-// most the total): doubles hold them up to m + n = 1000. The total must also
-// exceed 2^(m + n - 980) (below), which pairs of more than kFastNodes nodes
-// rarely do: they start with wide weights.
-constexpr int64_t kFastNodes = 500;
-
-inline bool fast_range_holds(const PlainWeight& total, int64_t nodes) {
-  // Weights that underflowed are lost; with the total above 2^(nodes - 980)
-  // what they could carry into it or into P (at most 2^-1074 per operation,
-  // of which there are fewer than 2^40, times an outside weight <= 2^nodes)
-  // is below 2^-54 of it.
-  return nodes <= kFastNodes && std::isfinite(total.m) && total.m >= dp::pow2(nodes - 980);
-}
-inline bool fast_range_holds(const WideWeight& total, int64_t) { return total.m > 0.0; }
-
-// exp(-reduced / T) in a weight type.
-inline void boltzmann(double reduced, double temperature, PlainWeight& out) {
-  out.m = std::exp(-reduced / temperature);
-}
-inline void boltzmann(double reduced, double temperature, WideWeight& out) {
-  const double log2_weight = -reduced / temperature * kLog2e;
-  const double k = std::nearbyint(log2_weight / 512.0);
-  out = normalized(std::exp2(log2_weight - 512.0 * k), static_cast<int64_t>(k));
-}
-
-inline double log_of(const PlainWeight& w) { return std::log(w.m); }
-inline double log_of(const WideWeight& w) {
-  return std::log(w.m) + static_cast<double>(w.k) * (512.0 * kLn2);
-}
-
-// The shares num / total of weights num <= total (P's entries), with the
-// total's reciprocal computed once.
-class ShareOf {
- public:
-  explicit ShareOf(const PlainWeight& total) : inv_(1.0 / total.m), k_(0) {}
-  explicit ShareOf(const WideWeight& total) : inv_(1.0 / total.m), k_(total.k) {}
-  double operator()(const PlainWeight& num) const { return num.m * inv_; }
-  double operator()(const WideWeight& num) const {
-    const double q = num.m * inv_;
-    const int64_t dk = num.k - k_;  // <= 1, as num <= total
-    if (dk == 0) return q;
-    if (dk == 1) return q * kStep;
-    if (dk == -1) return q * kInvStep;
-    return 0.0;  // below 2^-512
-  }
-
- private:
-  double inv_;
-  int64_t k_;
-};
-
 // ValueError unless the temperature is finite and > 0.
 inline void check_temperature(double temperature) {
   BEDL_CHECK_VALUE(std::isfinite(temperature) && temperature > 0.0,
@@ -115,48 +60,18 @@ inline void check_soft_range(double max_abs, double temperature, int64_t m, int6
                    "would overflow ", sizeof(scalar_t) == 8 ? "float64" : "float32");
 }
 
-// Node potentials: reduced[i * w + j] = cost - a_i - b_j for the kernel
-// layout (w = n + 1; [i][j] replaces x_i by y_j, [i][0] deletes x_i, [0][j]
-// inserts y_j, 1-based; [0][0] unused), with a_i the minimum of row i and b_j
-// that of column j after it; each is a difference of ordered doubles, so >= 0
-// exactly, and every weight <= 1. Returns sum(a) + sum(b), the cost every
-// mapping lost.
+// common/weights.h's reduce_costs and weights_of on vectors sized here.
 inline double reduce_costs(const double* cost, int64_t m, int64_t n, std::vector<double>& reduced,
                            std::vector<double>& column_min) {
-  const int64_t w = n + 1;
-  reduced.resize((m + 1) * w);
-  column_min.assign(w, 0.0);
-  double* r = reduced.data();
-  double* b = column_min.data();
-  for (int64_t j = 1; j <= n; ++j) b[j] = cost[j];
-  double shift = 0.0;
-  for (int64_t i = 1; i <= m; ++i) {
-    const double* row = cost + i * w;
-    double a = row[0];
-    for (int64_t j = 1; j <= n; ++j) a = std::min(a, row[j]);
-    shift += a;
-    double* out = r + i * w;
-    for (int64_t j = 0; j <= n; ++j) out[j] = row[j] - a;
-    for (int64_t j = 1; j <= n; ++j) b[j] = std::min(b[j], out[j]);
-  }
-  r[0] = 0.0;
-  for (int64_t j = 1; j <= n; ++j) {
-    shift += b[j];
-    r[j] = cost[j] - b[j];
-  }
-  for (int64_t i = 1; i <= m; ++i) {
-    double* out = r + i * w;
-    for (int64_t j = 1; j <= n; ++j) out[j] -= b[j];
-  }
-  return shift;
+  reduced.resize((m + 1) * (n + 1));
+  column_min.resize(n + 1);
+  return reduce_costs(cost, m, n, reduced.data(), column_min.data());
 }
 
-// The weights of reduced costs ([0][0], unused, gets one).
 template <typename Weight>
 void weights_of(const std::vector<double>& reduced, double temperature, std::vector<Weight>& out) {
   out.resize(reduced.size());
-  for (size_t k = 1; k < reduced.size(); ++k) boltzmann(reduced[k], temperature, out[k]);
-  if (!out.empty()) out[0] = Weight::one();
+  weights_of(reduced.data(), static_cast<int64_t>(reduced.size()), temperature, out.data());
 }
 
 }  // namespace soft
