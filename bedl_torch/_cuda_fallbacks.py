@@ -6,9 +6,10 @@
   ``limits.DEVICE_P_CELLS`` entries, scattered into the table's gradient by label pair on the
   GPU (``index_add_``: the CPU's sums in another order, equal to rounding). Host round trips:
   the index tensors (their extents) and the weights (which pairs are nonzero).
-- ``ted_soft``, ``sed_soft``, ``*_symbols_sums``, ``weighted_pair_sums``: the CPU kernels on
-  copies, the results moved back to the GPU (the same bits as on the CPU). The soft passes and
-  the per-pair lists have no CUDA kernel yet (docs/gpu.md).
+- ``*_symbols_sums``, ``weighted_pair_sums`` (and ``ted_soft``, ``sed_soft`` in a build without
+  the CUDA kernels): the CPU kernels on copies, the results moved back to the GPU (the same
+  bits as on the CPU). The per-pair lists have no CUDA kernel (a GPU's backward uses the
+  gradient operator instead; docs/gpu.md).
 
 The functions are written for any device, so the tests run their logic on the CPU too.
 """
@@ -114,10 +115,16 @@ def on_host(op, device_of: int):
     return run
 
 
+def register(cuda_kernels) -> None:
+    """Registers these implementations for the CUDA dispatch key, for every operator that
+    ``cuda_kernels`` (the build's C++ CUDA operators) does not hold."""
+    for name, fn in (("ted_symbols_grad", _ted_symbols_grad), ("sed_symbols_grad", _sed_symbols_grad),
+                     ("ted_symbols_sums", on_host(_ops.ted_symbols_sums, 0)),
+                     ("sed_symbols_sums", on_host(_ops.sed_symbols_sums, 0)),
+                     ("weighted_pair_sums", on_host(_ops.weighted_pair_sums, 3)),
+                     ("ted_soft", on_host(_ops.ted_soft, 0)), ("sed_soft", on_host(_ops.sed_soft, 0))):
+        if name not in cuda_kernels:
+            _lib.impl(name, fn, "CUDA")
+
+
 _lib = torch.library.Library("bedl_torch", "IMPL")
-for _name, _fn in (("ted_symbols_grad", _ted_symbols_grad), ("sed_symbols_grad", _sed_symbols_grad),
-                   ("ted_soft", on_host(_ops.ted_soft, 0)), ("sed_soft", on_host(_ops.sed_soft, 0)),
-                   ("ted_symbols_sums", on_host(_ops.ted_symbols_sums, 0)),
-                   ("sed_symbols_sums", on_host(_ops.sed_symbols_sums, 0)),
-                   ("weighted_pair_sums", on_host(_ops.weighted_pair_sums, 3))):
-    _lib.impl(_name, _fn, "CUDA")

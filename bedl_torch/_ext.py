@@ -139,4 +139,6 @@ def _sed_soft_fake(costs, x_len, y_len, temperature, need_grad):
 
 # every other operator's CUDA implementation (in Python: P chunks from the CUDA kernels, or
 # the CPU kernel on copies); registered on import
-from . import _cuda_fallbacks  # noqa: E402,F401
+from . import _cuda_fallbacks  # noqa: E402
+
+_cuda_fallbacks.register(cuda_operators)

@@ -388,7 +388,51 @@ def test_every_operator_accepts_cuda_tensors(kind):
         args = (torch.as_tensor(rng.integers(0, 21, 40)), torch.as_tensor(rng.integers(0, 21, 40)), 0.5, True)
     d, p = soft_op(costs.cuda(), *args)
     d_cpu, p_cpu = soft_op(costs, *args)
-    assert d.is_cuda and torch.equal(d.cpu(), d_cpu) and torch.equal(p.cpu(), p_cpu)
+    assert d.is_cuda and p.is_cuda
+    # the CUDA soft kernels' exp and log round as the GPU's math library does
+    torch.testing.assert_close(d.cpu(), d_cpu, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(p.cpu(), p_cpu, rtol=1e-10, atol=1e-10)
+
+
+@needs_kernels
+@pytest.mark.parametrize("kind", ["tree", "sequence"])
+def test_soft_kernels_on_cuda_match_cpu(kind):
+    """The soft distances and expected alignments on CUDA (common/sequence_soft.h,
+    common/forest_soft.h per thread) against the CPU kernels: the same sums, with exp and log
+    from the GPU's math library, so within 1e-10; weights as doubles, and the wide weights of
+    long pairs at a low temperature; the CPU's errors for costs out of range."""
+    if not {"sed_soft", "ted_soft"} <= _ext.cuda_operators:
+        pytest.skip("this build has no CUDA soft kernels")
+    rng = np.random.default_rng(51)
+    if kind == "tree":
+        xl, xs, xp = _label_trees(rng, 10, 30, 4)
+        rows = int((xp[1:] - xp[:-1]).max()) + 1
+        px, py = torch.as_tensor(rng.integers(0, 10, 60)), torch.as_tensor(rng.integers(0, 10, 60))
+        op, index = _ext.ted_soft_cpu, (xs, xp, xs, xp, px, py)
+        costs = torch.as_tensor(rng.random((60, rows, rows)) * 2 - 0.25)
+    else:
+        op = _ext.sed_soft_cpu
+        costs = torch.as_tensor(rng.random((60, 41, 41)) * 2 - 0.25)
+        index = (torch.as_tensor(rng.integers(0, 41, 60)), torch.as_tensor(rng.integers(0, 41, 60)))
+    for dtype in (torch.float64, torch.float32):
+        for temperature in (1.0, 0.01):
+            c = costs.to(dtype)
+            d_cpu, p_cpu = op(c, *index, temperature, True)
+            d, p = op(c.cuda(), *index, temperature, True)
+            tol = 1e-10 if dtype == torch.float64 else 1e-5
+            torch.testing.assert_close(d.cpu(), d_cpu, rtol=tol, atol=tol)
+            torch.testing.assert_close(p.cpu(), p_cpu, rtol=tol, atol=tol)
+    if kind == "sequence":  # 300 + 300 symbols: wide weights from the start
+        long = torch.as_tensor(rng.random((2, 301, 301)))
+        n = torch.tensor([300, 150])
+        d_cpu, p_cpu = op(long, n, n, 0.01, True)
+        d, p = op(long.cuda(), n, n, 0.01, True)
+        torch.testing.assert_close(d.cpu(), d_cpu, rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(p.cpu(), p_cpu, rtol=1e-10, atol=1e-10)
+    bad = costs.clone()
+    bad[3] = 1e10
+    with pytest.raises(ValueError, match="too large for temperature"):
+        op(bad.cuda(), *index, 1e-10, False)
 
 
 def test_torch_compile_on_cuda_matches_eager():

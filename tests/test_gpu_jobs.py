@@ -279,3 +279,75 @@ def test_kernels_compile_as_device_code(tmp_path, source):
                            os.path.join(REPO, source), "-o", str(tmp_path / "kernels.o")],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
+
+
+SOFT_RANGE = 5
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_soft_sequences_match_cpu_bit_for_bit(host_jobs, tmp_path, dtype):
+    """The soft passes per thread (common/sequence_soft.h with the node potentials, weights as
+    doubles, the wide weights where they leave their range: long pairs at a low temperature)
+    against the CPU kernel: the same bits on the host (the GPU's exp and log round otherwise)."""
+    rng = np.random.default_rng(30)
+    B, rows, cols = 12, 13, 11
+    costs = torch.as_tensor(rng.random((B, rows, cols)) * 3 - 0.5, dtype=dtype)
+    x_len = torch.as_tensor(rng.integers(0, rows, B))
+    y_len = torch.as_tensor(rng.integers(0, cols, B))
+    arrays = {"costs": costs.numpy(), "x_len": x_len.numpy(), "y_len": y_len.numpy()}
+    for temperature in (1.0, 0.05, 1e-3):
+        for need_grad in (False, True):
+            d_cpu, p_cpu = _ext.sed_soft_cpu(costs, x_len, y_len, temperature, need_grad)
+            d, p, status = _run(host_jobs, tmp_path, "seq_soft", dtype, need_grad, temperature, 5, arrays, B, rows,
+                                cols, rows - 1, cols - 1)
+            assert (status == OK).all()
+            assert torch.equal(d, d_cpu)
+            if need_grad:
+                assert torch.equal(p, p_cpu)
+    # 300 + 300 symbols start with wide weights
+    long = torch.as_tensor(rng.random((1, 301, 301)), dtype=torch.float64)
+    n = torch.tensor([300])
+    d_cpu, p_cpu = _ext.sed_soft_cpu(long, n, n, 0.01, True)
+    d, p, status = _run(host_jobs, tmp_path, "seq_soft", torch.float64, True, 0.01, 1,
+                        {"costs": long.numpy(), "x_len": n.numpy(), "y_len": n.numpy()}, 1, 301, 301, 300, 300)
+    assert (status == OK).all() and torch.equal(d, d_cpu) and torch.equal(p, p_cpu)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_soft_trees_match_cpu_bit_for_bit(host_jobs, tmp_path, dtype):
+    rng = np.random.default_rng(31)
+    _, xs, xp = _trees(rng, 7, (1, 14), 3)
+    px = torch.as_tensor(rng.integers(0, 7, 16))
+    py = torch.as_tensor(rng.integers(0, 7, 16))
+    rows = cols = int((xp[1:] - xp[:-1]).max()) + 1
+    costs = torch.as_tensor(rng.random((16, rows, cols)) * 2 - 0.25, dtype=dtype)
+    arrays = dict(_flat_trees(xs, xp, xs, xp, px, py), costs=costs.numpy())
+    for temperature in (1.0, 0.02):
+        for need_grad in (False, True):
+            d_cpu, p_cpu = _ext.ted_soft_cpu(costs, xs, xp, xs, xp, px, py, temperature, need_grad)
+            d, p, status = _run(host_jobs, tmp_path, "tree_soft", dtype, need_grad, temperature, 4, arrays, 16, rows,
+                                cols, rows - 1, cols - 1)
+            assert (status == OK).all()
+            assert torch.equal(d, d_cpu)
+            if need_grad:
+                assert torch.equal(p, p_cpu)
+
+
+def test_soft_statuses_are_the_cpu_errors(host_jobs, tmp_path):
+    """NaN, the overflow rule and costs too large for the temperature, per pair."""
+    costs = torch.ones(4, 3, 3, dtype=torch.float64)
+    costs[1, 0, 1] = float("nan")
+    costs[2] = 1e308
+    costs[3] = 1e10
+    x_len = torch.full((4,), 2)
+    y_len = torch.full((4,), 2)
+    arrays = {"costs": costs.numpy(), "x_len": x_len.numpy(), "y_len": y_len.numpy()}
+    temperature = 1e-10
+    _, _, status = _run(host_jobs, tmp_path, "seq_soft", torch.float64, True, temperature, 2, arrays, 4, 3, 3, 2, 2)
+    assert status.tolist() == [OK, NOT_FINITE, TOO_LARGE, SOFT_RANGE]
+    for b, message in ((1, "NaN or inf"), (2, "too large"), (3, "too large for temperature")):
+        with pytest.raises(ValueError, match=message):
+            _ext.sed_soft_cpu(costs[b:b + 1], x_len[:1], y_len[:1], temperature, True)
+    with pytest.raises(ValueError):  # (pair 0 alone is fine at this temperature)
+        _ext.sed_soft_cpu(costs[3:4], x_len[:1], y_len[:1], temperature, False)
+    _ext.sed_soft_cpu(costs[:1], x_len[:1], y_len[:1], temperature, False)

@@ -503,9 +503,10 @@ def check_temperature(temperature) -> float:
 
 
 def _run_soft(batch: PairBatch, costs: torch.Tensor, temperature: float, need_grad: bool):
-    """The soft kernels on padded costs (any device); results on the costs' device."""
+    """The soft kernels on padded costs (any device: on a GPU where the build has their CUDA
+    kernels); results on the costs' device."""
     c = costs.detach()
-    if c.device.type != "cpu":
+    if not _ext.runs_on_device("ted_soft" if batch.kind == "tree" else "sed_soft", c.device):
         c = c.cpu()
     if batch.kind == "tree":
         d, p = _ext.ted_soft_cpu(c, batch.x_table.sizes, batch.x_table.ptr, batch.y_table.sizes,

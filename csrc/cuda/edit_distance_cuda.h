@@ -32,8 +32,18 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cuda(const at::Tensor& symbol_cos
                                                     const at::Tensor& pair_y, bool need_coopt, double rel_tol,
                                                     const std::optional<at::Tensor>& max_distance);
 
+// The soft distances and their expected alignments (padded costs): the CPU's
+// sums; exp and log round as the GPU's math library does (docs/gpu.md).
+std::tuple<at::Tensor, at::Tensor> sed_soft_cuda(const at::Tensor& costs, const at::Tensor& x_len,
+                                                 const at::Tensor& y_len, double temperature, bool need_grad);
+
+std::tuple<at::Tensor, at::Tensor> ted_soft_cuda(const at::Tensor& costs, const at::Tensor& x_sizes,
+                                                 const at::Tensor& x_ptr, const at::Tensor& y_sizes,
+                                                 const at::Tensor& y_ptr, const at::Tensor& pair_x,
+                                                 const at::Tensor& pair_y, double temperature, bool need_grad);
+
 // The operators registered for the CUDA dispatch key here; the others have CUDA
 // implementations in Python (bedl_torch/_cuda_fallbacks.py).
-inline const char* const kCudaOperators[] = {"sed", "sed_symbols", "ted", "ted_symbols"};
+inline const char* const kCudaOperators[] = {"sed", "sed_symbols", "ted", "ted_symbols", "sed_soft", "ted_soft"};
 
 }  // namespace bedl

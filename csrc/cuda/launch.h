@@ -16,6 +16,7 @@
 
 #include "../cpu/check.h"
 #include "../cpu/inputs.h"
+#include "../cpu/soft_weights.h"
 #include "seq/jobs.h"
 
 namespace bedl {
@@ -128,6 +129,23 @@ void raise_statuses(const at::Tensor& status, const Extents& ext, const char* wh
                      " (rounding in sums of these costs tells equal-cost orders of edits apart); "
                      "use a larger rel_tol, e.g. the default (1e-9 for float64, 1e-5 for float32)");
     TORCH_CHECK(false, what, " kernel on CUDA: pair ", b, " ended with status ", s[b]);
+  }
+}
+
+// The soft kernels' statuses as the CPU's soft kernels raise them: NaN, inf
+// and the overflow rule for every pair first, then the soft range (the costs
+// too large for the temperature).
+template <typename scalar_t, typename Largest>
+void raise_soft_statuses(const at::Tensor& status, const Extents& ext, double temperature, const Largest& largest) {
+  const at::Tensor host = status.cpu();
+  const int32_t* s = host.data_ptr<int32_t>();
+  for (int64_t b = 0; b < host.size(0); ++b) {
+    BEDL_CHECK_VALUE(s[b] != kPairNotFinite, "costs of pair ", b, " contain NaN or inf");
+    if (s[b] == kPairTooLarge) dp::check_pair_costs<scalar_t>(largest(b), ext.m[b], ext.n[b], b, "costs");
+  }
+  for (int64_t b = 0; b < host.size(0); ++b) {
+    if (s[b] == kPairSoftRange) soft::check_soft_range<scalar_t>(largest(b), temperature, ext.m[b], ext.n[b], b);
+    TORCH_CHECK(s[b] == kPairOk, "soft kernel on CUDA: pair ", b, " ended with status ", s[b]);
   }
 }
 

@@ -9,4 +9,6 @@ TORCH_LIBRARY_IMPL(bedl_torch, CUDA, m) {
   m.impl("sed_symbols", &bedl::sed_symbols_cuda);
   m.impl("ted", &bedl::ted_cuda);
   m.impl("ted_symbols", &bedl::ted_symbols_cuda);
+  m.impl("sed_soft", &bedl::sed_soft_cuda);
+  m.impl("ted_soft", &bedl::ted_soft_cuda);
 }

@@ -6,8 +6,9 @@
 //
 //   host_jobs DIR
 //
-// DIR/args.txt: kind (padded | symbols | tree_padded | tree_symbols), dtype
-// (f32 | f64), need_coopt (0 | 1), rel_tol, threads, batch, rows,
+// DIR/args.txt: kind (padded | symbols | tree_padded | tree_symbols | seq_soft
+// | tree_soft), dtype (f32 | f64), need_coopt (0 | 1; soft: need_grad),
+// rel_tol (soft: the temperature), threads, batch, rows,
 // cols, max_m, max_n, S. Inputs as raw arrays: padded: costs
 // (batch*rows*cols), x_len, y_len; symbols: table (S*S), x_labels, x_ptr,
 // y_labels, y_ptr, pair_x, pair_y; trees: the flat trees (x_pre, x_left,
@@ -151,8 +152,44 @@ void run_trees(const Args& a, const Pairs& pairs) {
   save("status", status);
 }
 
+// Every thread of a soft launch (padded costs; rel_tol is the temperature,
+// need_coopt need_grad), in turn.
+template <typename scalar_t, class Pairs, class Job, class Bytes>
+void run_soft(const Args& a, const Pairs& pairs, const Job& job, const Bytes& bytes) {
+  std::vector<scalar_t> d(a.batch), p(a.need_coopt ? a.batch * a.rows * a.cols : 0, scalar_t(0));
+  std::vector<int32_t> status(a.batch, -1);
+  const int64_t per = bytes(a.max_m, a.max_n);
+  std::vector<char> ws(a.threads * per + 16);
+  char* base = ws.data() + (16 - reinterpret_cast<uintptr_t>(ws.data()) % 16) % 16;
+  for (int64_t t = 0; t < a.threads; ++t) {
+    job(pairs, a.batch, t, a.threads, base + t * per, a.max_m, a.max_n, a.rel_tol, a.need_coopt != 0, d.data(),
+        p.data(), status.data());
+  }
+  if (a.need_coopt) save("p", p);
+  save("d", d);
+  save("status", status);
+}
+
 template <typename scalar_t>
 void run_kind(const Args& a) {
+  if (a.kind == "seq_soft") {
+    const std::vector<scalar_t> costs = load<scalar_t>("costs");
+    const std::vector<int64_t> xl = load<int64_t>("x_len"), yl = load<int64_t>("y_len");
+    run_soft<scalar_t>(a, bedl::gpu::PaddedSequencePairs<scalar_t>{costs.data(), a.rows, a.cols, xl.data(), yl.data()},
+                       bedl::gpu::sequence_soft_thread<scalar_t>, bedl::gpu::sequence_soft_workspace_bytes);
+    return;
+  }
+  if (a.kind == "tree_soft") {
+    std::vector<std::vector<int64_t>> keep;
+    const std::vector<scalar_t> costs = load<scalar_t>("costs");
+    bedl::gpu::PaddedTreePairs<scalar_t> pairs;
+    static_cast<bedl::gpu::TreePairs&>(pairs) = load_trees(keep);
+    pairs.costs = costs.data();
+    pairs.rows = a.rows;
+    pairs.cols = a.cols;
+    run_soft<scalar_t>(a, pairs, bedl::gpu::tree_soft_thread<scalar_t>, bedl::gpu::tree_soft_workspace_bytes);
+    return;
+  }
   if (a.kind == "tree_padded" || a.kind == "tree_symbols") {
     std::vector<std::vector<int64_t>> keep;
     const bedl::gpu::TreePairs trees = load_trees(keep);

@@ -9,6 +9,7 @@
 #include <cfloat>
 
 #include "../../common/sequence_passes.h"
+#include "../../common/sequence_soft.h"
 
 namespace bedl {
 namespace gpu {
@@ -20,6 +21,7 @@ enum PairStatus : int32_t {
   kPairTooLarge = 2,      // 2 (|x| + |y|) max|cost| overflows the dtype (the overflow rule)
   kPairCountsOverflow = 3,  // co-optimal counts overflow doubles: solve again with exponents
   kPairNoCoOptimal = 4,   // the tie test keeps no alignment (rel_tol too small for these costs)
+  kPairSoftRange = 5,     // costs and temperature beyond the soft passes' range (soft::soft_range_ok)
 };
 
 template <typename scalar_t>
@@ -153,6 +155,107 @@ BEDL_HD void sequence_coopt_thread(const Pairs& pairs, const int64_t* order, int
         if (i == m && j == n) continue;
         pb[i * cols + j] = static_cast<scalar_t>(buf.p_acc[i * w + j]);
       }
+    }
+  }
+}
+
+// Carves a workspace into 16-byte aligned arrays.
+struct Carver {
+  char* at;
+  template <typename T>
+  BEDL_HD T* take(int64_t count) {
+    T* out = reinterpret_cast<T*>(at);
+    at += (count * static_cast<int64_t>(sizeof(T)) + 15) / 16 * 16;
+    return out;
+  }
+  BEDL_HD static int64_t bytes(int64_t count, int64_t size) { return (count * size + 15) / 16 * 16; }
+};
+
+// Whether the soft passes take a pair of `nodes` nodes whose largest absolute
+// cost is max_abs at this temperature (the CPU's soft::check_soft_range).
+template <typename scalar_t>
+BEDL_HD bool soft_range_ok(double max_abs, double temperature, int64_t nodes) {
+  const double k = static_cast<double>(nodes);
+  const double step_bound = (2.0 * k + 2.0) * (4.0 * soft::kLog2e / 512.0) * (max_abs / temperature);
+  return step_bound < 1.0e18 && 2.0 * k * (max_abs + temperature) <= largest_finite<scalar_t>();
+}
+
+// The bytes one thread needs for the soft passes of sequence pairs up to
+// (max_m, max_n): costs, reduced costs, column minima, P, and the weight
+// arrays in the wider weight type (the doubles' pass uses the same bytes).
+BEDL_HD int64_t sequence_soft_workspace_bytes(int64_t max_m, int64_t max_n) {
+  const int64_t w = max_n + 1, cells = (max_m + 1) * w, wide = sizeof(soft::WideWeight);
+  return 3 * Carver::bytes(cells, 8) + Carver::bytes(w, 8) + 3 * Carver::bytes(cells, wide) +
+         2 * Carver::bytes(2 * w, wide);
+}
+
+// The soft passes of one pair in weight type W on the thread's weight bytes.
+template <typename W>
+BEDL_HD bool sequence_soft_in(char* bytes, const double* reduced, int64_t m, int64_t n, double temperature,
+                              bool need_grad, double* p_acc, double* log_total) {
+  const int64_t w = n + 1, cells = (m + 1) * w;
+  Carver c{bytes};
+  soft::SedSoftArrays<W> a;
+  a.weight = c.take<W>(cells);
+  a.in_del = c.take<W>(cells);
+  a.in_other = c.take<W>(cells);
+  a.out_any = c.take<W>(2 * w);
+  a.out_ins = c.take<W>(2 * w);
+  a.p_acc = p_acc;
+  return soft::sed_soft_pass(reduced, m, n, temperature, need_grad, a, log_total);
+}
+
+// Thread `thread` of `threads`: the soft distances (and with need_grad the
+// expected alignments into p, zero on entry, the padded layout) of its padded
+// pairs, weights as doubles unless they leave their range (as the CPU's
+// sed_soft_solve); a status per pair.
+template <typename scalar_t>
+BEDL_HD void sequence_soft_thread(const PaddedSequencePairs<scalar_t>& pairs, int64_t batch, int64_t thread,
+                                  int64_t threads, char* ws, int64_t max_m, int64_t max_n, double temperature,
+                                  bool need_grad, scalar_t* d, scalar_t* p, int32_t* status) {
+  const int64_t w_max = max_n + 1, cells_max = (max_m + 1) * w_max;
+  Carver c{ws};
+  double* cost = c.take<double>(cells_max);
+  double* reduced = c.take<double>(cells_max);
+  double* p_acc = c.take<double>(cells_max);
+  double* column_min = c.take<double>(w_max);
+  char* weights = c.at;
+  for (int64_t b = thread; b < batch; b += threads) {
+    const int64_t m = pairs.m(b), n = pairs.n(b), w = n + 1;
+    const auto costs = pairs.costs_of(b);
+    const double scale = sed::sequence_cost_scale(costs, m, n);
+    int32_t s = cost_status<scalar_t>(scale, m, n);
+    if (s == kPairOk && !pairs.corner_finite(b)) s = kPairNotFinite;
+    if (s == kPairOk && !soft_range_ok<scalar_t>(scale, temperature, m + n)) s = kPairSoftRange;
+    status[b] = s;
+    if (s != kPairOk) {
+      d[b] = static_cast<scalar_t>(0.0);
+      continue;
+    }
+    // the kernel layout: [i][j] replaces x_i by y_j, [i][0] deletes x_i, [0][j] inserts y_j
+    cost[0] = 0.0;
+    for (int64_t j = 1; j <= n; ++j) cost[j] = costs.ins(j - 1);
+    for (int64_t i = 1; i <= m; ++i) {
+      const auto row = costs.row(i - 1);
+      cost[i * w] = row.del();
+      for (int64_t j = 1; j <= n; ++j) cost[i * w + j] = row.rep(j - 1);
+    }
+    const double shift = soft::reduce_costs(cost, m, n, reduced, column_min);
+    double log_total = 0.0;
+    if (m + n > soft::kFastNodes ||
+        !sequence_soft_in<soft::PlainWeight>(weights, reduced, m, n, temperature, need_grad, p_acc, &log_total)) {
+      // (cannot fail: the cheapest alignment's weight is a positive WideWeight)
+      sequence_soft_in<soft::WideWeight>(weights, reduced, m, n, temperature, need_grad, p_acc, &log_total);
+    }
+    d[b] = static_cast<scalar_t>(shift - temperature * log_total);
+    if (!need_grad) continue;
+    scalar_t* pb = p + b * pairs.rows * pairs.cols;
+    const int64_t cols = pairs.cols;
+    for (int64_t j = 1; j <= n; ++j) pb[m * cols + j - 1] = static_cast<scalar_t>(p_acc[j]);
+    for (int64_t i = 1; i <= m; ++i) {
+      scalar_t* row = pb + (i - 1) * cols;
+      row[n] = static_cast<scalar_t>(p_acc[i * w]);
+      for (int64_t j = 1; j <= n; ++j) row[j - 1] = static_cast<scalar_t>(p_acc[i * w + j]);
     }
   }
 }

@@ -26,6 +26,14 @@ cudaError_t launch_sequence_coopt(const Pairs& pairs, const int64_t* order, int6
                                   char* workspace, int64_t max_m, int64_t max_n, double rel_tol, scalar_t* d,
                                   scalar_t* p, int64_t rows, int64_t cols, int32_t* status, cudaStream_t stream);
 
+// Soft distances (and with need_grad the expected alignments into p, zero on
+// entry, the costs' layout) of padded pairs at `temperature`; workspace:
+// threads * sequence_soft_workspace_bytes(max_m, max_n) bytes.
+template <typename scalar_t>
+cudaError_t launch_sequence_soft(const PaddedSequencePairs<scalar_t>& pairs, int64_t batch, int64_t threads,
+                                 char* workspace, int64_t max_m, int64_t max_n, double temperature, bool need_grad,
+                                 scalar_t* d, scalar_t* p, int32_t* status, cudaStream_t stream);
+
 // Threads per block of these kernels.
 constexpr int kSequenceBlock = 128;
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "../../common/forest_coopt.h"
+#include "../../common/forest_soft.h"
 #include "../seq/jobs.h"
 
 namespace bedl {
@@ -161,6 +162,93 @@ BEDL_HD void tree_coopt_thread(const Pairs& pairs, const int64_t* order, int64_t
       for (int64_t j = 1; j <= y.n; ++j) row[y.pre_of_post[j]] = static_cast<scalar_t>(buf.p_acc[i * w + j]);
     }
     for (int64_t j = 1; j <= y.n; ++j) pb[x.n * cols + y.pre_of_post[j]] = static_cast<scalar_t>(buf.p_acc[j]);
+  }
+}
+
+// The bytes one thread needs for the soft passes of tree pairs up to
+// (max_m, max_n): costs, reduced costs, column minima, P, reach_end, and the
+// weight arrays in the wider weight type (the doubles' pass uses the same bytes).
+BEDL_HD int64_t tree_soft_workspace_bytes(int64_t max_m, int64_t max_n) {
+  const int64_t w = max_n + 1, cells = (max_m + 1) * w, wide = sizeof(soft::WideWeight);
+  return 3 * Carver::bytes(cells, 8) + Carver::bytes(w, 8) + Carver::bytes(max_m + 1, 8) +
+         7 * Carver::bytes(cells, wide) + Carver::bytes(w, wide) + Carver::bytes(max_m + 1, wide);
+}
+
+// The soft passes of one pair in weight type W on the thread's weight bytes.
+template <typename W>
+BEDL_HD bool tree_soft_in(char* bytes, const ted::FlatTree& x, const ted::FlatTree& y, const double* reduced,
+                          double temperature, bool need_grad, double* p_acc, int64_t* reach_end, double* log_total) {
+  const int64_t cells = (x.n + 1) * (y.n + 1);
+  Carver c{bytes};
+  soft::TedSoftArrays<W> a;
+  a.weight = c.take<W>(cells);
+  a.tdm = c.take<W>(cells);
+  a.tot = c.take<W>(cells);
+  a.other = c.take<W>(cells);
+  a.out_any = c.take<W>(cells);
+  a.out_ins = c.take<W>(cells);
+  a.out_tdm = c.take<W>(cells);
+  a.below_ins = c.take<W>(y.n + 1);
+  a.below_del = c.take<W>(x.n + 1);
+  a.p_acc = p_acc;
+  a.reach_end = reach_end;
+  return soft::ted_soft_pass(x, y, reduced, temperature, need_grad, a, log_total);
+}
+
+// Thread `thread` of `threads`: the soft distances (and with need_grad the
+// expected alignments into p, zero on entry, the padded preorder layout) of its
+// padded pairs, weights as doubles unless they leave their range (as the CPU's
+// ted_soft_solve); a status per pair.
+template <typename scalar_t>
+BEDL_HD void tree_soft_thread(const PaddedTreePairs<scalar_t>& pairs, int64_t batch, int64_t thread, int64_t threads,
+                              char* ws, int64_t max_m, int64_t max_n, double temperature, bool need_grad, scalar_t* d,
+                              scalar_t* p, int32_t* status) {
+  const int64_t w_max = max_n + 1, cells_max = (max_m + 1) * w_max;
+  Carver c{ws};
+  double* cost = c.take<double>(cells_max);
+  double* reduced = c.take<double>(cells_max);
+  double* p_acc = c.take<double>(cells_max);
+  double* column_min = c.take<double>(w_max);
+  int64_t* reach_end = c.take<int64_t>(max_m + 1);
+  char* weights = c.at;
+  for (int64_t b = thread; b < batch; b += threads) {
+    const ted::FlatTree x = pairs.xs.tree(pairs.x_entry[b]);
+    const ted::FlatTree y = pairs.ys.tree(pairs.y_entry[b]);
+    int32_t s = pairs.status(b, x, y);
+    const auto costs = pairs.costs_of(b, x, y);
+    if (s == kPairOk && !soft_range_ok<scalar_t>(ted::tree_cost_scale(costs, x.n, y.n), temperature, x.n + y.n)) {
+      s = kPairSoftRange;
+    }
+    status[b] = s;
+    if (s != kPairOk) {
+      d[b] = static_cast<scalar_t>(0.0);
+      continue;
+    }
+    const int64_t m = x.n, n = y.n, w = n + 1;
+    // the postorder kernel layout: [i][j] replaces x_i by y_j, [i][0] deletes x_i, [0][j] inserts y_j
+    cost[0] = 0.0;
+    for (int64_t j = 1; j <= n; ++j) cost[j] = costs.ins(j);
+    for (int64_t i = 1; i <= m; ++i) {
+      cost[i * w] = costs.del(i);
+      for (int64_t j = 1; j <= n; ++j) cost[i * w + j] = costs.rep(i, j);
+    }
+    const double shift = soft::reduce_costs(cost, m, n, reduced, column_min);
+    double log_total = 0.0;
+    if (m + n > soft::kFastNodes || !tree_soft_in<soft::PlainWeight>(weights, x, y, reduced, temperature, need_grad,
+                                                                      p_acc, reach_end, &log_total)) {
+      // (cannot fail: the cheapest mapping's weight is a positive WideWeight)
+      tree_soft_in<soft::WideWeight>(weights, x, y, reduced, temperature, need_grad, p_acc, reach_end, &log_total);
+    }
+    d[b] = static_cast<scalar_t>(shift - temperature * log_total);
+    if (!need_grad) continue;
+    scalar_t* pb = p + b * pairs.rows * pairs.cols;
+    const int64_t cols = pairs.cols;
+    for (int64_t i = 1; i <= m; ++i) {
+      scalar_t* row = pb + x.pre_of_post[i] * cols;
+      row[n] = static_cast<scalar_t>(p_acc[i * w]);
+      for (int64_t j = 1; j <= n; ++j) row[y.pre_of_post[j]] = static_cast<scalar_t>(p_acc[i * w + j]);
+    }
+    for (int64_t j = 1; j <= n; ++j) pb[m * cols + y.pre_of_post[j]] = static_cast<scalar_t>(p_acc[j]);
   }
 }
 

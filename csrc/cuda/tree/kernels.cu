@@ -29,6 +29,16 @@ __global__ void __launch_bounds__(kTreeBlock)
                            rel_tol, d, p, rows, cols, status);
 }
 
+template <typename scalar_t>
+__global__ void __launch_bounds__(kTreeBlock)
+    tree_soft_kernel(PaddedTreePairs<scalar_t> pairs, int64_t batch, int64_t threads, char* workspace, int64_t max_m,
+                     int64_t max_n, double temperature, bool need_grad, scalar_t* d, scalar_t* p, int32_t* status) {
+  const int64_t thread = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (thread >= threads) return;
+  tree_soft_thread(pairs, batch, thread, threads, workspace + thread * tree_soft_workspace_bytes(max_m, max_n), max_m,
+                   max_n, temperature, need_grad, d, p, status);
+}
+
 }  // namespace
 
 template <typename scalar_t, class Pairs>
@@ -53,6 +63,17 @@ cudaError_t launch_tree_coopt(const Pairs& pairs, const int64_t* order, int64_t 
   return cudaGetLastError();
 }
 
+template <typename scalar_t>
+cudaError_t launch_tree_soft(const PaddedTreePairs<scalar_t>& pairs, int64_t batch, int64_t threads, char* workspace,
+                             int64_t max_m, int64_t max_n, double temperature, bool need_grad, scalar_t* d,
+                             scalar_t* p, int32_t* status, cudaStream_t stream) {
+  if (batch == 0) return cudaSuccess;
+  const unsigned blocks = static_cast<unsigned>((threads + kTreeBlock - 1) / kTreeBlock);
+  tree_soft_kernel<scalar_t><<<blocks, kTreeBlock, 0, stream>>>(pairs, batch, threads, workspace, max_m, max_n,
+                                                                temperature, need_grad, d, p, status);
+  return cudaGetLastError();
+}
+
 #define BEDL_TREE_COOPT_LAUNCHER(Count, scalar_t, Pairs)                                                      \
   template cudaError_t launch_tree_coopt<Count, scalar_t, Pairs>(const Pairs&, const int64_t*, int64_t, int64_t, \
                                                                  char*, int64_t, int64_t, double, scalar_t*,   \
@@ -69,7 +90,10 @@ cudaError_t launch_tree_coopt(const Pairs& pairs, const int64_t* order, int64_t 
   BEDL_TREE_COOPT_LAUNCHER(dp::FastCount, scalar_t, PaddedTreePairs<scalar_t>)                                \
   BEDL_TREE_COOPT_LAUNCHER(dp::Count, scalar_t, PaddedTreePairs<scalar_t>)                                    \
   BEDL_TREE_COOPT_LAUNCHER(dp::FastCount, scalar_t, SymbolTreePairs<scalar_t>)                                \
-  BEDL_TREE_COOPT_LAUNCHER(dp::Count, scalar_t, SymbolTreePairs<scalar_t>)
+  BEDL_TREE_COOPT_LAUNCHER(dp::Count, scalar_t, SymbolTreePairs<scalar_t>)                                    \
+  template cudaError_t launch_tree_soft<scalar_t>(const PaddedTreePairs<scalar_t>&, int64_t, int64_t, char*,      \
+                                                  int64_t, int64_t, double, bool, scalar_t*, scalar_t*, int32_t*, \
+                                                  cudaStream_t);
 
 BEDL_TREE_LAUNCHERS(float)
 BEDL_TREE_LAUNCHERS(double)
