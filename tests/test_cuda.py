@@ -293,7 +293,8 @@ def test_training_loop_steps_on_cuda_match_cpu(kind, monkeypatch):
 @pytest.mark.parametrize("kind", ["sequence", "tree"])
 def test_gradient_on_cuda_stays_on_the_gpu(kind, monkeypatch):
     """A loss over a matrix of distances with the table on a GPU: no CPU kernel runs in forward
-    or backward, and the gradient is the CPU's to within rounding."""
+    or backward (the gradient operator runs with the table on the GPU, the per-pair lists not
+    at all), and the gradient is the CPU's to within rounding."""
     rng = random.Random(30)
     if kind == "tree":
         items = _trees(12, 33)
@@ -305,15 +306,19 @@ def test_gradient_on_cuda_stays_on_the_gpu(kind, monkeypatch):
     weights = torch.rand(12, 12, generator=torch.Generator().manual_seed(32), dtype=torch.float64)
     D_cpu = bedl_torch.pairwise_distances(items, cost=cpu)
     (D_cpu * weights).sum().backward()
-    for name in ("sed_symbols_grad_cpu", "sed_symbols_sums_cpu", "ted_symbols_grad_cpu", "ted_symbols_sums_cpu",
-                 "weighted_pair_sums_cpu"):
+    for name in ("sed_symbols_sums_cpu", "ted_symbols_sums_cpu", "weighted_pair_sums_cpu"):
         monkeypatch.setattr(_ext, name, lambda *a, name=name: pytest.fail(f"{name} ran for a CUDA table"))
+    grads = []
+    for name in ("sed_symbols_grad_cpu", "ted_symbols_grad_cpu"):
+        real = getattr(_ext, name)
+        monkeypatch.setattr(_ext, name, lambda *a, real=real: grads.append(a[0].device.type) or real(*a))
     for _ in range(2):  # the second forward after a dense backward too
         gpu.zero_grad()
         D = bedl_torch.pairwise_distances(items, cost=gpu)
         (D * weights.cuda()).sum().backward()
         torch.testing.assert_close(D.detach().cpu(), D_cpu.detach(), rtol=1e-12, atol=1e-12)
         torch.testing.assert_close(gpu.embedding.grad.cpu(), cpu.embedding.grad, rtol=1e-12, atol=1e-12)
+    assert grads == ["cuda", "cuda"]  # one gradient operator call per backward, on the GPU's table
 
 
 @needs_kernels
