@@ -85,6 +85,18 @@ def main() -> None:
         for coopt in (False, True):
             cases.append((f"trees, {len(px)} pairs of {nodes} nodes, {'distance + P' if coopt else 'distance'}",
                           _ext.ted_symbols_cpu, (labels, sizes, ptr, labels, sizes, ptr, px, py, coopt, 1e-9)))
+    soft_cases = []
+    for count, length in ((2000 * scale, 40),):
+        costs = torch.as_tensor(rng.random((count, length + 1, length + 1)))
+        lengths = torch.as_tensor(rng.integers(length // 2, length + 1, count))
+        soft_cases.append((f"soft sequences, {count} pairs of length <= {length}, distance + gradient",
+                           _ext.sed_soft_cpu, costs, (lengths, lengths.flip(0), 0.5, True)))
+    for count, nodes in ((60 * scale, 30),):
+        _, sizes, ptr = label_trees(rng, count, nodes, S - 1)
+        px, py = all_pairs(count)
+        costs = torch.as_tensor(rng.random((len(px), nodes + 1, nodes + 1)))
+        soft_cases.append((f"soft trees, {len(px)} pairs of {nodes} nodes, distance + gradient", _ext.ted_soft_cpu,
+                           costs, (sizes, ptr, sizes, ptr, px, py, 0.5, True)))
     print(f"CPU: {cpu_model()}, {torch.get_num_threads()} threads, load {load_average()}; "
           f"GPU: {torch.cuda.get_device_name(0)}; torch {torch.__version__}")
     print()
@@ -96,6 +108,16 @@ def main() -> None:
         t_gpu, (d_gpu, p_gpu) = timed(lambda: op(table_gpu, *rest), "cuda")
         same = torch.equal(d_gpu.cpu(), d_cpu) and torch.equal(p_gpu.cpu(), p_cpu)
         print(f"| {name} | {t_cpu:.4g} | {t_gpu:.4g} | {t_cpu / t_gpu:.3g} | {same} |", flush=True)
+    print()
+    print("| soft operator | CPU s | GPU s | CPU / GPU | max rel. diff |")
+    print("|---|---|---|---|---|")
+    for name, op, costs, rest in soft_cases:
+        t_cpu, (d_cpu, p_cpu) = timed(lambda: op(costs, *rest), "cpu")
+        costs_gpu = costs.cuda()
+        t_gpu, (d_gpu, p_gpu) = timed(lambda: op(costs_gpu, *rest), "cuda")
+        diff = max(float(((d_gpu.cpu() - d_cpu).abs() / d_cpu.abs().clamp_min(1e-300)).max()),
+                   float((p_gpu.cpu() - p_cpu).abs().max()))
+        print(f"| {name} | {t_cpu:.4g} | {t_gpu:.4g} | {t_cpu / t_gpu:.3g} | {diff:.1e} |", flush=True)
     print()
     print("| training step (pairwise distances, backward into the embedding) | CPU s | GPU s | CPU / GPU |"
           " max rel. diff of the gradient |")
