@@ -32,6 +32,16 @@ def _padded_labels(labels: torch.Tensor, ptr: torch.Tensor, items: torch.Tensor,
     return torch.where(inside, labels[at], torch.full_like(at, gap))
 
 
+def add_by_label_pairs(grad: torch.Tensor, p: torch.Tensor, x_idx: torch.Tensor, y_idx: torch.Tensor,
+                       weights: torch.Tensor, size: int) -> torch.Tensor:
+    """``grad`` (``size * size`` entries, P's device) plus ``sum_k weights[k] * p[k]`` added at
+    the label pairs ``x_idx[k, i] * size + y_idx[k, j]`` (``p``: ``(K, rows, cols)``; past each
+    pair's block P is zero and the labels are the gap's)."""
+    flat = (x_idx[:, :, None] * size + y_idx[:, None, :]).reshape(-1).to(p.device)
+    grad.index_add_(0, flat, (weights.to(p.device, p.dtype).reshape(-1, 1, 1) * p).reshape(-1))
+    return grad
+
+
 def _check_grad_inputs(table, pair_x, pair_y, pair_weights, x_count, y_count, what):
     for name, pairs in (("pair_x", pair_x), ("pair_y", pair_y)):
         if not isinstance(pairs, torch.Tensor) or pairs.dim() != 1 or pairs.dtype != torch.long:
@@ -86,9 +96,7 @@ def symbols_grad(op, leading: tuple, x_labels, x_ptr, y_labels, y_ptr, pair_x, p
         rows, cols = p.shape[1], p.shape[2]
         x_idx = _padded_labels(xl, xp, px[chunk], rows, S - 1)
         y_idx = _padded_labels(yl, yp, py[chunk], cols, S - 1)
-        # past each pair's block P is zero and the index a gap's
-        flat = (x_idx[:, :, None] * S + y_idx[:, None, :]).reshape(-1).to(table.device)
-        grad.index_add_(0, flat, (weights[chunk.to(table.device)].reshape(-1, 1, 1) * p).reshape(-1))
+        add_by_label_pairs(grad, p, x_idx, y_idx, weights[chunk.to(table.device)], S)
     return grad.view(S, S)
 
 

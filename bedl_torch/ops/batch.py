@@ -18,6 +18,7 @@ from typing import Optional, Sequence, Tuple
 import torch
 
 from .. import _ext
+from .._cuda_fallbacks import add_by_label_pairs
 from ..costs import SymbolCost
 from ..validation import check_cost_module, check_cost_tensor, check_sums_finite
 from . import limits
@@ -459,25 +460,14 @@ class SymbolEditDistanceFn(torch.autograd.Function):
         return grad.to(grad_d.device), None, None, None, None
 
 
-def _scatter_coopt(p, grad_d, batch, view, size, pairs=None, grad=None):
+def _scatter_coopt(p, grad_d, batch, view, size):
     """sum_k grad_d[k] * P_k scattered into a (size, size) table by the pairs' labels, on P's
-    device; ``pairs``: the batch's pairs that P holds (all of them if None); added into
-    ``grad`` (size * size entries) where given."""
+    device."""
     rows, cols = p.shape[1], p.shape[2]
-    px = batch.pair_x if pairs is None else batch.pair_x[pairs]
-    py = batch.pair_y if pairs is None else batch.pair_y[pairs]
-    x_idx = view.padded_labels(batch.x_table, px, rows).to(p.device)
-    y_idx = view.padded_labels(batch.y_table, py, cols).to(p.device)
-    # Pad beyond each pair's block is the gap, and P is zero there.
-    flat = (x_idx[:, :, None] * size + y_idx[:, None, :]).reshape(-1)
-    w = grad_d.detach().reshape(-1)
-    if pairs is not None:
-        w = w[pairs.to(w.device)]
-    weights = (w.to(p.device, p.dtype).reshape(-1, 1, 1) * p).reshape(-1)
-    if grad is None:
-        grad = torch.zeros(size * size, dtype=p.dtype, device=p.device)
-    grad.index_add_(0, flat, weights)
-    return grad.view(size, size)
+    x_idx = view.padded_labels(batch.x_table, batch.pair_x, rows)
+    y_idx = view.padded_labels(batch.y_table, batch.pair_y, cols)
+    grad = torch.zeros(size * size, dtype=p.dtype, device=p.device)
+    return add_by_label_pairs(grad, p, x_idx, y_idx, grad_d.detach().reshape(-1), size).view(size, size)
 
 
 def coopt_grad(batch: PairBatch, view: SymbolView, table: torch.Tensor, grad_d: torch.Tensor,

@@ -155,5 +155,20 @@ BEDL_HD bool tree_coopt(const FlatTree& x, const FlatTree& y, const Costs& c, co
   return true;
 }
 
+// P (or an expected alignment) from the postorder layout acc (row stride
+// n + 1; row 0 insertions, column 0 deletions) into the costs' preorder
+// layout p (row stride `stride`; column n deletions, row m insertions).
+template <typename scalar_t>
+BEDL_HD void store_tree_p(const int64_t* x_pre, const int64_t* y_pre, int64_t m, int64_t n, const double* acc,
+                          scalar_t* p, int64_t stride) {
+  const int64_t w = n + 1;
+  for (int64_t i = 1; i <= m; ++i) {
+    scalar_t* row = p + x_pre[i] * stride;
+    row[n] = static_cast<scalar_t>(acc[i * w]);
+    for (int64_t j = 1; j <= n; ++j) row[y_pre[j]] = static_cast<scalar_t>(acc[i * w + j]);
+  }
+  for (int64_t j = 1; j <= n; ++j) p[m * stride + y_pre[j]] = static_cast<scalar_t>(acc[j]);
+}
+
 }  // namespace ted
 }  // namespace bedl

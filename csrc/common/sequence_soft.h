@@ -14,6 +14,35 @@
 namespace bedl {
 namespace soft {
 
+// A pair's costs (sed::PaddedCostRows or sed::SymbolCostRows, 0-based) in the
+// soft passes' kernel layout ((m+1)(n+1), row stride n + 1): [i][j] replaces
+// x_i by y_j, [i][0] deletes x_i, [0][j] inserts y_j, 1-based.
+template <class Costs>
+BEDL_HD void kernel_layout_costs(const Costs& c, int64_t m, int64_t n, double* cost) {
+  const int64_t w = n + 1;
+  cost[0] = 0.0;
+  for (int64_t j = 1; j <= n; ++j) cost[j] = c.ins(j - 1);
+  for (int64_t i = 1; i <= m; ++i) {
+    const auto row = c.row(i - 1);
+    double* out = cost + i * w;
+    out[0] = row.del();
+    for (int64_t j = 1; j <= n; ++j) out[j] = row.rep(j - 1);
+  }
+}
+
+// An expected alignment from the kernel layout acc back to the costs' padded
+// layout p (row stride `stride`; column n deletions, row m insertions).
+template <typename scalar_t>
+BEDL_HD void store_sequence_p(const double* acc, int64_t m, int64_t n, scalar_t* p, int64_t stride) {
+  const int64_t w = n + 1;
+  for (int64_t j = 1; j <= n; ++j) p[m * stride + j - 1] = static_cast<scalar_t>(acc[j]);
+  for (int64_t i = 1; i <= m; ++i) {
+    scalar_t* row = p + (i - 1) * stride;
+    row[n] = static_cast<scalar_t>(acc[i * w]);
+    for (int64_t j = 1; j <= n; ++j) row[j - 1] = static_cast<scalar_t>(acc[i * w + j]);
+  }
+}
+
 // One pair's arrays in one weight type: weight, in_del, in_other ((m+1)(n+1)
 // each, the kernel layout: row 0 insertions, column 0 deletions), out_any and
 // out_ins (two rows of n + 1 each, zero on entry and left so), p_acc ((m+1)(n+1)).

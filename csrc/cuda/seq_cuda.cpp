@@ -64,38 +64,62 @@ void run_sequences(const Pairs& pairs, const Extents& ext, bool need_coopt, doub
                                                        rel_tol, dp_, pp, rows, cols, sp, stream));
 }
 
+// A padded batch of sequence pairs on CUDA, checked as the CPU kernels check
+// it (check_param: the operator's own parameter, after the index tensors): the
+// costs, the lengths on the host and on the GPU, the extents.
+struct PaddedSequenceBatch {
+  at::Tensor costs, xl, yl, xl_d, yl_d;
+  int64_t batch, rows, cols;
+  Extents ext;
+
+  template <class CheckParam>
+  PaddedSequenceBatch(const at::Tensor& costs_in, const at::Tensor& x_len_in, const at::Tensor& y_len_in,
+                      const CheckParam& check_param) {
+    gpu::check_cuda_costs(costs_in, "costs", 3, "(batch, |x|+1, |y|+1)");
+    costs = costs_in.contiguous();
+    batch = costs.size(0);
+    rows = costs.size(1);
+    cols = costs.size(2);
+    const at::Tensor x_len = gpu::on_host(x_len_in), y_len = gpu::on_host(y_len_in);
+    dp::check_index(x_len, "x_len", batch);
+    dp::check_index(y_len, "y_len", batch);
+    check_param();
+    xl = x_len.contiguous();
+    yl = y_len.contiguous();
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t m = xl.data_ptr<int64_t>()[b], n = yl.data_ptr<int64_t>()[b];
+      BEDL_CHECK_VALUE(m >= 0 && m + 1 <= rows, "x_len[", b, "] = ", m, " does not fit costs of shape ",
+                       costs.sizes());
+      BEDL_CHECK_VALUE(n >= 0 && n + 1 <= cols, "y_len[", b, "] = ", n, " does not fit costs of shape ",
+                       costs.sizes());
+      ext.add(m, n);
+    }
+    xl_d = gpu::on_device(xl, costs.device());
+    yl_d = gpu::on_device(yl, costs.device());
+  }
+  template <typename scalar_t>
+  gpu::PaddedSequencePairs<scalar_t> pairs() const {
+    return {costs.data_ptr<scalar_t>(), rows, cols, xl_d.data_ptr<int64_t>(), yl_d.data_ptr<int64_t>()};
+  }
+};
+
 }  // namespace
 
 std::tuple<at::Tensor, at::Tensor> sed_cuda(const at::Tensor& costs_in, const at::Tensor& x_len_in,
                                             const at::Tensor& y_len_in, bool need_coopt, double rel_tol) {
-  gpu::check_cuda_costs(costs_in, "costs", 3, "(batch, |x|+1, |y|+1)");
-  const c10::cuda::CUDAGuard guard(costs_in.device());
-  const at::Tensor costs = costs_in.contiguous();
-  const int64_t batch = costs.size(0), rows = costs.size(1), cols = costs.size(2);
-  const at::Tensor x_len = gpu::on_host(x_len_in), y_len = gpu::on_host(y_len_in);
-  dp::check_index(x_len, "x_len", batch);
-  dp::check_index(y_len, "y_len", batch);
-  dp::check_rel_tol(rel_tol);
-  const at::Tensor xl = x_len.contiguous(), yl = y_len.contiguous();
-  Extents ext;
-  for (int64_t b = 0; b < batch; ++b) {
-    const int64_t m = xl.data_ptr<int64_t>()[b], n = yl.data_ptr<int64_t>()[b];
-    BEDL_CHECK_VALUE(m >= 0 && m + 1 <= rows, "x_len[", b, "] = ", m, " does not fit costs of shape ", costs.sizes());
-    BEDL_CHECK_VALUE(n >= 0 && n + 1 <= cols, "y_len[", b, "] = ", n, " does not fit costs of shape ", costs.sizes());
-    ext.add(m, n);
-  }
-  at::Tensor d = at::empty({batch}, costs.options());
+  const PaddedSequenceBatch in(costs_in, x_len_in, y_len_in, [&] { dp::check_rel_tol(rel_tol); });
+  const c10::cuda::CUDAGuard guard(in.costs.device());
+  const at::Tensor& costs = in.costs;
+  const Extents& ext = in.ext;
+  at::Tensor d = at::empty({in.batch}, costs.options());
   at::Tensor p = need_coopt ? at::zeros_like(costs) : at::empty({0}, costs.options());
-  at::Tensor status = at::empty({batch}, costs.options().dtype(at::kInt));
-  const at::Tensor xl_d = gpu::on_device(xl, costs.device()), yl_d = gpu::on_device(yl, costs.device());
+  at::Tensor status = at::empty({in.batch}, costs.options().dtype(at::kInt));
   // (P comes back in the costs' layout, as on the CPU: the jobs write it with the costs' row stride.)
   Extents layout = ext;
-  layout.max_m = rows - 1;
-  layout.max_n = cols - 1;
+  layout.max_m = in.rows - 1;
+  layout.max_n = in.cols - 1;
   AT_DISPATCH_FLOATING_TYPES(costs.scalar_type(), "sed_cuda", [&] {
-    const gpu::PaddedSequencePairs<scalar_t> pairs{costs.data_ptr<scalar_t>(), rows, cols,
-                                                   xl_d.data_ptr<int64_t>(), yl_d.data_ptr<int64_t>()};
-    run_sequences<scalar_t>(pairs, layout, need_coopt, rel_tol, d, p, status);
+    run_sequences<scalar_t>(in.pairs<scalar_t>(), layout, need_coopt, rel_tol, d, p, status);
     gpu::raise_statuses<scalar_t>(status, ext, "sequences", rel_tol, [&](int64_t b) {
       return gpu::padded_block_max_abs(costs, b, ext.m[b], ext.n[b]);
     });
@@ -156,34 +180,20 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cuda(const at::Tensor& table_in, 
 
 std::tuple<at::Tensor, at::Tensor> sed_soft_cuda(const at::Tensor& costs_in, const at::Tensor& x_len_in,
                                                  const at::Tensor& y_len_in, double temperature, bool need_grad) {
-  gpu::check_cuda_costs(costs_in, "costs", 3, "(batch, |x|+1, |y|+1)");
-  const c10::cuda::CUDAGuard guard(costs_in.device());
-  const at::Tensor costs = costs_in.contiguous();
-  const int64_t batch = costs.size(0), rows = costs.size(1), cols = costs.size(2);
-  const at::Tensor x_len = gpu::on_host(x_len_in), y_len = gpu::on_host(y_len_in);
-  dp::check_index(x_len, "x_len", batch);
-  dp::check_index(y_len, "y_len", batch);
-  soft::check_temperature(temperature);
-  const at::Tensor xl = x_len.contiguous(), yl = y_len.contiguous();
-  Extents ext;
-  for (int64_t b = 0; b < batch; ++b) {
-    const int64_t m = xl.data_ptr<int64_t>()[b], n = yl.data_ptr<int64_t>()[b];
-    BEDL_CHECK_VALUE(m >= 0 && m + 1 <= rows, "x_len[", b, "] = ", m, " does not fit costs of shape ", costs.sizes());
-    BEDL_CHECK_VALUE(n >= 0 && n + 1 <= cols, "y_len[", b, "] = ", n, " does not fit costs of shape ", costs.sizes());
-    ext.add(m, n);
-  }
-  at::Tensor d = at::empty({batch}, costs.options());
+  const PaddedSequenceBatch in(costs_in, x_len_in, y_len_in, [&] { soft::check_temperature(temperature); });
+  const c10::cuda::CUDAGuard guard(in.costs.device());
+  const at::Tensor& costs = in.costs;
+  const Extents& ext = in.ext;
+  at::Tensor d = at::empty({in.batch}, costs.options());
   at::Tensor p = need_grad ? at::zeros_like(costs) : at::empty({0}, costs.options());
-  at::Tensor status = at::empty({batch}, costs.options().dtype(at::kInt));
-  const at::Tensor xl_d = gpu::on_device(xl, costs.device()), yl_d = gpu::on_device(yl, costs.device());
+  at::Tensor status = at::empty({in.batch}, costs.options().dtype(at::kInt));
   const int64_t per = gpu::sequence_soft_workspace_bytes(ext.max_m, ext.max_n);
-  const int64_t threads = gpu::launch_threads(batch, per);
+  const int64_t threads = gpu::launch_threads(in.batch, per);
   const at::Tensor ws = at::empty({threads * per}, costs.options().dtype(at::kByte));
   AT_DISPATCH_FLOATING_TYPES(costs.scalar_type(), "sed_soft_cuda", [&] {
-    const gpu::PaddedSequencePairs<scalar_t> pairs{costs.data_ptr<scalar_t>(), rows, cols,
-                                                   xl_d.data_ptr<int64_t>(), yl_d.data_ptr<int64_t>()};
-    C10_CUDA_CHECK(gpu::launch_sequence_soft(pairs, batch, threads, static_cast<char*>(ws.data_ptr()), ext.max_m,
-                                             ext.max_n, temperature, need_grad, d.data_ptr<scalar_t>(),
+    C10_CUDA_CHECK(gpu::launch_sequence_soft(in.pairs<scalar_t>(), in.batch, threads,
+                                             static_cast<char*>(ws.data_ptr()), ext.max_m, ext.max_n, temperature,
+                                             need_grad, d.data_ptr<scalar_t>(),
                                              need_grad ? p.data_ptr<scalar_t>() : nullptr,
                                              status.data_ptr<int32_t>(), at::cuda::getCurrentCUDAStream()));
     gpu::raise_soft_statuses<scalar_t>(status, ext, temperature, [&](int64_t b) {

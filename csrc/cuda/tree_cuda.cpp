@@ -5,6 +5,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include <memory>
 #include <tuple>
 
 #include "../cpu/inputs.h"
@@ -95,46 +96,73 @@ void run_trees(const Pairs& pairs, const gpu::Extents& ext, bool need_coopt, dou
       rel_tol, d.data_ptr<scalar_t>(), p.data_ptr<scalar_t>(), rows, cols, status.data_ptr<int32_t>(), stream));
 }
 
+// A padded batch of tree pairs on CUDA, checked as the CPU kernels check it
+// (check_param: the operator's own parameter, after the index tensors): the
+// costs, the indexed trees, the pairs, their extents and flat trees on the GPU.
+struct PaddedTreeBatch {
+  at::Tensor costs, px, py;
+  int64_t batch, rows, cols;
+  ted::IndexedTrees trees;
+  gpu::Extents ext;
+  std::unique_ptr<DeviceTrees> flat;
+
+  template <class CheckParam>
+  PaddedTreeBatch(const at::Tensor& costs_in, const at::Tensor& x_sizes_in, const at::Tensor& x_ptr_in,
+                  const at::Tensor& y_sizes_in, const at::Tensor& y_ptr_in, const at::Tensor& pair_x_in,
+                  const at::Tensor& pair_y_in, const CheckParam& check_param) {
+    gpu::check_cuda_costs(costs_in, "costs", 3, "(batch, max nodes of x + 1, max nodes of y + 1)");
+    const at::Tensor x_sizes = gpu::on_host(x_sizes_in), x_ptr = gpu::on_host(x_ptr_in);
+    const at::Tensor y_sizes = gpu::on_host(y_sizes_in), y_ptr = gpu::on_host(y_ptr_in);
+    const at::Tensor pair_x = gpu::on_host(pair_x_in), pair_y = gpu::on_host(pair_y_in);
+    costs = costs_in.contiguous();
+    batch = costs.size(0);
+    rows = costs.size(1);
+    cols = costs.size(2);
+    dp::check_index(x_sizes, "x_sizes", -1);
+    dp::check_index(y_sizes, "y_sizes", -1);
+    dp::check_index(x_ptr, "x_ptr", -1);
+    dp::check_index(y_ptr, "y_ptr", -1);
+    dp::check_index(pair_x, "pair_x", batch);
+    dp::check_index(pair_y, "pair_y", batch);
+    check_param();
+    trees = ted::index_both(x_sizes, x_ptr, y_sizes, y_ptr);
+    px = pair_x.contiguous();
+    py = pair_y.contiguous();
+    ted::check_pairs(trees.xs, trees.ys(), px.data_ptr<int64_t>(), py.data_ptr<int64_t>(), batch);
+    ext = tree_extents(trees, px, py);
+    for (int64_t b = 0; b < batch; ++b) {
+      BEDL_CHECK_VALUE(ext.m[b] + 1 <= rows && ext.n[b] + 1 <= cols, "pair ", b, " has trees of ", ext.m[b],
+                       " and ", ext.n[b], " nodes, which do not fit costs of shape ", costs.sizes());
+    }
+    flat = std::make_unique<DeviceTrees>(trees, px, py, costs.device());
+  }
+  template <typename scalar_t>
+  gpu::PaddedTreePairs<scalar_t> pairs() const {
+    gpu::PaddedTreePairs<scalar_t> out;
+    static_cast<gpu::TreePairs&>(out) = flat->pairs();
+    out.costs = costs.data_ptr<scalar_t>();
+    out.rows = rows;
+    out.cols = cols;
+    return out;
+  }
+};
+
 }  // namespace
 
 std::tuple<at::Tensor, at::Tensor> ted_cuda(const at::Tensor& costs_in, const at::Tensor& x_sizes_in,
                                             const at::Tensor& x_ptr_in, const at::Tensor& y_sizes_in,
                                             const at::Tensor& y_ptr_in, const at::Tensor& pair_x_in,
                                             const at::Tensor& pair_y_in, bool need_coopt, double rel_tol) {
-  gpu::check_cuda_costs(costs_in, "costs", 3, "(batch, max nodes of x + 1, max nodes of y + 1)");
-  const c10::cuda::CUDAGuard guard(costs_in.device());
-  const at::Device device = costs_in.device();
-  const at::Tensor x_sizes = gpu::on_host(x_sizes_in), x_ptr = gpu::on_host(x_ptr_in);
-  const at::Tensor y_sizes = gpu::on_host(y_sizes_in), y_ptr = gpu::on_host(y_ptr_in);
-  const at::Tensor pair_x = gpu::on_host(pair_x_in), pair_y = gpu::on_host(pair_y_in);
-  const at::Tensor costs = costs_in.contiguous();
-  const int64_t batch = costs.size(0), rows = costs.size(1), cols = costs.size(2);
-  dp::check_index(x_sizes, "x_sizes", -1);
-  dp::check_index(y_sizes, "y_sizes", -1);
-  dp::check_index(x_ptr, "x_ptr", -1);
-  dp::check_index(y_ptr, "y_ptr", -1);
-  dp::check_index(pair_x, "pair_x", batch);
-  dp::check_index(pair_y, "pair_y", batch);
-  dp::check_rel_tol(rel_tol);
-  const ted::IndexedTrees trees = ted::index_both(x_sizes, x_ptr, y_sizes, y_ptr);
-  const at::Tensor px = pair_x.contiguous(), py = pair_y.contiguous();
-  ted::check_pairs(trees.xs, trees.ys(), px.data_ptr<int64_t>(), py.data_ptr<int64_t>(), batch);
-  const gpu::Extents ext = tree_extents(trees, px, py);
-  for (int64_t b = 0; b < batch; ++b) {
-    BEDL_CHECK_VALUE(ext.m[b] + 1 <= rows && ext.n[b] + 1 <= cols, "pair ", b, " has trees of ", ext.m[b], " and ",
-                     ext.n[b], " nodes, which do not fit costs of shape ", costs.sizes());
-  }
-  const DeviceTrees flat(trees, px, py, device);
-  at::Tensor d = at::empty({batch}, costs.options());
+  const PaddedTreeBatch in(costs_in, x_sizes_in, x_ptr_in, y_sizes_in, y_ptr_in, pair_x_in, pair_y_in,
+                           [&] { dp::check_rel_tol(rel_tol); });
+  const c10::cuda::CUDAGuard guard(in.costs.device());
+  const at::Tensor& costs = in.costs;
+  const gpu::Extents& ext = in.ext;
+  at::Tensor d = at::empty({in.batch}, costs.options());
   at::Tensor p = need_coopt ? at::zeros_like(costs) : at::empty({0}, costs.options());
-  at::Tensor status = at::empty({batch}, costs.options().dtype(at::kInt));
+  at::Tensor status = at::empty({in.batch}, costs.options().dtype(at::kInt));
   AT_DISPATCH_FLOATING_TYPES(costs.scalar_type(), "ted_cuda", [&] {
-    gpu::PaddedTreePairs<scalar_t> pairs;
-    static_cast<gpu::TreePairs&>(pairs) = flat.pairs();
-    pairs.costs = costs.data_ptr<scalar_t>();
-    pairs.rows = rows;
-    pairs.cols = cols;
-    run_trees<scalar_t>(pairs, ext, need_coopt, rel_tol, d, p, status);
+    run_trees<scalar_t>(in.pairs<scalar_t>(), ext, need_coopt, rel_tol, d, p, status);
     gpu::raise_statuses<scalar_t>(status, ext, "trees", rel_tol, [&](int64_t b) {
       return gpu::padded_block_max_abs(costs, b, ext.m[b], ext.n[b]);
     });
@@ -197,44 +225,20 @@ std::tuple<at::Tensor, at::Tensor> ted_soft_cuda(const at::Tensor& costs_in, con
                                                  const at::Tensor& x_ptr_in, const at::Tensor& y_sizes_in,
                                                  const at::Tensor& y_ptr_in, const at::Tensor& pair_x_in,
                                                  const at::Tensor& pair_y_in, double temperature, bool need_grad) {
-  gpu::check_cuda_costs(costs_in, "costs", 3, "(batch, max nodes of x + 1, max nodes of y + 1)");
-  const c10::cuda::CUDAGuard guard(costs_in.device());
-  const at::Device device = costs_in.device();
-  const at::Tensor x_sizes = gpu::on_host(x_sizes_in), x_ptr = gpu::on_host(x_ptr_in);
-  const at::Tensor y_sizes = gpu::on_host(y_sizes_in), y_ptr = gpu::on_host(y_ptr_in);
-  const at::Tensor pair_x = gpu::on_host(pair_x_in), pair_y = gpu::on_host(pair_y_in);
-  const at::Tensor costs = costs_in.contiguous();
-  const int64_t batch = costs.size(0), rows = costs.size(1), cols = costs.size(2);
-  dp::check_index(x_sizes, "x_sizes", -1);
-  dp::check_index(y_sizes, "y_sizes", -1);
-  dp::check_index(x_ptr, "x_ptr", -1);
-  dp::check_index(y_ptr, "y_ptr", -1);
-  dp::check_index(pair_x, "pair_x", batch);
-  dp::check_index(pair_y, "pair_y", batch);
-  soft::check_temperature(temperature);
-  const ted::IndexedTrees trees = ted::index_both(x_sizes, x_ptr, y_sizes, y_ptr);
-  const at::Tensor px = pair_x.contiguous(), py = pair_y.contiguous();
-  ted::check_pairs(trees.xs, trees.ys(), px.data_ptr<int64_t>(), py.data_ptr<int64_t>(), batch);
-  const gpu::Extents ext = tree_extents(trees, px, py);
-  for (int64_t b = 0; b < batch; ++b) {
-    BEDL_CHECK_VALUE(ext.m[b] + 1 <= rows && ext.n[b] + 1 <= cols, "pair ", b, " has trees of ", ext.m[b], " and ",
-                     ext.n[b], " nodes, which do not fit costs of shape ", costs.sizes());
-  }
-  const DeviceTrees flat(trees, px, py, device);
-  at::Tensor d = at::empty({batch}, costs.options());
+  const PaddedTreeBatch in(costs_in, x_sizes_in, x_ptr_in, y_sizes_in, y_ptr_in, pair_x_in, pair_y_in,
+                           [&] { soft::check_temperature(temperature); });
+  const c10::cuda::CUDAGuard guard(in.costs.device());
+  const at::Tensor& costs = in.costs;
+  const gpu::Extents& ext = in.ext;
+  at::Tensor d = at::empty({in.batch}, costs.options());
   at::Tensor p = need_grad ? at::zeros_like(costs) : at::empty({0}, costs.options());
-  at::Tensor status = at::empty({batch}, costs.options().dtype(at::kInt));
+  at::Tensor status = at::empty({in.batch}, costs.options().dtype(at::kInt));
   const int64_t per = gpu::tree_soft_workspace_bytes(ext.max_m, ext.max_n);
-  const int64_t threads = gpu::launch_threads(batch, per);
+  const int64_t threads = gpu::launch_threads(in.batch, per);
   const at::Tensor ws = at::empty({threads * per}, costs.options().dtype(at::kByte));
   AT_DISPATCH_FLOATING_TYPES(costs.scalar_type(), "ted_soft_cuda", [&] {
-    gpu::PaddedTreePairs<scalar_t> pairs;
-    static_cast<gpu::TreePairs&>(pairs) = flat.pairs();
-    pairs.costs = costs.data_ptr<scalar_t>();
-    pairs.rows = rows;
-    pairs.cols = cols;
-    C10_CUDA_CHECK(gpu::launch_tree_soft(pairs, batch, threads, static_cast<char*>(ws.data_ptr()), ext.max_m,
-                                         ext.max_n, temperature, need_grad, d.data_ptr<scalar_t>(),
+    C10_CUDA_CHECK(gpu::launch_tree_soft(in.pairs<scalar_t>(), in.batch, threads, static_cast<char*>(ws.data_ptr()),
+                                         ext.max_m, ext.max_n, temperature, need_grad, d.data_ptr<scalar_t>(),
                                          need_grad ? p.data_ptr<scalar_t>() : nullptr, status.data_ptr<int32_t>(),
                                          at::cuda::getCurrentCUDAStream()));
     gpu::raise_soft_statuses<scalar_t>(status, ext, temperature, [&](int64_t b) {

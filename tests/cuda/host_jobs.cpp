@@ -56,6 +56,26 @@ struct Args {
   int64_t threads = 1, batch = 0, rows = 1, cols = 1, max_m = 0, max_n = 0, S = 0;
 };
 
+// A P launch as the CUDA glue runs it: every thread with counts as doubles,
+// then every thread over the pairs whose counts overflowed, with exponents.
+// job(Count{}, order, count, thread, workspace); bytes(Count{}): per thread.
+template <class Job, class Bytes>
+void run_counted(const Args& a, const std::vector<int32_t>& status, const Job& job, const Bytes& bytes) {
+  using namespace bedl;
+  auto launch = [&](auto count_type, const int64_t* order, int64_t count) {
+    const int64_t per = bytes(count_type);
+    std::vector<char> ws(a.threads * per + 16);
+    char* base = ws.data() + (16 - reinterpret_cast<uintptr_t>(ws.data()) % 16) % 16;
+    for (int64_t t = 0; t < a.threads; ++t) job(count_type, order, count, t, base + t * per);
+  };
+  launch(dp::FastCount{}, nullptr, a.batch);
+  std::vector<int64_t> again;
+  for (int64_t b = 0; b < a.batch; ++b) {
+    if (status[b] == gpu::kPairCountsOverflow) again.push_back(b);
+  }
+  launch(dp::Count{}, again.data(), static_cast<int64_t>(again.size()));
+}
+
 // Every thread of a launch, in turn (their pairs are disjoint, so the order is immaterial).
 template <typename scalar_t, class Pairs>
 void run(const Args& a, const Pairs& pairs) {
@@ -71,26 +91,11 @@ void run(const Args& a, const Pairs& pairs) {
     }
   } else {
     p.assign(a.batch * a.rows * a.cols, scalar_t(0));
-    const int64_t fast_per = gpu::coopt_workspace_bytes<dp::FastCount>(a.max_m, a.max_n);
-    std::vector<char> ws(a.threads * fast_per + 16);
-    char* base = ws.data() + (16 - reinterpret_cast<uintptr_t>(ws.data()) % 16) % 16;
-    for (int64_t t = 0; t < a.threads; ++t) {
-      gpu::sequence_coopt_thread<dp::FastCount>(pairs, nullptr, a.batch, t, a.threads, base + t * fast_per, a.max_m,
-                                                a.max_n, a.rel_tol, d.data(), p.data(), a.rows, a.cols,
-                                                status.data());
-    }
-    std::vector<int64_t> again;
-    for (int64_t b = 0; b < a.batch; ++b) {
-      if (status[b] == gpu::kPairCountsOverflow) again.push_back(b);
-    }
-    const int64_t exact_per = gpu::coopt_workspace_bytes<dp::Count>(a.max_m, a.max_n);
-    std::vector<char> ws2(a.threads * exact_per + 16);
-    char* base2 = ws2.data() + (16 - reinterpret_cast<uintptr_t>(ws2.data()) % 16) % 16;
-    for (int64_t t = 0; t < a.threads; ++t) {
-      gpu::sequence_coopt_thread<dp::Count>(pairs, again.data(), static_cast<int64_t>(again.size()), t, a.threads,
-                                            base2 + t * exact_per, a.max_m, a.max_n, a.rel_tol, d.data(), p.data(),
-                                            a.rows, a.cols, status.data());
-    }
+    run_counted(a, status, [&](auto count_type, const int64_t* order, int64_t count, int64_t t, char* ws) {
+      using Count = decltype(count_type);
+      gpu::sequence_coopt_thread<Count>(pairs, order, count, t, a.threads, ws, a.max_m, a.max_n, a.rel_tol,
+                                        d.data(), p.data(), a.rows, a.cols, status.data());
+    }, [&](auto count_type) { return gpu::coopt_workspace_bytes<decltype(count_type)>(a.max_m, a.max_n); });
     save("p", p);
   }
   save("d", d);
@@ -127,25 +132,11 @@ void run_trees(const Args& a, const Pairs& pairs) {
     }
   } else {
     p.assign(a.batch * a.rows * a.cols, scalar_t(0));
-    const int64_t fast_per = gpu::tree_coopt_workspace_bytes<dp::FastCount>(a.max_m, a.max_n);
-    std::vector<char> ws(a.threads * fast_per + 16);
-    char* base = ws.data() + (16 - reinterpret_cast<uintptr_t>(ws.data()) % 16) % 16;
-    for (int64_t t = 0; t < a.threads; ++t) {
-      gpu::tree_coopt_thread<dp::FastCount>(pairs, nullptr, a.batch, t, a.threads, base + t * fast_per, a.max_m,
-                                            a.max_n, a.rel_tol, d.data(), p.data(), a.rows, a.cols, status.data());
-    }
-    std::vector<int64_t> again;
-    for (int64_t b = 0; b < a.batch; ++b) {
-      if (status[b] == gpu::kPairCountsOverflow) again.push_back(b);
-    }
-    const int64_t exact_per = gpu::tree_coopt_workspace_bytes<dp::Count>(a.max_m, a.max_n);
-    std::vector<char> ws2(a.threads * exact_per + 16);
-    char* base2 = ws2.data() + (16 - reinterpret_cast<uintptr_t>(ws2.data()) % 16) % 16;
-    for (int64_t t = 0; t < a.threads; ++t) {
-      gpu::tree_coopt_thread<dp::Count>(pairs, again.data(), static_cast<int64_t>(again.size()), t, a.threads,
-                                        base2 + t * exact_per, a.max_m, a.max_n, a.rel_tol, d.data(), p.data(),
-                                        a.rows, a.cols, status.data());
-    }
+    run_counted(a, status, [&](auto count_type, const int64_t* order, int64_t count, int64_t t, char* ws) {
+      using Count = decltype(count_type);
+      gpu::tree_coopt_thread<Count>(pairs, order, count, t, a.threads, ws, a.max_m, a.max_n, a.rel_tol, d.data(),
+                                    p.data(), a.rows, a.cols, status.data());
+    }, [&](auto count_type) { return gpu::tree_coopt_workspace_bytes<decltype(count_type)>(a.max_m, a.max_n); });
     save("p", p);
   }
   save("d", d);

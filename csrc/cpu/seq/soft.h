@@ -27,20 +27,11 @@ struct SedSoftWorkspace {
 };
 
 // A pair's padded costs (row stride `stride`: rows < m replace or delete x_i,
-// row m inserts) into the kernel layout: [i][j] replaces x_i by y_j, [i][0]
-// deletes x_i, [0][j] inserts y_j, 1-based.
+// row m inserts) into the kernel layout (common/sequence_soft.h).
 template <typename scalar_t>
 void fill_sequence_costs(const scalar_t* c, int64_t m, int64_t n, int64_t stride, std::vector<double>& cost) {
-  const int64_t w = n + 1;
-  cost.resize((m + 1) * w);
-  cost[0] = 0.0;
-  for (int64_t j = 1; j <= n; ++j) cost[j] = static_cast<double>(c[m * stride + j - 1]);
-  for (int64_t i = 1; i <= m; ++i) {
-    const scalar_t* row = c + (i - 1) * stride;
-    double* out = cost.data() + i * w;
-    out[0] = static_cast<double>(row[n]);
-    for (int64_t j = 1; j <= n; ++j) out[j] = static_cast<double>(row[j - 1]);
-  }
+  cost.resize((m + 1) * (n + 1));
+  kernel_layout_costs(sed::PaddedCostRows<scalar_t>{c, stride, m, n}, m, n, cost.data());
 }
 
 // Inside (and with need_grad outside, P in ws.p_acc) in one weight type for

@@ -33,19 +33,10 @@ std::tuple<at::Tensor, at::Tensor> sed_soft_cpu(const at::Tensor& costs_in, cons
     }
     dp::for_each_pair<soft::SedSoftWorkspace>(batch, rows * cols, [&](int64_t b, soft::SedSoftWorkspace& ws) {
       const int64_t off = b * rows * cols;
-      const int64_t m = xl_p[b], n = yl_p[b], w = n + 1;
+      const int64_t m = xl_p[b], n = yl_p[b];
       soft::fill_sequence_costs(c + off, m, n, cols, ws.cost);
       d[b] = static_cast<scalar_t>(soft::sed_soft_solve(m, n, temperature, need_grad, ws));
-      if (!need_grad) return;
-      // P from the kernel layout back to the padded one.
-      const double* acc = ws.p_acc.data();
-      scalar_t* pb = p + off;
-      for (int64_t j = 1; j <= n; ++j) pb[m * cols + j - 1] = static_cast<scalar_t>(acc[j]);
-      for (int64_t i = 1; i <= m; ++i) {
-        scalar_t* row = pb + (i - 1) * cols;
-        row[n] = static_cast<scalar_t>(acc[i * w]);
-        for (int64_t j = 1; j <= n; ++j) row[j - 1] = static_cast<scalar_t>(acc[i * w + j]);
-      }
+      if (need_grad) soft::store_sequence_p(ws.p_acc.data(), m, n, p + off, cols);
     });
   });
   return {dist, grad};

@@ -23,6 +23,7 @@
 #include <limits>
 #include <vector>
 
+#include "../../common/forest_coopt.h"
 #include "../check.h"
 #include "outside.h"
 #include "stores.h"
@@ -272,14 +273,7 @@ inline double ted_solve(const TreeIndex& x, const TreeIndex& y, bool need_coopt,
 // P from ws.p_acc back to preorder and the padded cost layout.
 template <typename scalar_t>
 void write_coopt(const TreeIndex& x, const TreeIndex& y, const TedWorkspace& ws, scalar_t* p, int64_t stride) {
-  const int64_t m = x.n, n = y.n, w = n + 1;
-  const double* acc = ws.p_acc.data();
-  for (int64_t i = 1; i <= m; ++i) {
-    scalar_t* row = p + x.pre_of_post[i] * stride;
-    row[n] = static_cast<scalar_t>(acc[i * w]);
-    for (int64_t j = 1; j <= n; ++j) row[y.pre_of_post[j]] = static_cast<scalar_t>(acc[i * w + j]);
-  }
-  for (int64_t j = 1; j <= n; ++j) p[m * stride + y.pre_of_post[j]] = static_cast<scalar_t>(acc[j]);
+  store_tree_p(x.pre_of_post.data(), y.pre_of_post.data(), x.n, y.n, ws.p_acc.data(), p, stride);
 }
 
 }  // namespace ted

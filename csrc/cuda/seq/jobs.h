@@ -88,35 +88,41 @@ BEDL_HD void sequence_distances_thread(const Pairs& pairs, int64_t batch, int64_
   }
 }
 
+// Carves a workspace into 16-byte aligned arrays.
+struct Carver {
+  char* at;
+  template <typename T>
+  BEDL_HD T* take(int64_t count) {
+    T* out = reinterpret_cast<T*>(at);
+    at += (count * static_cast<int64_t>(sizeof(T)) + 15) / 16 * 16;
+    return out;
+  }
+  BEDL_HD static int64_t bytes(int64_t count, int64_t size) { return (count * size + 15) / 16 * 16; }
+};
+
 // One thread's buffers for the counting passes of pairs up to (max_m, max_n),
 // carved from `bytes` (coopt_workspace_bytes of them, 16-byte aligned).
 template <typename Count>
 BEDL_HD sed::SequenceCounts<Count> coopt_buffers(char* bytes, int64_t max_m, int64_t max_n) {
   const int64_t w = max_n + 1, cells = (max_m + 1) * w;
+  Carver c{bytes};
   sed::SequenceCounts<Count> buf;
-  char* at = bytes;
-  auto take = [&](int64_t size) {
-    char* out = at;
-    at += (size + 15) / 16 * 16;
-    return out;
-  };
-  buf.in_del = reinterpret_cast<Count*>(take(cells * static_cast<int64_t>(sizeof(Count))));
-  buf.in_other = reinterpret_cast<Count*>(take(cells * static_cast<int64_t>(sizeof(Count))));
-  buf.out_any = reinterpret_cast<Count*>(take(2 * w * static_cast<int64_t>(sizeof(Count))));
-  buf.out_ins = reinterpret_cast<Count*>(take(2 * w * static_cast<int64_t>(sizeof(Count))));
-  buf.p_acc = reinterpret_cast<double*>(take(cells * 8));
-  buf.prev = reinterpret_cast<double*>(take(w * 8));
-  buf.cur = reinterpret_cast<double*>(take(w * 8));
-  buf.coopt = reinterpret_cast<uint8_t*>(take(cells));
+  buf.in_del = c.take<Count>(cells);
+  buf.in_other = c.take<Count>(cells);
+  buf.out_any = c.take<Count>(2 * w);
+  buf.out_ins = c.take<Count>(2 * w);
+  buf.p_acc = c.take<double>(cells);
+  buf.prev = c.take<double>(w);
+  buf.cur = c.take<double>(w);
+  buf.coopt = c.take<uint8_t>(cells);
   return buf;
 }
 
 template <typename Count>
 BEDL_HD int64_t coopt_workspace_bytes(int64_t max_m, int64_t max_n) {
-  const int64_t w = max_n + 1, cells = (max_m + 1) * w;
-  auto round = [](int64_t size) { return (size + 15) / 16 * 16; };
-  const int64_t count = static_cast<int64_t>(sizeof(Count));
-  return 2 * round(cells * count) + 2 * round(2 * w * count) + round(cells * 8) + 2 * round(w * 8) + round(cells);
+  const int64_t w = max_n + 1, cells = (max_m + 1) * w, count = sizeof(Count);
+  return 2 * Carver::bytes(cells, count) + 2 * Carver::bytes(2 * w, count) + Carver::bytes(cells, 8) +
+         2 * Carver::bytes(w, 8) + Carver::bytes(cells, 1);
 }
 
 // Thread `thread` of `threads`: the distances and P of the pairs listed in
@@ -158,18 +164,6 @@ BEDL_HD void sequence_coopt_thread(const Pairs& pairs, const int64_t* order, int
     }
   }
 }
-
-// Carves a workspace into 16-byte aligned arrays.
-struct Carver {
-  char* at;
-  template <typename T>
-  BEDL_HD T* take(int64_t count) {
-    T* out = reinterpret_cast<T*>(at);
-    at += (count * static_cast<int64_t>(sizeof(T)) + 15) / 16 * 16;
-    return out;
-  }
-  BEDL_HD static int64_t bytes(int64_t count, int64_t size) { return (count * size + 15) / 16 * 16; }
-};
 
 // Whether the soft passes take a pair of `nodes` nodes whose largest absolute
 // cost is max_abs at this temperature (the CPU's soft::check_soft_range).
@@ -221,7 +215,7 @@ BEDL_HD void sequence_soft_thread(const PaddedSequencePairs<scalar_t>& pairs, in
   double* column_min = c.take<double>(w_max);
   char* weights = c.at;
   for (int64_t b = thread; b < batch; b += threads) {
-    const int64_t m = pairs.m(b), n = pairs.n(b), w = n + 1;
+    const int64_t m = pairs.m(b), n = pairs.n(b);
     const auto costs = pairs.costs_of(b);
     const double scale = sed::sequence_cost_scale(costs, m, n);
     int32_t s = cost_status<scalar_t>(scale, m, n);
@@ -232,14 +226,7 @@ BEDL_HD void sequence_soft_thread(const PaddedSequencePairs<scalar_t>& pairs, in
       d[b] = static_cast<scalar_t>(0.0);
       continue;
     }
-    // the kernel layout: [i][j] replaces x_i by y_j, [i][0] deletes x_i, [0][j] inserts y_j
-    cost[0] = 0.0;
-    for (int64_t j = 1; j <= n; ++j) cost[j] = costs.ins(j - 1);
-    for (int64_t i = 1; i <= m; ++i) {
-      const auto row = costs.row(i - 1);
-      cost[i * w] = row.del();
-      for (int64_t j = 1; j <= n; ++j) cost[i * w + j] = row.rep(j - 1);
-    }
+    soft::kernel_layout_costs(costs, m, n, cost);
     const double shift = soft::reduce_costs(cost, m, n, reduced, column_min);
     double log_total = 0.0;
     if (m + n > soft::kFastNodes ||
@@ -248,15 +235,7 @@ BEDL_HD void sequence_soft_thread(const PaddedSequencePairs<scalar_t>& pairs, in
       sequence_soft_in<soft::WideWeight>(weights, reduced, m, n, temperature, need_grad, p_acc, &log_total);
     }
     d[b] = static_cast<scalar_t>(shift - temperature * log_total);
-    if (!need_grad) continue;
-    scalar_t* pb = p + b * pairs.rows * pairs.cols;
-    const int64_t cols = pairs.cols;
-    for (int64_t j = 1; j <= n; ++j) pb[m * cols + j - 1] = static_cast<scalar_t>(p_acc[j]);
-    for (int64_t i = 1; i <= m; ++i) {
-      scalar_t* row = pb + (i - 1) * cols;
-      row[n] = static_cast<scalar_t>(p_acc[i * w]);
-      for (int64_t j = 1; j <= n; ++j) row[j - 1] = static_cast<scalar_t>(p_acc[i * w + j]);
-    }
+    if (need_grad) soft::store_sequence_p(p_acc, m, n, p + b * pairs.rows * pairs.cols, pairs.cols);
   }
 }
 

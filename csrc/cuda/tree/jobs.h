@@ -94,34 +94,28 @@ BEDL_HD void tree_distances_thread(const Pairs& pairs, int64_t batch, int64_t th
 // `bytes` (tree_coopt_workspace_bytes of them, 16-byte aligned).
 template <typename Count>
 BEDL_HD ted::TreeCooptBuffers<Count> tree_coopt_buffers(char* bytes, int64_t max_m, int64_t max_n) {
-  const int64_t cells = (max_m + 1) * (max_n + 1), count = static_cast<int64_t>(sizeof(Count));
-  char* at = bytes;
-  auto take = [&](int64_t size) {
-    char* out = at;
-    at += (size + 15) / 16 * 16;
-    return out;
-  };
+  const int64_t cells = (max_m + 1) * (max_n + 1);
+  Carver c{bytes};
   ted::TreeCooptBuffers<Count> buf;
-  buf.fd = reinterpret_cast<double*>(take(cells * 8));
-  buf.tdm = reinterpret_cast<double*>(take(cells * 8));
-  buf.p_acc = reinterpret_cast<double*>(take(cells * 8));
-  buf.total = reinterpret_cast<Count*>(take(cells * count));
-  buf.other = reinterpret_cast<Count*>(take(cells * count));
-  buf.tdm_count = reinterpret_cast<Count*>(take(cells * count));
-  buf.out_any = reinterpret_cast<Count*>(take(cells * count));
-  buf.out_ins = reinterpret_cast<Count*>(take(cells * count));
-  buf.out_tdm = reinterpret_cast<Count*>(take(cells * count));
-  buf.reach_end = reinterpret_cast<int64_t*>(take((max_m + 1) * 8));
-  buf.flags = reinterpret_cast<uint8_t*>(take(cells));
+  buf.fd = c.take<double>(cells);
+  buf.tdm = c.take<double>(cells);
+  buf.p_acc = c.take<double>(cells);
+  buf.total = c.take<Count>(cells);
+  buf.other = c.take<Count>(cells);
+  buf.tdm_count = c.take<Count>(cells);
+  buf.out_any = c.take<Count>(cells);
+  buf.out_ins = c.take<Count>(cells);
+  buf.out_tdm = c.take<Count>(cells);
+  buf.reach_end = c.take<int64_t>(max_m + 1);
+  buf.flags = c.take<uint8_t>(cells);
   return buf;
 }
 
 template <typename Count>
 BEDL_HD int64_t tree_coopt_workspace_bytes(int64_t max_m, int64_t max_n) {
   const int64_t cells = (max_m + 1) * (max_n + 1);
-  auto round = [](int64_t size) { return (size + 15) / 16 * 16; };
-  return 3 * round(cells * 8) + 6 * round(cells * static_cast<int64_t>(sizeof(Count))) + round((max_m + 1) * 8) +
-         round(cells);
+  return 3 * Carver::bytes(cells, 8) + 6 * Carver::bytes(cells, sizeof(Count)) + Carver::bytes(max_m + 1, 8) +
+         Carver::bytes(cells, 1);
 }
 
 // Thread `thread` of `threads`: the distances and P of the pairs listed in
@@ -154,14 +148,7 @@ BEDL_HD void tree_coopt_thread(const Pairs& pairs, const int64_t* order, int64_t
     }
     status[b] = kPairOk;
     d[b] = static_cast<scalar_t>(distance);
-    scalar_t* pb = p + b * rows * cols;
-    const int64_t w = y.n + 1;
-    for (int64_t i = 1; i <= x.n; ++i) {
-      scalar_t* row = pb + x.pre_of_post[i] * cols;
-      row[y.n] = static_cast<scalar_t>(buf.p_acc[i * w]);
-      for (int64_t j = 1; j <= y.n; ++j) row[y.pre_of_post[j]] = static_cast<scalar_t>(buf.p_acc[i * w + j]);
-    }
-    for (int64_t j = 1; j <= y.n; ++j) pb[x.n * cols + y.pre_of_post[j]] = static_cast<scalar_t>(buf.p_acc[j]);
+    ted::store_tree_p(x.pre_of_post, y.pre_of_post, x.n, y.n, buf.p_acc, p + b * rows * cols, cols);
   }
 }
 
@@ -241,14 +228,7 @@ BEDL_HD void tree_soft_thread(const PaddedTreePairs<scalar_t>& pairs, int64_t ba
     }
     d[b] = static_cast<scalar_t>(shift - temperature * log_total);
     if (!need_grad) continue;
-    scalar_t* pb = p + b * pairs.rows * pairs.cols;
-    const int64_t cols = pairs.cols;
-    for (int64_t i = 1; i <= m; ++i) {
-      scalar_t* row = pb + x.pre_of_post[i] * cols;
-      row[n] = static_cast<scalar_t>(p_acc[i * w]);
-      for (int64_t j = 1; j <= n; ++j) row[y.pre_of_post[j]] = static_cast<scalar_t>(p_acc[i * w + j]);
-    }
-    for (int64_t j = 1; j <= n; ++j) pb[m * cols + y.pre_of_post[j]] = static_cast<scalar_t>(p_acc[j]);
+    ted::store_tree_p(x.pre_of_post, y.pre_of_post, m, n, p_acc, p + b * pairs.rows * pairs.cols, pairs.cols);
   }
 }
 
