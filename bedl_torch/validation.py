@@ -11,6 +11,7 @@ free to import this module).
 from __future__ import annotations
 
 import itertools
+import weakref
 from typing import Optional
 
 import torch
@@ -79,9 +80,40 @@ def check_cost_tensor(t, name: str = "costs", *, finite: bool = True) -> None:
         return
     # A finite sum proves every entry finite and is cheap; only an overflowing
     # sum of huge finite costs needs the exact check.
+    if _seen_finite(t):
+        return
     c = t.detach()
     if c.numel() and not bool(torch.isfinite(c.sum())) and not bool(torch.isfinite(c).all()):
         raise ValueError(f"{name} must be finite, but contains NaN or inf")
+    _mark_finite(t)
+
+
+# Tensors found finite, by id: (weak reference, version counter then). A cost module's cached
+# table (e.g. UnitCost's) is read once, not at every call; writing into a tensor advances its
+# version counter, so it is read again. (The kernels check every cost they read regardless.)
+_FINITE_SEEN_SIZE = 64
+_finite_seen: dict = {}
+
+
+def _seen_finite(t: torch.Tensor) -> bool:
+    entry = _finite_seen.get(id(t))
+    if entry is None or entry[0]() is not t:
+        return False
+    try:
+        return entry[1] == t._version
+    except RuntimeError:  # inference tensors have no version counter
+        return False
+
+
+def _mark_finite(t: torch.Tensor) -> None:
+    try:
+        version = t._version
+        ref = weakref.ref(t)
+    except (RuntimeError, TypeError):
+        return
+    if len(_finite_seen) >= _FINITE_SEEN_SIZE:
+        _finite_seen.clear()
+    _finite_seen[id(t)] = (ref, version)
 
 
 def check_real_tensor(t, name: str) -> None:

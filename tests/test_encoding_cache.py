@@ -1,6 +1,7 @@
 """The cache of flattened collections (ops.encoding.flat_table): repeated calls on the same
 strings, tuples or trees share one table; collections holding lists never do, so changing a
 list in place is seen; the encodings follow the cost module."""
+import pytest
 import torch
 
 import bedl_torch as bt
@@ -39,3 +40,57 @@ def test_encodings_follow_the_cost_module():
         # (PairBatch flattens its pairs anew)
         expected = bt.PairBatch(X, Y * 2).distances(large).detach().view(2, 1)
         assert torch.equal(bt.pairwise_distances(X, Y, large).detach(), expected)
+
+
+class _CachedTable(bt.UnitCost):
+    """Unit costs whose table is one tensor kept across calls (as UnitCost's own)."""
+
+    def symbol_table(self):
+        if "_kept" not in self.__dict__:
+            self.__dict__["_kept"] = super().symbol_table().clone()
+        return self.__dict__["_kept"]
+
+
+def test_a_kept_table_written_in_place_is_checked_again():
+    X, Y = ["ab", "ba"], ["ab"]
+    cost = _CachedTable(["a", "b"])
+    for _ in range(2):  # the second call finds the table checked and unchanged
+        assert torch.equal(bt.pairwise_distances(X, Y, cost), torch.tensor([[0.0], [2.0]], dtype=torch.float64))
+    table = cost.symbol_table()
+    table[0, 1] = table[1, 0] = 0.25  # a write advances the tensor's version counter
+    assert torch.equal(bt.pairwise_distances(X, Y, cost), torch.tensor([[0.0], [0.5]], dtype=torch.float64))
+    table[0, 1] = float("nan")
+    with pytest.raises(ValueError, match=r"_CachedTable.symbol_table\(\) must be finite"):
+        bt.pairwise_distances(X, Y, cost)
+
+
+def test_a_forward_patched_after_calls_is_used():
+    """The table shortcut is taken only while the class defining it also defines forward; a
+    forward patched onto the class later is seen at the next call."""
+
+    class Patched(bt.UnitCost):
+        pass
+
+    X, Y = ["ab", "ba"], ["ab"]
+    cost = Patched(["a", "b"])
+    assert torch.equal(bt.pairwise_distances(X, Y, cost), torch.tensor([[0.0], [2.0]], dtype=torch.float64))
+
+    def doubled(self, x_idx, y_idx):
+        return 2.0 * bt.UnitCost.forward(self, x_idx, y_idx)
+
+    Patched.forward = doubled
+    assert torch.equal(bt.pairwise_distances(X, Y, cost), torch.tensor([[0.0], [4.0]], dtype=torch.float64))
+
+
+def test_alternating_cost_modules_and_unknown_modes_get_their_own_encodings():
+    X, Y = ["abz", "ba"], ["ab"]
+    small, other = bt.UnitCost(["a", "b"]), bt.UnitCost(["z", "b", "a"])
+    for _ in range(2):
+        # "z" is unknown to small: an error, or the gap with unknown="gap" (whose deletion
+        # costs c(gap, gap) = 0)
+        with pytest.raises(ValueError, match="'z'"):
+            bt.pairwise_distances(X, Y, small)
+        assert torch.equal(bt.pairwise_distances(X, Y, small, unknown="gap"),
+                           torch.tensor([[0.0], [2.0]], dtype=torch.float64))
+        assert torch.equal(bt.pairwise_distances(X, Y, other),
+                           torch.tensor([[1.0], [2.0]], dtype=torch.float64))

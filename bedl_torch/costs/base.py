@@ -9,6 +9,7 @@ the ``forward`` in use), so a subclass that changes ``forward`` alone is never b
 """
 from __future__ import annotations
 
+import functools
 import itertools
 
 from typing import Hashable, Iterable, Optional, Sequence
@@ -25,8 +26,14 @@ def _owns_forward(cost: "SymbolCost", method: str) -> bool:
     """Whether the class that defines ``method`` (a table shortcut) also defines the
     ``forward`` in use; a subclass that changes ``forward`` alone must not be bypassed."""
     cls = type(cost)
+    return _forward_owned(cls, method, cls.forward, getattr(cls, method))
+
+
+@functools.lru_cache(maxsize=256)
+def _forward_owned(cls, method: str, forward, shortcut) -> bool:
+    # (keyed by the class's current forward and shortcut too: patching either asks again)
     owner = next(k for k in cls.__mro__ if method in vars(k))
-    return owner is not SymbolCost and cls.forward is owner.forward
+    return owner is not SymbolCost and forward is owner.forward
 
 
 def subtable_of(cost: "SymbolCost", symbols: torch.Tensor) -> torch.Tensor:

@@ -78,6 +78,7 @@ class FlatTable:
             data = bytearray(b"".join([o.subtree_sizes_bytes() for o in objects]))
             self.sizes = torch.frombuffer(data, dtype=torch.long) if data else torch.zeros(0, dtype=torch.long)
         self._encoded = weakref.WeakKeyDictionary()
+        self._last_codes = None
 
     def __len__(self) -> int:
         return len(self.objects)
@@ -85,15 +86,19 @@ class FlatTable:
     def _codes(self, cost: SymbolCost, unknown: str) -> dict:
         """This table's symbol indices under ``cost`` (cached per cost module, dropped when
         its alphabet grows or is replaced): ``"flat"`` always, ``"padded"`` once asked for."""
-        per_cost = self._encoded.setdefault(cost, {})
         # (the entry keeps the alphabet list, so its id is not reused while cached)
         key = (id(cost.alphabet), len(cost.alphabet), unknown)
+        last = self._last_codes  # the latest answer first: repeated calls ask for the same
+        if last is not None and last[0]() is cost and last[1] == key:
+            return last[2]
+        per_cost = self._encoded.setdefault(cost, {})
         if key not in per_cost:
             # One encode call for the whole table (it names unknown labels).
             flat = cost.encode(list(itertools.chain.from_iterable(map(labels_of, self.objects))),
                                unknown=unknown)
             per_cost.clear()
             per_cost[key] = {"flat": flat, "alphabet": cost.alphabet}
+        self._last_codes = (weakref.ref(cost), key, per_cost[key])
         return per_cost[key]
 
     def flat_labels(self, cost: SymbolCost, unknown: str) -> torch.Tensor:

@@ -167,7 +167,7 @@ def _chunked_distances(x_table, y_table, ii, jj, cost, view, ref, ref_view, mode
         else:
             p0 = batch.run_coopt(ref, rel_tol, unknown, view=ref_view)[1]
             values.append(batch.run_pseudo(cost, p0, unknown, view=view))
-    return ii, jj, torch.cat(values)
+    return ii, jj, values[0] if len(values) == 1 else torch.cat(values)
 
 
 # The batches of whole matrices of recent calls, by the identities of their tables and pair
@@ -427,7 +427,10 @@ class PairwisePlan:
         ii, jj = self.pairs()
         if len(ii) == 0:
             return torch.zeros(self.shape, dtype=self.dtype, device=self.device)
-        return self.assemble(*self.values(ii, jj))
+        oi, oj, values = self.values(ii, jj)
+        if oi is ii and oj is jj and not self.symmetric:
+            return values.reshape(self.shape)  # every entry, computed in row-major order
+        return self.assemble(oi, oj, values)
 
 
 def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional[SymbolCost] = None, *,
