@@ -138,6 +138,24 @@ def test_bounds_between_two_collections_and_against_negative_insertions():
     assert (mapping_upper_bound(X, Y, cost) + M >= D).all()
 
 
+def test_label_bound_orientations_share_their_products():
+    """Both orientations from one set of products equal the separate blocks, and the swapped
+    one is the transposed matrix of a collection against itself (integer asymmetric costs with
+    negative entries: every value exact)."""
+    rng = np.random.default_rng(11)
+    X = random_trees(rng, 14)
+    s = len(ALPHABET) + 1
+    m = rng.integers(-1, 4, size=(s, s)).astype(np.float64)
+    cost = MatrixCost(ALPHABET, m)
+    label = SearchProblem(X, None, cost, symmetric=False).label
+    rows = torch.arange(len(X))
+    straight, swapped = label.both_orientations(rows)
+    assert torch.equal(straight, label.block(rows))
+    assert torch.equal(swapped, label.block(rows, swap=True))
+    assert torch.equal(swapped, straight.T)
+    assert not torch.equal(straight, straight.T)  # (asymmetric: the orientation matters)
+
+
 def test_label_bound_is_histogram_intersection_under_unit_costs():
     rng = np.random.default_rng(3)
     X = random_trees(rng, 15) + [bt.Tree(*star_tree(7, "a"))]

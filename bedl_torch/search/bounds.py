@@ -267,18 +267,29 @@ class LabelBound:
         """Bounds ``(len(rows), len(cols))`` of the pairs ``(x[rows[i]], y[cols[j]])`` (all of
         Y for ``cols=None``); ``swap=True`` bounds ``d(y[cols[j]], x[rows[i]])`` instead (the
         collections must then be the same, as the potentials were taken over both)."""
+        return self._blocks(rows, cols, (swap,))[0]
+
+    def both_orientations(self, rows: torch.Tensor, cols: Optional[torch.Tensor] = None):
+        """``(block(rows, cols), block(rows, cols, swap=True))`` from one set of products (the
+        weighted intersections do not depend on the orientation)."""
+        return self._blocks(rows, cols, (False, True))
+
+    def _blocks(self, rows, cols, orientations) -> List[torch.Tensor]:
         if cols is None:
             cols = torch.arange(len(self.y.ptr) - 1)
         W = [self._weighted_intersections(rows, cols, w, e) for w, e in zip(self.weights, self.exact32)]
-        out = None
-        for v, (P, Q) in enumerate(zip(self.P, self.Q)):
-            if swap:
-                lb = Q[rows][:, None] + P[cols][None, :]
-            else:
-                lb = P[rows][:, None] + Q[cols][None, :]
-            lb = lb + W[self.which[v]]
-            out = lb if out is None else torch.maximum(out, lb)
-        return out
+        outs = []
+        for swap in orientations:
+            out = None
+            for v, (P, Q) in enumerate(zip(self.P, self.Q)):
+                if swap:
+                    lb = Q[rows][:, None] + P[cols][None, :]
+                else:
+                    lb = P[rows][:, None] + Q[cols][None, :]
+                lb = lb + W[self.which[v]]
+                out = lb if out is None else torch.maximum(out, lb)
+            outs.append(out)
+        return outs
 
     def _weighted_intersections(self, rows, cols, w, exact32: bool) -> torch.Tensor:
         """``sum_a min(0, w[a]) min(h_x(a), h_y(a))`` for rows x cols."""

@@ -220,11 +220,12 @@ class SearchProblem:
         cols = torch.arange(self.ny)
         if self.label is None:
             return torch.full((len(rows), self.ny), -math.inf, dtype=torch.float64)
-        lb = self.label.block(rows, cols)
-        if self.symmetric:  # an entry below the diagonal is the kernel pair (col, row)
-            below = cols[None, :] < rows[:, None]
-            if below.any():
-                lb = torch.where(below, self.label.block(rows, cols, swap=True), lb)
+        below = cols[None, :] < rows[:, None] if self.symmetric else None
+        if below is not None and below.any():  # an entry below the diagonal is the kernel pair (col, row)
+            lb, swapped = self.label.both_orientations(rows, cols)
+            lb = torch.where(below, swapped, lb)
+        else:
+            lb = self.label.block(rows, cols)
         return lb - self.costs.margin(self.mx[rows][:, None], self.my[None, :])
 
     def upper_block(self, rows: torch.Tensor) -> torch.Tensor:
