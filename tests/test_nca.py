@@ -17,8 +17,10 @@ from bedl_torch.learning import BEDL
 from bedl_torch.learning.losses import (frobenius_regularizer, logdet_regularizer, nca_loss,
                                         nca_loss_and_grad_numpy)
 from bedl_torch.learning.nca import (NCALossTerms, NCAObjective, NCAReferences,
-                                     NumpyEuclideanNCAObjective, knn_vote, nca_scale)
+                                     NumpyEuclideanNCAObjective, knn_vote, nca_scale,
+                                     SparsePseudoNCAObjective)
 from bedl_torch.learning.training import ObjectiveFactory, make_fit_data
+from bedl_torch.ops import limits
 from bedl_torch.learning.ranks import Ranks
 from bedl_torch.tree import Tree
 
@@ -98,7 +100,8 @@ def _objective(kind, X, refs_idx, emb, scale, beta, mode, numpy_path, align_emb=
     if not numpy_path:
         factory.numpy_path_ok = staticmethod(lambda c, p: False)
     obj = factory.build(cost, [cost.embedding], data, refs_idx)
-    expected = NumpyEuclideanNCAObjective if numpy_path else NCAObjective
+    expected = (NumpyEuclideanNCAObjective if numpy_path
+                else SparsePseudoNCAObjective if mode == "pseudo" else NCAObjective)
     assert type(obj) is expected
     return obj
 
@@ -132,11 +135,15 @@ def test_exact_objective_value_and_gradient(kind, refs_idx, numpy_path):
     assert np.allclose(grad, fd, rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.parametrize("numpy_path", [True, False], ids=["numpy", "autograd"])
+@pytest.mark.parametrize("chunk_cells", [None, 64], ids=["one-chunk", "chunks"])
+@pytest.mark.parametrize("numpy_path", [True, False], ids=["numpy", "sparse"])
 @pytest.mark.parametrize("kind", ["sequence", "tree"])
-def test_pseudo_objective_freezes_the_alignments(kind, numpy_path):
+def test_pseudo_objective_freezes_the_alignments(kind, numpy_path, chunk_cells, monkeypatch):
     """Pseudo mode: the distances of the alignments under the alignment costs, linear in the
-    costs; equal to the exact objective at those costs."""
+    costs; equal to the exact objective at those costs. The sparse path freezes the pairs'
+    ``P0`` chunk by chunk (64 padded cells: a chunk or a few pairs each)."""
+    if chunk_cells is not None:
+        monkeypatch.setattr(limits, "CHUNK_CELLS", chunk_cells)
     X = OBJECTS[kind]
     refs_idx = np.arange(11)
     align_emb, emb = _embedding(2), _embedding(3)

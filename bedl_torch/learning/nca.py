@@ -17,9 +17,11 @@ through the edit distances. Two evaluators, both with :class:`MetricObjective`'s
   is those lists weighted by ``dL/dD``. Pseudo mode: the lists are computed once, under the
   round's alignment costs, and frozen (:class:`FrozenPairLists`): every distance is then
   linear in the cost table and an evaluation runs no dynamic program.
-* :class:`NCAObjective`: any cost module and mode (soft included), autograd through
-  :func:`~bedl_torch.ops.pairwise.table_pair_distances` (pseudo mode: a frozen copy of the
-  alignment costs as the reference cost).
+* :class:`SparsePseudoNCAObjective`: pseudo mode for any other cost module (large alphabets:
+  a cosine cost over thousands of words): every pair's ``P0`` frozen once as sparse weights
+  on symbol pairs, so an evaluation runs no dynamic program either.
+* :class:`NCAObjective`: any cost module in exact and soft mode, autograd through
+  :func:`~bedl_torch.ops.pairwise.table_pair_distances`.
 
 :class:`~.training.ObjectiveFactory` chooses and builds them.
 """
@@ -45,7 +47,7 @@ from .numpy_objectives import NumpyEuclideanBase, TableCost
 from .objective_base import MetricObjective, regularized_matrix
 
 __all__ = ["NCAReferences", "NCALossTerms", "nca_scale", "knn_vote", "PairKernels",
-           "FrozenPairLists", "NumpyEuclideanNCAObjective", "NCAObjective"]
+           "FrozenPairLists", "NumpyEuclideanNCAObjective", "NCAObjective", "SparsePseudoNCAObjective"]
 
 
 class NCAReferences:
@@ -389,3 +391,35 @@ class NCAObjective(MetricObjective):
         if backward:
             loss.backward()
         return loss
+
+
+class SparsePseudoNCAObjective(MetricObjective):
+    """The NCA objective in pseudo mode for any cost module (large alphabets included): every
+    pair's ``P0`` frozen once, as sparse weights on symbol pairs
+    (:class:`~.objectives.SparsePairTerms`, built in chunks), so each evaluation computes only
+    the costs of the symbol pairs in use and no dynamic program; the loss and regularisers by
+    autograd on the pairs' distances, the chain rule through the symbol-pair costs.
+
+    Args:
+        cost, params: the cost module and its learned parameters.
+        terms: the pairs' frozen terms (pair ``k`` is ``(refs.pair_x[k], refs.pair_y[k])``).
+        refs: the cells of the loss. loss: :class:`NCALossTerms`.
+    """
+
+    def __init__(self, cost: SymbolCost, params: Sequence[torch.Tensor], terms, refs: NCAReferences,
+                 loss: NCALossTerms):
+        super().__init__(params)
+        self.cost, self.terms, self.refs, self.loss = cost, terms, refs, loss
+        self.all_pairs = torch.arange(len(refs), device=terms.device)
+
+    def evaluate(self, backward: bool) -> torch.Tensor:
+        c = self.terms.costs(backward)
+        d = self.terms.distances(c).detach().requires_grad_(backward)
+        with torch.set_grad_enabled(backward):
+            loss = self.loss(self.refs.matrix_torch(d), self.refs, self.cost)
+        if backward:
+            loss.backward()  # the regularisers' gradient into the parameters, dL/dd into d
+            t, g = self.terms.backprop(self.all_pairs, d.grad, c)
+            if t.requires_grad:
+                torch.autograd.backward([t], [g])
+        return loss.detach()

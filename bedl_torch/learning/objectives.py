@@ -39,7 +39,7 @@ import torch
 
 from ..costs import SymbolCost, pair_costs_of
 from ..labels import labels_of
-from ..ops import PairBatch
+from ..ops import PairBatch, size_order_chunks
 from .losses import (
     frobenius_regularizer_and_grad,
     glvq_loss_and_grad,
@@ -158,6 +158,14 @@ class DenseFrequencyTerms:
         return c, g @ self.F[sel]
 
 
+def frozen_entries(batch: PairBatch, P0: torch.Tensor, X_idx: torch.Tensor):
+    """``(k, a, b, w)``: the nonzero cells of the co-optimal matrices ``P0`` ``(B, R, C)`` of
+    ``batch``'s pairs as (pair, row symbol, column symbol, mass in float64), on the CPU."""
+    p = P0.to("cpu")
+    k, i, j = torch.nonzero(p, as_tuple=True)
+    return k, X_idx[batch.pair_x[k], i], X_idx[batch.pair_y[k], j], p[k, i, j].to(torch.float64)
+
+
 class SparsePairTerms:
     """Pseudo distances as sparse sums over symbol pairs, for alphabets too large for a dense
     ``(m * P, (U+1)^2)`` frequency matrix (e.g. the words of a cosine cost).
@@ -176,13 +184,41 @@ class SparsePairTerms:
 
     def __init__(self, cost: SymbolCost, batch: PairBatch, P0: torch.Tensor,
                  X_idx: torch.Tensor):
-        B, R, C = P0.shape
+        k, a, b, w = frozen_entries(batch, P0, X_idx)
+        self._set(cost, P0.shape[0], k, a, b, w)
+
+    @classmethod
+    def from_entries(cls, cost: SymbolCost, n_pairs: int, k: torch.Tensor, a: torch.Tensor,
+                     b: torch.Tensor, w: torch.Tensor) -> "SparsePairTerms":
+        """The terms from entries: distance ``k[e]`` carries ``w[e]`` (float64) of the cost of
+        the symbol pair ``(a[e], b[e])`` (repeats summed)."""
+        terms = cls.__new__(cls)
+        terms._set(cost, n_pairs, k, a, b, w)
+        return terms
+
+    @classmethod
+    def frozen_in_chunks(cls, cost: SymbolCost, batch: PairBatch, align: SymbolCost, unknown: str,
+                         X_idx: torch.Tensor) -> "SparsePairTerms":
+        """The terms of ``batch``'s pairs with ``P0`` under ``align``, computed in chunks of
+        similar sizes (:func:`~bedl_torch.ops.size_order_chunks`), so that no dense ``P0`` of
+        all pairs is ever held (the neighbour objective's pairs: every training point against
+        every reference)."""
+        order, bounds = size_order_chunks(batch.x_table, batch.y_table, batch.pair_x, batch.pair_y)
+        if order is None:
+            order = torch.arange(len(batch))
+        parts = []
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            chunk = order[lo:hi]
+            sub = PairBatch.from_tables(batch.x_table, batch.y_table, batch.pair_x[chunk],
+                                        batch.pair_y[chunk])
+            k, a, b, w = frozen_entries(sub, sub.coopt(align, unknown=unknown)[1], X_idx)
+            parts.append((chunk[k], a, b, w))
+        if not parts:
+            parts = [(torch.zeros(0, dtype=torch.long),) * 3 + (torch.zeros(0, dtype=torch.float64),)]
+        return cls.from_entries(cost, len(batch), *(torch.cat(t) for t in zip(*parts)))
+
+    def _set(self, cost, B, k, a, b, w):
         device = cost.device
-        p = P0.to("cpu")
-        k, i, j = torch.nonzero(p, as_tuple=True)
-        w = p[k, i, j].to(torch.float64)
-        a = X_idx[batch.pair_x[k], i]
-        b = X_idx[batch.pair_y[k], j]
         n_sym = cost.gap_index + 1
         pair_code, q = torch.unique(a * n_sym + b, return_inverse=True)
         # one entry per (distance, symbol pair): repeated symbol pairs of one P0 summed

@@ -25,6 +25,7 @@ from .nca import (
     NCAReferences,
     NumpyEuclideanNCAObjective,
     PairKernels,
+    SparsePseudoNCAObjective,
 )
 from .numpy_objectives import NumpyEuclideanExactObjective, NumpyEuclideanObjective, numpy_path_applies
 from .objective_base import LossTerms, MetricObjective, PrototypePairs
@@ -193,6 +194,10 @@ class ObjectiveFactory:
                     and (cost.gap_index + 1) ** 2 <= self.TABLE_LIMIT
                     and self.numpy_path_ok(cost, params))
         align = cost if data.align_cost is None else data.align_cost
+        if not numpy_ok and self.mode == "pseudo":
+            with torch.no_grad():
+                terms = SparsePairTerms.frozen_in_chunks(cost, batch, align, data.unknown, data.X_idx)
+            return SparsePseudoNCAObjective(cost, params, terms, refs, data.loss)
         if not numpy_ok:
             return NCAObjective(cost, params, batch, refs, data.loss, data.unknown, self.mode,
                                 self.temperature, align)

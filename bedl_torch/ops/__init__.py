@@ -37,7 +37,8 @@ from .functional import (
     soft_edit_distance,
     soft_edit_distance_batch,
 )
-from .pairwise import PairwisePlan, pair_chunks, pairwise_distances, table_pair_distances
+from .pairwise import (PairwisePlan, pair_chunks, pairwise_distances, size_order_chunks,
+                       table_pair_distances)
 
 __all__ = [
     "edit_distance",

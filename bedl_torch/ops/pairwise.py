@@ -29,7 +29,7 @@ from . import limits
 from .batch import PairBatch, check_temperature, soft_distances
 from .encoding import FlatTable, SymbolView, check_rel_tol, flat_table, matrix_view
 
-__all__ = ["MODES", "PairwisePlan", "pair_indices", "assemble", "pair_chunks",
+__all__ = ["MODES", "PairwisePlan", "pair_indices", "assemble", "pair_chunks", "size_order_chunks",
            "table_pair_distances", "pairwise_distances"]
 
 MODES = ("exact", "pseudo", "soft")
@@ -37,7 +37,18 @@ MODES = ("exact", "pseudo", "soft")
 
 def pair_chunks(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: torch.Tensor,
                  chunk_size: Optional[int] = None):
-    """The pairs ``(ii[k], jj[k])`` reordered by size, and chunk boundaries.
+    """The pairs ``(ii[k], jj[k])`` reordered by size, and chunk boundaries (see
+    :func:`size_order_chunks`)."""
+    order, bounds = size_order_chunks(x_table, y_table, ii, jj, chunk_size)
+    if order is None:
+        return ii, jj, bounds
+    return ii[order], jj[order], bounds
+
+
+def size_order_chunks(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: torch.Tensor,
+                      chunk_size: Optional[int] = None):
+    """``(order, bounds)``: the pairs ``(ii[k], jj[k])`` ordered by size (``order`` None: as
+    given, one chunk) and chunk boundaries into that order.
 
     Pairs of similar sizes share a chunk, so a chunk's padded ``(B, M+1, N+1)`` costs and
     co-optimal matrices waste little on padding (sentences of 5 to 50 words padded to the
@@ -45,14 +56,12 @@ def pair_chunks(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: to
     ``limits.CHUNK_CELLS`` padded cells, or ``chunk_size`` pairs.
     """
     if chunk_size is not None and chunk_size >= len(ii):
-        return ii, jj, [0, len(ii)]  # one chunk: nothing padded, the kernel schedules its pairs
-    lx, ly = x_table.lengths[ii], y_table.lengths[jj]
-    key = torch.maximum(lx, ly)
+        return None, [0, len(ii)]  # one chunk: nothing padded, the kernel schedules its pairs
+    key = torch.maximum(x_table.lengths[ii], y_table.lengths[jj])
     order = torch.argsort(key, stable=True)
-    ii, jj = ii[order], jj[order]
     n = len(ii)
     if chunk_size is not None:
-        return ii, jj, list(range(0, n, chunk_size)) + [n]
+        return order, list(range(0, n, chunk_size)) + [n]
     cells = ((key[order] + 1) ** 2).tolist()  # a chunk's padded cells per pair, at most
     bounds = [0]
     while bounds[-1] < n:
@@ -60,7 +69,7 @@ def pair_chunks(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: to
         e = min(n, s + max(1, limits.CHUNK_CELLS // cells[s]))
         e = min(n, s + max(1, limits.CHUNK_CELLS // cells[e - 1]))  # sizes grow within a chunk
         bounds.append(e)
-    return ii, jj, bounds
+    return order, bounds
 
 
 def table_pair_distances(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor,
