@@ -27,7 +27,6 @@ through the edit distances. Two evaluators, both with :class:`MetricObjective`'s
 """
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
@@ -356,28 +355,27 @@ class NumpyEuclideanNCAObjective(NumpyEuclideanBase):
 
 
 class NCAObjective(MetricObjective):
-    """The NCA objective for any cost module and mode, by autograd through the pairs'
-    distances (:func:`~bedl_torch.ops.pairwise.table_pair_distances`, in memory-bounded
-    chunks).
+    """The NCA objective for any cost module in exact or soft mode, by autograd through the
+    pairs' distances (:func:`~bedl_torch.ops.pairwise.table_pair_distances`, in
+    memory-bounded chunks). (Pseudo mode: :class:`SparsePseudoNCAObjective`.)
 
     Args:
         cost, params: the cost module and its learned parameters.
         batch: the pairs of ``refs`` (``batch.pair_x``, ``batch.pair_y``).
         refs: the cells of the loss. loss: :class:`NCALossTerms`. unknown: the ops' argument.
-        mode: ``"exact"``, ``"soft"`` (with ``temperature``) or ``"pseudo"`` (with
-            ``align_cost``: the alignments' costs, copied and frozen here).
+        mode: ``"exact"`` or ``"soft"`` (with ``temperature``).
     """
 
     def __init__(self, cost: SymbolCost, params: Sequence[torch.Tensor], batch: PairBatch,
                  refs: NCAReferences, loss: NCALossTerms, unknown: str, mode: str,
-                 temperature: Optional[float] = None, align_cost: Optional[SymbolCost] = None):
+                 temperature: Optional[float] = None):
         super().__init__(params)
+        if mode not in ("exact", "soft"):
+            raise ValueError(f"NCAObjective computes exact or soft distances, got mode={mode!r}")
         self.cost, self.batch, self.refs, self.loss, self.unknown = cost, batch, refs, loss, unknown
         self.kw = {"mode": mode}
         if mode == "soft":
             self.kw["temperature"] = float(temperature)
-        if mode == "pseudo":
-            self.kw["reference_cost"] = copy.deepcopy(align_cost).requires_grad_(False)
 
     def evaluate(self, backward: bool) -> torch.Tensor:
         with torch.set_grad_enabled(backward):

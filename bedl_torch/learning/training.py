@@ -200,7 +200,7 @@ class ObjectiveFactory:
             return SparsePseudoNCAObjective(cost, params, terms, refs, data.loss)
         if not numpy_ok:
             return NCAObjective(cost, params, batch, refs, data.loss, data.unknown, self.mode,
-                                self.temperature, align)
+                                self.temperature)
         kernels = PairKernels(batch, cost, data.unknown, distinct_labels(data), cost.dtype)
         if self.mode == "exact":
             return NumpyEuclideanNCAObjective(cost, refs, data.loss, kernels=kernels)
