@@ -54,8 +54,10 @@ __all__ = ["kneighbors", "radius_neighbors", "SearchProblem", "knn_block", "radi
 # Pairs per block of rows (its bound matrices are float64 and int64 of this many entries).
 _BLOCK_CELLS = 1 << 22
 _NO_INDEX = torch.iinfo(torch.int64).max
-# Largest number of entries per row refined in one round of k-NN.
-_MAX_WIDTH = 1024
+# Largest number of entries per row refined in one round of k-NN (wider rounds refine more
+# entries before the thresholds fall; 2,000 syntax trees, unit costs: 1024 computed 24% more
+# exact and 37% more traversal distances than 128).
+_MAX_WIDTH = 128
 # Once every row of a k-NN block has k exact distances: if more than this share of the
 # undecided entries is still open (bound <= threshold), all of them are computed exactly at once.
 _DENSE_SHARE = 0.5
@@ -112,7 +114,7 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
     Each round takes, per row, the ``width`` entries with the smallest current bounds that do
     not exceed the row's threshold, refines each by one level (one batched kernel call per
     level), merges exact distances into the row's ``k`` best and lowers the threshold to its
-    ``k``-th; ``width`` doubles from ``k`` up to 1024. A row is finished when no open entry's
+    ``k``-th; ``width`` doubles from ``k`` up to 128. A row is finished when no open entry's
     bound is at most its threshold. Once every row has ``k`` exact distances, if more than
     half of the undecided entries are still open (the bounds do not pay, e.g. costs whose
     replacements can be nearly free), they are all computed exactly in one call.
@@ -170,7 +172,7 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
         _merge_into(best_d, best_i, kr, kc, kv, k)
         lower_threshold()
     steps = ["pre", "post", "exact"] if problem.traversal is not None else ["exact"]
-    local = torch.arange(B)
+    live = torch.ones(B, dtype=torch.bool)
     handed = []
     width = k
     dense_done = False
@@ -192,11 +194,17 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
             rl, c = torch.nonzero(open_mask, as_tuple=True)
             lv = torch.full_like(rl, len(steps) - 1, dtype=level.dtype)
         else:
-            vals, cols = torch.topk(cur, min(width, ny), dim=1, largest=False, sorted=False)
-            act = (vals <= thr[:, None]) & ~final.gather(1, cols)
+            # (a row without an open entry at or below its threshold never gets one again:
+            # thresholds only fall and bounds only rise)
+            rows_live = torch.nonzero(live).reshape(-1)
+            if len(rows_live) == 0:
+                break
+            vals, cols = torch.topk(cur[rows_live], min(width, ny), dim=1, largest=False, sorted=False)
+            act = (vals <= thr[rows_live, None]) & ~final[rows_live[:, None], cols]
+            live[rows_live[~act.any(1)]] = False
             if not act.any():
                 break
-            rl = local[:, None].expand_as(cols)[act]
+            rl = rows_live[:, None].expand_as(cols)[act]
             c = cols[act]
             lv = level[rl, c]
             width = min(2 * width, _MAX_WIDTH)

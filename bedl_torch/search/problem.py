@@ -234,7 +234,10 @@ class SearchProblem:
         if self.upper is None:
             return torch.full((len(rows), self.ny), math.inf, dtype=torch.float64)
         ub = self.upper.block(rows, cols)
-        if self.symmetric:
+        if self.symmetric and not getattr(self.cost, "symmetric", False):
+            # (a symmetric problem of an asymmetric module: an entry below the diagonal is the
+            # kernel pair (col, row); a module declared symmetric bounds both alike, to
+            # rounding, which the margin added below covers)
             below = cols[None, :] < rows[:, None]
             if below.any():
                 ub = torch.where(below, self.upper.block(rows, cols, swap=True), ub)
