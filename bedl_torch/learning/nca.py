@@ -417,7 +417,8 @@ class SparsePseudoNCAObjective(MetricObjective):
             loss = self.loss(self.refs.matrix_torch(d), self.refs, self.cost)
         if backward:
             loss.backward()  # the regularisers' gradient into the parameters, dL/dd into d
-            t, g = self.terms.backprop(self.all_pairs, d.grad, c)
-            if t.requires_grad:
-                torch.autograd.backward([t], [g])
+            if d.grad is not None:
+                t, g = self.terms.backprop(self.all_pairs, d.grad, c)
+                if t.requires_grad:
+                    torch.autograd.backward([t], [g])
         return loss.detach()
