@@ -42,7 +42,7 @@ from .losses import (
     nca_loss,
     nca_loss_and_grad_numpy,
 )
-from .numpy_objectives import NumpyEuclideanBase, TableCost
+from .numpy_objectives import NumpyEuclideanBase
 from .objective_base import MetricObjective, regularized_matrix
 
 __all__ = ["NCAReferences", "NCALossTerms", "nca_scale", "knn_vote", "PairKernels",
