@@ -100,6 +100,26 @@ struct Carver {
   BEDL_HD static int64_t bytes(int64_t count, int64_t size) { return (count * size + 15) / 16 * 16; }
 };
 
+// The soft jobs' scratch ahead of their weights, for pairs up to (max_m, max_n):
+// a pair's costs in the kernel layout, its reduced costs, the expected
+// alignment's accumulator and the column minima (carve and bytes agree).
+struct SoftScratch {
+  double *cost, *reduced, *p_acc, *column_min;
+  BEDL_HD static int64_t bytes(int64_t max_m, int64_t max_n) {
+    const int64_t w = max_n + 1;
+    return 3 * Carver::bytes((max_m + 1) * w, 8) + Carver::bytes(w, 8);
+  }
+  BEDL_HD static SoftScratch carve(Carver& c, int64_t max_m, int64_t max_n) {
+    const int64_t w = max_n + 1, cells = (max_m + 1) * w;
+    SoftScratch s;
+    s.cost = c.take<double>(cells);
+    s.reduced = c.take<double>(cells);
+    s.p_acc = c.take<double>(cells);
+    s.column_min = c.take<double>(w);
+    return s;
+  }
+};
+
 // One thread's buffers for the counting passes of pairs up to (max_m, max_n),
 // carved from `bytes` (coopt_workspace_bytes of them, 16-byte aligned).
 template <typename Count>
@@ -179,8 +199,7 @@ BEDL_HD bool soft_range_ok(double max_abs, double temperature, int64_t nodes) {
 // arrays in the wider weight type (the doubles' pass uses the same bytes).
 BEDL_HD int64_t sequence_soft_workspace_bytes(int64_t max_m, int64_t max_n) {
   const int64_t w = max_n + 1, cells = (max_m + 1) * w, wide = sizeof(soft::WideWeight);
-  return 3 * Carver::bytes(cells, 8) + Carver::bytes(w, 8) + 3 * Carver::bytes(cells, wide) +
-         2 * Carver::bytes(2 * w, wide);
+  return SoftScratch::bytes(max_m, max_n) + 3 * Carver::bytes(cells, wide) + 2 * Carver::bytes(2 * w, wide);
 }
 
 // The soft passes of one pair in weight type W on the thread's weight bytes.
@@ -207,12 +226,9 @@ template <typename scalar_t>
 BEDL_HD void sequence_soft_thread(const PaddedSequencePairs<scalar_t>& pairs, int64_t batch, int64_t thread,
                                   int64_t threads, char* ws, int64_t max_m, int64_t max_n, double temperature,
                                   bool need_grad, scalar_t* d, scalar_t* p, int32_t* status) {
-  const int64_t w_max = max_n + 1, cells_max = (max_m + 1) * w_max;
   Carver c{ws};
-  double* cost = c.take<double>(cells_max);
-  double* reduced = c.take<double>(cells_max);
-  double* p_acc = c.take<double>(cells_max);
-  double* column_min = c.take<double>(w_max);
+  const SoftScratch scratch = SoftScratch::carve(c, max_m, max_n);
+  double *cost = scratch.cost, *reduced = scratch.reduced, *p_acc = scratch.p_acc;
   char* weights = c.at;
   for (int64_t b = thread; b < batch; b += threads) {
     const int64_t m = pairs.m(b), n = pairs.n(b);
@@ -227,7 +243,7 @@ BEDL_HD void sequence_soft_thread(const PaddedSequencePairs<scalar_t>& pairs, in
       continue;
     }
     soft::kernel_layout_costs(costs, m, n, cost);
-    const double shift = soft::reduce_costs(cost, m, n, reduced, column_min);
+    const double shift = soft::reduce_costs(cost, m, n, reduced, scratch.column_min);
     double log_total = 0.0;
     if (m + n > soft::kFastNodes ||
         !sequence_soft_in<soft::PlainWeight>(weights, reduced, m, n, temperature, need_grad, p_acc, &log_total)) {

@@ -157,8 +157,8 @@ BEDL_HD void tree_coopt_thread(const Pairs& pairs, const int64_t* order, int64_t
 // weight arrays in the wider weight type (the doubles' pass uses the same bytes).
 BEDL_HD int64_t tree_soft_workspace_bytes(int64_t max_m, int64_t max_n) {
   const int64_t w = max_n + 1, cells = (max_m + 1) * w, wide = sizeof(soft::WideWeight);
-  return 3 * Carver::bytes(cells, 8) + Carver::bytes(w, 8) + Carver::bytes(max_m + 1, 8) +
-         7 * Carver::bytes(cells, wide) + Carver::bytes(w, wide) + Carver::bytes(max_m + 1, wide);
+  return SoftScratch::bytes(max_m, max_n) + Carver::bytes(max_m + 1, 8) + 7 * Carver::bytes(cells, wide) +
+         Carver::bytes(w, wide) + Carver::bytes(max_m + 1, wide);
 }
 
 // The soft passes of one pair in weight type W on the thread's weight bytes.
@@ -190,12 +190,9 @@ template <typename scalar_t>
 BEDL_HD void tree_soft_thread(const PaddedTreePairs<scalar_t>& pairs, int64_t batch, int64_t thread, int64_t threads,
                               char* ws, int64_t max_m, int64_t max_n, double temperature, bool need_grad, scalar_t* d,
                               scalar_t* p, int32_t* status) {
-  const int64_t w_max = max_n + 1, cells_max = (max_m + 1) * w_max;
   Carver c{ws};
-  double* cost = c.take<double>(cells_max);
-  double* reduced = c.take<double>(cells_max);
-  double* p_acc = c.take<double>(cells_max);
-  double* column_min = c.take<double>(w_max);
+  const SoftScratch scratch = SoftScratch::carve(c, max_m, max_n);
+  double *cost = scratch.cost, *reduced = scratch.reduced, *p_acc = scratch.p_acc;
   int64_t* reach_end = c.take<int64_t>(max_m + 1);
   char* weights = c.at;
   for (int64_t b = thread; b < batch; b += threads) {
@@ -219,7 +216,7 @@ BEDL_HD void tree_soft_thread(const PaddedTreePairs<scalar_t>& pairs, int64_t ba
       cost[i * w] = costs.del(i);
       for (int64_t j = 1; j <= n; ++j) cost[i * w + j] = costs.rep(i, j);
     }
-    const double shift = soft::reduce_costs(cost, m, n, reduced, column_min);
+    const double shift = soft::reduce_costs(cost, m, n, reduced, scratch.column_min);
     double log_total = 0.0;
     if (m + n > soft::kFastNodes || !tree_soft_in<soft::PlainWeight>(weights, x, y, reduced, temperature, need_grad,
                                                                       p_acc, reach_end, &log_total)) {
