@@ -33,11 +33,11 @@ def _padded_labels(labels: torch.Tensor, ptr: torch.Tensor, items: torch.Tensor,
 
 
 def add_by_label_pairs(grad: torch.Tensor, p: torch.Tensor, x_idx: torch.Tensor, y_idx: torch.Tensor,
-                       weights: torch.Tensor, size: int) -> torch.Tensor:
-    """``grad`` (``size * size`` entries, P's device) plus ``sum_k weights[k] * p[k]`` added at
-    the label pairs ``x_idx[k, i] * size + y_idx[k, j]`` (``p``: ``(K, rows, cols)``; past each
-    pair's block P is zero and the labels are the gap's)."""
-    flat = (x_idx[:, :, None] * size + y_idx[:, None, :]).reshape(-1).to(p.device)
+                       weights: torch.Tensor, table_cols: int) -> torch.Tensor:
+    """``grad`` (a flat table of ``table_cols`` columns, P's device) plus
+    ``sum_k weights[k] * p[k]`` added at the label pairs ``x_idx[k, i] * table_cols + y_idx[k, j]``
+    (``p``: ``(K, rows, cols)``; past each pair's block P is zero and the labels are the gap's)."""
+    flat = (x_idx[:, :, None] * table_cols + y_idx[:, None, :]).reshape(-1).to(p.device)
     grad.index_add_(0, flat, (weights.to(p.device, p.dtype).reshape(-1, 1, 1) * p).reshape(-1))
     return grad
 
@@ -66,7 +66,7 @@ def _check_grad_inputs(table, pair_x, pair_y, pair_weights, x_count, y_count, wh
 
 def symbols_grad(op, leading: tuple, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, pair_weights,
                  rel_tol: float, what: str) -> torch.Tensor:
-    """The ``(S, S)`` gradient of ``sum_b pair_weights[b] * distance_b`` in the symbol table
+    """The ``(rows, cols)`` gradient of ``sum_b pair_weights[b] * distance_b`` in the symbol table
     ``leading[0]``, on its device: P of the weighted pairs from ``op`` (``leading`` are its
     arguments before the pairs), summed by label pair."""
     from .ops import limits
@@ -80,12 +80,12 @@ def symbols_grad(op, leading: tuple, x_labels, x_ptr, y_labels, y_ptr, pair_x, p
     op(*leading, pair_x[:0], pair_y[:0], False, rel_tol)
     xl, xp, yl, yp = (t.detach().cpu() for t in (x_labels, x_ptr, y_labels, y_ptr))
     _check_grad_inputs(table, px, py, pair_weights, len(xp) - 1, len(yp) - 1, what)
-    S = table.shape[0]
+    R, C = table.shape
     weights = pair_weights.detach().to(table.device)
-    grad = torch.zeros(S * S, dtype=table.dtype, device=table.device)
+    grad = torch.zeros(R * C, dtype=table.dtype, device=table.device)
     pairs = torch.nonzero(weights.cpu()).reshape(-1)
     if not len(pairs):
-        return grad.view(S, S)
+        return grad.view(R, C)
     m = xp[px + 1] - xp[px]
     n = yp[py + 1] - yp[py]
     per_pair = (int(m[pairs].max()) + 1) * (int(n[pairs].max()) + 1)
@@ -94,10 +94,10 @@ def symbols_grad(op, leading: tuple, x_labels, x_ptr, y_labels, y_ptr, pair_x, p
         chunk = pairs[start:start + step]
         _, p = op(*leading, px[chunk], py[chunk], True, rel_tol)
         rows, cols = p.shape[1], p.shape[2]
-        x_idx = _padded_labels(xl, xp, px[chunk], rows, S - 1)
-        y_idx = _padded_labels(yl, yp, py[chunk], cols, S - 1)
-        add_by_label_pairs(grad, p, x_idx, y_idx, weights[chunk.to(table.device)], S)
-    return grad.view(S, S)
+        x_idx = _padded_labels(xl, xp, px[chunk], rows, R - 1)
+        y_idx = _padded_labels(yl, yp, py[chunk], cols, C - 1)
+        add_by_label_pairs(grad, p, x_idx, y_idx, weights[chunk.to(table.device)], C)
+    return grad.view(R, C)
 
 
 def _ted_symbols_grad(table, x_labels, x_sizes, x_ptr, y_labels, y_sizes, y_ptr, pair_x, pair_y,

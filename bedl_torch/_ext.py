@@ -123,8 +123,8 @@ def _sed_symbols_sums_fake(table, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair
 
 
 @torch.library.register_fake("bedl_torch::weighted_pair_sums")
-def _weighted_pair_sums_fake(sum_ptr, sum_entry, sum_value, pair_weights, symbols):
-    return pair_weights.new_empty((symbols, symbols))
+def _weighted_pair_sums_fake(sum_ptr, sum_entry, sum_value, pair_weights, rows, cols):
+    return pair_weights.new_empty((rows, cols))
 
 
 @torch.library.register_fake("bedl_torch::ted_soft")

@@ -32,7 +32,7 @@ TORCH_LIBRARY(bedl_torch, m) {
   m.def("sed_symbols_sums(Tensor symbol_costs, Tensor x_labels, Tensor x_ptr, Tensor y_labels, Tensor y_ptr, "
         "Tensor pair_x, Tensor pair_y, float rel_tol, int max_entries) -> (Tensor, Tensor, Tensor, Tensor)");
   m.def("weighted_pair_sums(Tensor sum_ptr, Tensor sum_entry, Tensor sum_value, Tensor pair_weights, "
-        "int symbols) -> Tensor");
+        "int rows, int cols) -> Tensor");
   m.def("ted_soft(Tensor costs, Tensor x_sizes, Tensor x_ptr, Tensor y_sizes, Tensor y_ptr, "
         "Tensor pair_x, Tensor pair_y, float temperature, bool need_grad) -> (Tensor, Tensor)");
   m.def("sed_soft(Tensor costs, Tensor x_len, Tensor y_len, float temperature, bool need_grad) -> (Tensor, Tensor)");

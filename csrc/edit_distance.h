@@ -29,8 +29,10 @@ std::tuple<at::Tensor, at::Tensor> ted_cpu(const at::Tensor& costs,
                                            bool need_coopt,
                                            double rel_tol);
 
-// The same for costs given as a (S, S) symbol cost table (last row and column
-// the gap) and a symbol index per node (x_labels, concatenated like x_sizes):
+// The same for costs given as a (rows, cols) symbol cost table (x's labels
+// index rows and y's columns, the last row and the last column the gap; a
+// whole alphabet's table is square) and a symbol index per node (x_labels,
+// concatenated like x_sizes):
 // pair b's costs are gathered inside the kernel, never materialised per pair.
 // P comes back padded (B, max |x| + 1, max |y| + 1) in the layout above.
 std::tuple<at::Tensor, at::Tensor> ted_symbols_cpu(const at::Tensor& symbol_costs,
@@ -66,14 +68,14 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_cost
                                                    double rel_tol,
                                                    const std::optional<at::Tensor>& max_distance);
 
-// The gradient of sum_b pair_weights[b] * distance_b with respect to the (S, S)
-// symbol table, for the pairs of ted_symbols_cpu (sed_symbols_cpu): the
+// The gradient of sum_b pair_weights[b] * distance_b with respect to the
+// (rows, cols) symbol table, for the pairs of ted_symbols_cpu (sed_symbols_cpu): the
 // weighted co-optimal matrices summed by (x label, y label), deletions in the
 // gap column, insertions in the gap row, without materialising P per pair.
 // Same co-optimal sets (tie tolerance, overflow rule) as the distance
 // kernels with need_coopt; pairs of weight 0 are skipped. Sums in float64 in
 // a fixed order (blocks of consecutive pairs, then block by block): the same
-// bits for any thread count. Returns (S, S) in the table's dtype.
+// bits for any thread count. Returns (rows, cols) in the table's dtype.
 at::Tensor ted_symbols_grad_cpu(const at::Tensor& symbol_costs,
                                 const at::Tensor& x_labels,
                                 const at::Tensor& x_sizes,
@@ -99,7 +101,7 @@ at::Tensor sed_symbols_grad_cpu(const at::Tensor& symbol_costs,
 // Distances with each pair's P listed by label pair, for a backward that
 // only weights them (weighted_pair_sums_cpu): (distances (B,), ptr (B + 1,),
 // entry (E,), value (E,) float64), pair b's sums at [ptr[b], ptr[b + 1]),
-// entry a * S + c (x label a, y label c, S - 1 the gap; listed twice where
+// entry a * cols + c (x label a, y label c, the last row and column the gap; listed twice where
 // nodes carry the gap as their label). The same P as the
 // kernels above with need_coopt. Where the lists could exceed max_entries
 // (each pair's room: (distinct x labels + 1)(distinct y labels + 1) - 1),
@@ -114,11 +116,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sed_symbols_sums_cpu(
     const at::Tensor& y_ptr, const at::Tensor& pair_x, const at::Tensor& pair_y, double rel_tol,
     int64_t max_entries);
 
-// sum_b pair_weights[b] * (pair b's sums) as an (S, S) table of pair_weights'
+// sum_b pair_weights[b] * (pair b's sums) as a (rows, cols) table of pair_weights'
 // dtype, from the lists of ted_symbols_sums_cpu / sed_symbols_sums_cpu;
 // summed in float64 pair by pair, in order (the same bits for any thread count).
 at::Tensor weighted_pair_sums_cpu(const at::Tensor& sum_ptr, const at::Tensor& sum_entry,
-                                  const at::Tensor& sum_value, const at::Tensor& pair_weights, int64_t symbols);
+                                  const at::Tensor& sum_value, const at::Tensor& pair_weights, int64_t rows,
+                                  int64_t cols);
 
 // Soft (temperature) edit distances: -T log sum_M exp(-cost(M) / T) over all
 // valid mappings (trees, the arguments of ted_cpu) or alignments (sequences,

@@ -42,11 +42,13 @@ def _label_trees(rng, count, most, symbols):
     return torch.tensor(labels), torch.tensor(sizes), torch.tensor(ptr)
 
 
-def _symbol_tables(rng, S):
-    """Integer costs (ties everywhere), tenths (rounding in sums), signed normals."""
-    yield torch.as_tensor(rng.integers(0, 3, (S, S)), dtype=torch.float64)
-    yield torch.as_tensor(np.round(rng.random((S, S)), 1), dtype=torch.float64)
-    yield torch.as_tensor(rng.normal(size=(S, S)), dtype=torch.float32)
+def _symbol_tables(rng, S, cols=None):
+    """Integer costs (ties everywhere), tenths (rounding in sums), signed normals; ``(S, cols)``
+    (x's symbols by y's, each side's gap last), square by default."""
+    shape = (S, cols or S)
+    yield torch.as_tensor(rng.integers(0, 3, shape), dtype=torch.float64)
+    yield torch.as_tensor(np.round(rng.random(shape), 1), dtype=torch.float64)
+    yield torch.as_tensor(rng.normal(size=shape), dtype=torch.float32)
 
 
 @needs_kernels
@@ -54,9 +56,9 @@ def _symbol_tables(rng, S):
 def test_sequence_kernels_on_cuda_match_cpu_bit_for_bit(need_coopt):
     rng = np.random.default_rng(20)
     xl, xp = _label_sequences(rng, 12, 30, 5)
-    yl, yp = _label_sequences(rng, 9, 30, 5)
+    yl, yp = _label_sequences(rng, 9, 30, 3)
     px, py = torch.as_tensor(rng.integers(0, 12, 300)), torch.as_tensor(rng.integers(0, 9, 300))
-    for table in _symbol_tables(rng, 6):
+    for table in [*_symbol_tables(rng, 6), *_symbol_tables(rng, 6, 4)]:  # square and rectangular
         args = (xl, xp, yl, yp, px, py, need_coopt, 1e-9)
         d_cpu, p_cpu = _ext.sed_symbols_cpu(table, *args)
         d, p = _ext.sed_symbols_cpu(table.cuda(), *args)
@@ -92,9 +94,9 @@ def test_cuda_counts_beyond_doubles_match_cpu():
 def test_tree_kernels_on_cuda_match_cpu_bit_for_bit(need_coopt):
     rng = np.random.default_rng(21)
     xl, xs, xp = _label_trees(rng, 10, 25, 5)
-    yl, ys, yp = _label_trees(rng, 8, 25, 5)
+    yl, ys, yp = _label_trees(rng, 8, 25, 3)
     px, py = torch.as_tensor(rng.integers(0, 10, 200)), torch.as_tensor(rng.integers(0, 8, 200))
-    for table in _symbol_tables(rng, 6):
+    for table in [*_symbol_tables(rng, 6), *_symbol_tables(rng, 6, 4)]:  # square and rectangular
         args = (xl, xs, xp, yl, ys, yp, px, py, need_coopt, 1e-9)
         d_cpu, p_cpu = _ext.ted_symbols_cpu(table, *args)
         d, p = _ext.ted_symbols_cpu(table.cuda(), *args)
@@ -382,8 +384,8 @@ def test_every_operator_accepts_cuda_tensors(kind):
     sums_cpu = sums_op(table, *labels, px, py, 1e-9, 1 << 20)
     assert all(s.is_cuda and torch.equal(s.cpu(), c) for s, c in zip(sums, sums_cpu))
     w = torch.as_tensor(rng.normal(size=40))
-    g = _ext.weighted_pair_sums_cpu(*sums[1:], w.cuda(), 6)
-    assert g.is_cuda and torch.equal(g.cpu(), _ext.weighted_pair_sums_cpu(*sums_cpu[1:], w, 6))
+    g = _ext.weighted_pair_sums_cpu(*sums[1:], w.cuda(), 6, 6)
+    assert g.is_cuda and torch.equal(g.cpu(), _ext.weighted_pair_sums_cpu(*sums_cpu[1:], w, 6, 6))
     if kind == "tree":
         rows = int((xp[1:] - xp[:-1]).max()) + 1
         costs = torch.as_tensor(rng.random((40, rows, rows)))

@@ -98,5 +98,5 @@ def test_operators_on_host_copies_return_the_cpu_results():
     for got, expected in zip(sums, _ext.sed_symbols_sums_cpu(table, xl, xp, xl, xp, px, py, 1e-9, 1 << 20)):
         assert torch.equal(got, expected)
     w = torch.tensor([1.0, -2.0, 0.5, 0.0], dtype=torch.float64)
-    got = fallbacks.on_host(_ext.weighted_pair_sums_cpu, 3)(*sums[1:], w, 6)
-    assert torch.equal(got, _ext.weighted_pair_sums_cpu(*sums[1:], w, 6))
+    got = fallbacks.on_host(_ext.weighted_pair_sums_cpu, 3)(*sums[1:], w, 6, 6)
+    assert torch.equal(got, _ext.weighted_pair_sums_cpu(*sums[1:], w, 6, 6))

@@ -30,13 +30,14 @@ def host_jobs(tmp_path_factory):
     return str(exe)
 
 
-def _run(exe, tmp_path, kind, dtype, need_coopt, rel_tol, threads, arrays, batch, rows, cols, max_m, max_n, S=0):
+def _run(exe, tmp_path, kind, dtype, need_coopt, rel_tol, threads, arrays, batch, rows, cols, max_m, max_n,
+         table_shape=(0, 0)):
     """Writes the inputs, runs every thread of a launch on the host, returns (d, p, status)."""
     for name, a in arrays.items():
         np.ascontiguousarray(a).tofile(tmp_path / name)
     tag = "f64" if dtype == torch.float64 else "f32"
     (tmp_path / "args.txt").write_text(
-        f"{kind} {tag} {int(need_coopt)} {rel_tol!r} {threads} {batch} {rows} {cols} {max_m} {max_n} {S}\n")
+        f"{kind} {tag} {int(need_coopt)} {rel_tol!r} {threads} {batch} {rows} {cols} {max_m} {max_n} {table_shape[0]} {table_shape[1]}\n")
     subprocess.run([exe, str(tmp_path)], check=True, timeout=300)
     np_dtype = np.float64 if dtype == torch.float64 else np.float32
     d = torch.from_numpy(np.fromfile(tmp_path / "d", dtype=np_dtype))
@@ -53,25 +54,27 @@ def _sequences(rng, count, lengths, symbols):
     return labels, ptr
 
 
-def _tables(rng):
-    S = 6  # five symbols and the gap
-    yield torch.as_tensor(rng.integers(0, 3, (S, S)), dtype=torch.float64)  # integers: many ties
-    yield torch.as_tensor(rng.integers(1, 3, (S, S)), dtype=torch.float32)
-    yield torch.as_tensor(rng.random((S, S)), dtype=torch.float64)
-    yield torch.as_tensor(rng.normal(size=(S, S)), dtype=torch.float32)  # signed costs
-    yield torch.as_tensor(np.round(rng.random((S, S)), 1), dtype=torch.float64)  # tenths: rounding in sums
+def _tables(rng, y_symbols=5):
+    """Tables of five x symbols by ``y_symbols`` y symbols, each side's gap last."""
+    shape = (6, y_symbols + 1)
+    yield torch.as_tensor(rng.integers(0, 3, shape), dtype=torch.float64)  # integers: many ties
+    yield torch.as_tensor(rng.integers(1, 3, shape), dtype=torch.float32)
+    yield torch.as_tensor(rng.random(shape), dtype=torch.float64)
+    yield torch.as_tensor(rng.normal(size=shape), dtype=torch.float32)  # signed costs
+    yield torch.as_tensor(np.round(rng.random(shape), 1), dtype=torch.float64)  # tenths: rounding in sums
 
 
 @pytest.mark.parametrize("need_coopt", [False, True])
 @pytest.mark.parametrize("threads", [1, 5, 64])
-def test_symbol_sequences_match_cpu_bit_for_bit(host_jobs, tmp_path, need_coopt, threads):
+@pytest.mark.parametrize("y_symbols", [5, 2])  # a square table and a rectangular one
+def test_symbol_sequences_match_cpu_bit_for_bit(host_jobs, tmp_path, need_coopt, threads, y_symbols):
     rng = np.random.default_rng(3)
     xl, xp = _sequences(rng, 9, (0, 14), 5)
-    yl, yp = _sequences(rng, 7, (0, 14), 5)
+    yl, yp = _sequences(rng, 7, (0, 14), y_symbols)
     px = torch.as_tensor(rng.integers(0, 9, 40))
     py = torch.as_tensor(rng.integers(0, 7, 40))
     xl_t, xp_t, yl_t, yp_t = map(torch.as_tensor, (xl, xp, yl, yp))
-    for table in _tables(rng):
+    for table in _tables(rng, y_symbols):
         d_cpu, p_cpu = _ext.sed_symbols_cpu(table, xl_t, xp_t, yl_t, yp_t, px, py, need_coopt, 1e-9)
         m = (xp[1:] - xp[:-1])[px.numpy()]
         n = (yp[1:] - yp[:-1])[py.numpy()]
@@ -79,7 +82,7 @@ def test_symbol_sequences_match_cpu_bit_for_bit(host_jobs, tmp_path, need_coopt,
         arrays = {"table": table.numpy(), "x_labels": xl, "x_ptr": xp, "y_labels": yl, "y_ptr": yp,
                   "pair_x": px.numpy(), "pair_y": py.numpy()}
         d, p, status = _run(host_jobs, tmp_path, "symbols", table.dtype, need_coopt, 1e-9, threads, arrays,
-                            len(px), rows, cols, rows - 1, cols - 1, S=table.shape[0])
+                            len(px), rows, cols, rows - 1, cols - 1, table_shape=table.shape)
         assert (status == OK).all()
         assert torch.equal(d, d_cpu)
         if need_coopt:
@@ -122,7 +125,7 @@ def test_counts_beyond_doubles_take_the_exact_counts(host_jobs, tmp_path):
     arrays = {"table": table.numpy(), "x_labels": xl, "x_ptr": xp, "y_labels": xl, "y_ptr": xp,
               "pair_x": px.numpy(), "pair_y": py.numpy()}
     d, p, status = _run(host_jobs, tmp_path, "symbols", table.dtype, True, 1e-9, 2, arrays, 3, 701, 701, 700, 700,
-                        S=S)
+                        table_shape=(S, S))
     assert (status == OK).all()
     assert torch.equal(d, d_cpu)
     assert torch.equal(p, p_cpu)
@@ -174,7 +177,8 @@ def _flat_trees(x_sizes, x_ptr, y_sizes, y_ptr, px, py):
 
 @pytest.mark.parametrize("need_coopt", [False, True])
 @pytest.mark.parametrize("threads", [1, 5, 64])
-def test_symbol_trees_match_cpu_bit_for_bit(host_jobs, tmp_path, need_coopt, threads):
+@pytest.mark.parametrize("y_symbols", [5, 2])  # a square table and a rectangular one
+def test_symbol_trees_match_cpu_bit_for_bit(host_jobs, tmp_path, need_coopt, threads, y_symbols):
     """Every keyroot pair's full forest table per thread (the GPU's job) against the CPU kernel
     (which skips cells no later table reads, uses closed forms for leaf keyroots, counts only
     the tables some co-optimal mapping passes and runs pairs in AVX2 lanes): the same sums in
@@ -182,7 +186,7 @@ def test_symbol_trees_match_cpu_bit_for_bit(host_jobs, tmp_path, need_coopt, thr
     both orientations (the CPU picks one per pair); tables full of ties."""
     rng = np.random.default_rng(5)
     xl, xs, xp = _trees(rng, 8, (1, 16), 5)
-    yl, ys, yp = _trees(rng, 6, (1, 16), 5)
+    yl, ys, yp = _trees(rng, 6, (1, 16), y_symbols)
     px = torch.as_tensor(rng.integers(0, 8, 30))
     py = torch.as_tensor(rng.integers(0, 6, 30))
     flat = _flat_trees(xs, xp, ys, yp, px, py)
@@ -190,12 +194,12 @@ def test_symbol_trees_match_cpu_bit_for_bit(host_jobs, tmp_path, need_coopt, thr
     m = (xp[1:] - xp[:-1])[px]
     n = (yp[1:] - yp[:-1])[py]
     rows, cols = int(m.max()) + 1, int(n.max()) + 1
-    for table in _tables(rng):
+    for table in _tables(rng, y_symbols):
         d_cpu, p_cpu = _ext.ted_symbols_cpu(table, xl, xs, xp, yl, ys, yp, px, py, need_coopt, 1e-9)
         arrays = dict(flat, table=table.numpy(), x_labels=xl.numpy(), x_ptr=xp.numpy(), y_labels=yl.numpy(),
                       y_ptr=yp.numpy())
         d, p, status = _run(host_jobs, tmp_path, "tree_symbols", table.dtype, need_coopt, 1e-9, threads, arrays,
-                            len(px), rows, cols, rows - 1, cols - 1, S=table.shape[0])
+                            len(px), rows, cols, rows - 1, cols - 1, table_shape=table.shape)
         assert (status == OK).all()
         assert torch.equal(d, d_cpu)
         if need_coopt:
@@ -240,7 +244,7 @@ def test_tree_counts_beyond_doubles_take_the_exact_counts(host_jobs, tmp_path):
     arrays = dict(_flat_trees(sizes, ptr, sizes, ptr, px, py), table=table.numpy(), x_labels=labels.numpy(),
                   x_ptr=ptr.numpy(), y_labels=labels.numpy(), y_ptr=ptr.numpy())
     d, p, status = _run(host_jobs, tmp_path, "tree_symbols", table.dtype, True, 1e-9, 2, arrays, 3, 701, 701, 700,
-                        700, S=S)
+                        700, table_shape=(S, S))
     assert (status == OK).all()
     assert torch.equal(d, d_cpu)
     assert torch.equal(p, p_cpu)

@@ -26,14 +26,15 @@ def _sequence_args(need_coopt):
 
 
 def _symbol_args(kind, need_coopt):
-    table = torch.rand(4, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
-    labels = torch.tensor([0, 1, 2, 1, 0, 2])
+    # rectangular: three x symbols and four y symbols, each side's gap last
+    table = torch.rand(4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    labels, y_labels = torch.tensor([0, 1, 2, 1, 0, 2]), torch.tensor([3, 1, 2, 3, 0, 2])
     ptr = torch.tensor([0, 3, 6])
     pair = torch.tensor([0, 1, 1])
     if kind == "tree":
         sizes = torch.tensor([3, 1, 1, 3, 2, 1])
-        return table, labels, sizes, ptr, labels, sizes, ptr, pair, pair.flip(0), need_coopt, 1e-9
-    return table, labels, ptr, labels, ptr, pair, pair.flip(0), need_coopt, 1e-9
+        return table, labels, sizes, ptr, y_labels, sizes, ptr, pair, pair.flip(0), need_coopt, 1e-9
+    return table, labels, ptr, y_labels, ptr, pair, pair.flip(0), need_coopt, 1e-9
 
 
 @pytest.mark.parametrize("need_coopt", [False, True])
@@ -111,5 +112,5 @@ def test_opcheck_symbol_sums(kind):
         torch.library.opcheck(op.default, (*args, 1e-9, max_entries), test_utils=utils)
     d, ptr, entry, value = op(*args, 1e-9, 1 << 20)
     weights = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)
-    torch.library.opcheck(torch.ops.bedl_torch.weighted_pair_sums.default, (ptr, entry, value, weights, 4),
+    torch.library.opcheck(torch.ops.bedl_torch.weighted_pair_sums.default, (ptr, entry, value, weights, 4, 5),
                           test_utils=utils)

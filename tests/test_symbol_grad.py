@@ -363,11 +363,11 @@ def test_weighted_pair_sums_adds_the_weighted_lists():
     value = torch.tensor([1.0, 2.0, 0.5, -1.0, 4.0], dtype=torch.float64)
     for dtype in (torch.float64, torch.float32):
         weights = torch.tensor([2.0, 5.0, -1.0], dtype=dtype)
-        got = _ext.weighted_pair_sums_cpu(ptr, entry, value, weights, 3)
+        got = _ext.weighted_pair_sums_cpu(ptr, entry, value, weights, 3, 3)
         want = torch.zeros(9, dtype=torch.float64)
         want[0], want[7], want[3], want[8] = 2.0, 4.0 - 0.5, 1.0, -4.0
         assert got.dtype == dtype and torch.equal(got, want.view(3, 3).to(dtype))
-    zero = _ext.weighted_pair_sums_cpu(ptr, entry, value, torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64), 3)
+    zero = _ext.weighted_pair_sums_cpu(ptr, entry, value, torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64), 3, 3)
     assert torch.equal(zero, torch.zeros(3, 3, dtype=torch.float64))
 
 
@@ -376,23 +376,23 @@ def test_weighted_pair_sums_checks():
     value, weights = torch.tensor([1.0, 2.0], dtype=torch.float64), torch.ones(1, dtype=torch.float64)
     op = _ext.weighted_pair_sums_cpu
     with pytest.raises(ValueError, match=r"sum_entry\[1\] = 9 is outside a \(3, 3\) table"):
-        op(ptr, torch.tensor([0, 9]), value, weights, 3)
+        op(ptr, torch.tensor([0, 9]), value, weights, 3, 3)
     with pytest.raises(ValueError, match="sum_ptr must run from 0 to the 2 entries"):
-        op(torch.tensor([0, 1]), entry, value, weights, 3)
+        op(torch.tensor([0, 1]), entry, value, weights, 3, 3)
     with pytest.raises(ValueError, match="sum_ptr must not decrease"):
-        op(torch.tensor([0, 3, 2]), entry, value, torch.ones(2, dtype=torch.float64), 3)
+        op(torch.tensor([0, 3, 2]), entry, value, torch.ones(2, dtype=torch.float64), 3, 3)
     with pytest.raises(TypeError, match="sum_value must be float64"):
-        op(ptr, entry, value.float(), weights, 3)
+        op(ptr, entry, value.float(), weights, 3, 3)
     with pytest.raises(ValueError, match="sum_value must be 1-D like sum_entry"):
-        op(ptr, entry, value[:1], weights, 3)
+        op(ptr, entry, value[:1], weights, 3, 3)
     with pytest.raises(ValueError, match=r"pair_weights must have shape \(1,\)"):
-        op(ptr, entry, value, torch.ones(2, dtype=torch.float64), 3)
+        op(ptr, entry, value, torch.ones(2, dtype=torch.float64), 3, 3)
     with pytest.raises(TypeError, match="pair_weights must be float32 or float64"):
-        op(ptr, entry, value, torch.ones(1, dtype=torch.float16), 3)
+        op(ptr, entry, value, torch.ones(1, dtype=torch.float16), 3, 3)
     with pytest.raises(TypeError, match="sum_entry must be int64"):
-        op(ptr, entry.int(), value, weights, 3)
-    with pytest.raises(ValueError, match="symbols must be >= 1"):
-        op(ptr, entry, value, weights, 0)
+        op(ptr, entry.int(), value, weights, 3, 3)
+    with pytest.raises(ValueError, match=r"at least one row and one column, got \(3, 0\)"):
+        op(ptr, entry, value, weights, 3, 0)
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])

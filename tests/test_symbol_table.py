@@ -192,8 +192,8 @@ def test_kernel_messages_print_numbers_shapes_and_types_in_full():
         _ext.ted_symbols_cpu(t, good, sizes, ptr, good, sizes, ptr, pair, pair, False, -0.125)
     with pytest.raises(ValueError, match=re.escape("rel_tol must be finite and >= 0, got -1.23457e+20")):
         _ext.sed_symbols_cpu(t, good, ptr, good, ptr, pair, pair, False, -123456789012345678901.0)
-    with pytest.raises(ValueError, match=re.escape("got shape [3, 2]")):
-        _ext.sed_symbols_cpu(torch.ones(3, 2, dtype=torch.float64), good, ptr, good, ptr, pair, pair, False, 1e-9)
+    with pytest.raises(ValueError, match=re.escape("got shape [3, 2, 1]")):
+        _ext.sed_symbols_cpu(torch.ones(3, 2, 1, dtype=torch.float64), good, ptr, good, ptr, pair, pair, False, 1e-9)
     with pytest.raises(TypeError, match=re.escape("symbol_costs must be float32 or float64, got Int")):
         _ext.sed_symbols_cpu(t.int(), good, ptr, good, ptr, pair, pair, False, 1e-9)
     with pytest.raises(ValueError, match=re.escape("pair_y[0] = -7 is not a sequence index (1 y sequences)")):
@@ -210,8 +210,11 @@ def test_kernel_checks_labels_and_table_shape():
     assert float(d) == 2.0  # every entry 1, diagonal included: two replacements beat 4 indels
     with pytest.raises(ValueError, match=r"x_labels\[1\] = 3 is not a row of the symbol cost table"):
         _ext.ted_symbols_cpu(t, torch.tensor([0, 3]), sizes, ptr, good, sizes, ptr, pair, pair, False, 1e-9)
-    with pytest.raises(ValueError, match="symbol_costs must be a square 2-D"):
-        _ext.ted_symbols_cpu(torch.ones(3, 2, dtype=torch.float64), good, sizes, ptr, good, sizes, ptr,
+    with pytest.raises(ValueError, match=r"y_labels\[1\] = 2 is not a column of the symbol cost table \(2 columns\)"):
+        _ext.ted_symbols_cpu(torch.ones(3, 2, dtype=torch.float64), good, sizes, ptr, torch.tensor([0, 2]), sizes,
+                             ptr, pair, pair, False, 1e-9)
+    with pytest.raises(ValueError, match=r"symbol_costs must be a 2-D \(x symbols \+ gap, y symbols \+ gap\)"):
+        _ext.ted_symbols_cpu(torch.ones(3, dtype=torch.float64), good, sizes, ptr, good, sizes, ptr,
                              pair, pair, False, 1e-9)
     with pytest.raises(ValueError, match="symbol_costs contain NaN or inf"):
         _ext.sed_symbols_cpu(torch.full((3, 3), float("inf")), good, ptr, good, ptr, pair, pair, False, 1e-9)

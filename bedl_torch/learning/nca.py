@@ -242,12 +242,11 @@ class PairKernels:
         """The gradient of ``sum_k weights[k] d_k`` on the table's entries, from the lists of
         the last :meth:`distances` with ``lists`` (the gradient kernel where they were too
         many)."""
-        n_sym = table.shape[0]
-        G = np.zeros((n_sym, n_sym))
+        G = np.zeros(tuple(table.shape))
         for k, sums, (lo, hi) in zip(self.kernels, self._sums, self.ranges):
             w = torch.from_numpy(np.ascontiguousarray(weights[lo:hi], dtype=np.float64)).to(table.dtype)
             if sums is not None:
-                G += k.grad_from_sums(sums, w, n_sym).numpy()
+                G += k.grad_from_sums(sums, w, table.shape).numpy()
             else:
                 G += k.weighted_grad(table, w, self.rel_tol).numpy()
         return G

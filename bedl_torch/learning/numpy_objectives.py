@@ -291,7 +291,7 @@ class NumpyEuclideanExactObjective(NumpyEuclideanBase):
             return loss, None
         weights = torch.from_numpy(np.concatenate((g_plus, g_minus)).astype(C.dtype, copy=False))
         if sums is not None:
-            G = kernels.grad_from_sums(sums, weights, C.shape[0])
+            G = kernels.grad_from_sums(sums, weights, C.shape)
         else:
             G = kernels.weighted_grad(table, weights, tol)
         return loss, G.numpy().astype(C.dtype, copy=True)

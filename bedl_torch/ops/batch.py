@@ -371,7 +371,7 @@ class SymbolTableKernels:
         return self._distances(table, *self._args, False, rel_tol)[0]
 
     def weighted_grad(self, table: torch.Tensor, weights: torch.Tensor, rel_tol: float) -> torch.Tensor:
-        """The ``(U+1, U+1)`` gradient of ``sum_k weights[k] * distance_k`` in the table's
+        """The gradient (the table's shape) of ``sum_k weights[k] * distance_k`` in the table's
         entries (``weights``: ``(B,)`` of the table's dtype), as the distances' backward."""
         return self._grad(table, *self._args, weights, rel_tol)
 
@@ -382,9 +382,10 @@ class SymbolTableKernels:
         return _distances_and_sums(self._sums(table, *self._args, rel_tol, limits.PAIR_SUM_ENTRIES))
 
     @staticmethod
-    def grad_from_sums(sums, weights: torch.Tensor, symbols: int) -> torch.Tensor:
-        """:meth:`weighted_grad` from :meth:`distances_with_sums`' sums: the same bits."""
-        return _ext.weighted_pair_sums_cpu(*sums, weights, symbols)
+    def grad_from_sums(sums, weights: torch.Tensor, shape) -> torch.Tensor:
+        """:meth:`weighted_grad` from :meth:`distances_with_sums`' sums, for a table of ``shape``
+        (rows, cols): the same bits."""
+        return _ext.weighted_pair_sums_cpu(*sums, weights, *shape)
 
 
 class EditDistanceFn(torch.autograd.Function):
@@ -448,9 +449,9 @@ class SymbolEditDistanceFn(torch.autograd.Function):
             dense_backward[view.cost] = nonzero >= limits.LISTS_MIN_NONZERO * grad_d.numel()
         if ctx.from_sums:
             weights = grad_d.detach().to("cpu", ctx.table_dtype).reshape(-1)
-            grad = _ext.weighted_pair_sums_cpu(*saved, weights, ctx.table_shape[0])
+            grad = _ext.weighted_pair_sums_cpu(*saved, weights, *ctx.table_shape)
         elif ctx.want_coopt:
-            grad = _scatter_coopt(saved[0].cpu(), grad_d, batch, view, ctx.table_shape[0])
+            grad = _scatter_coopt(saved[0].cpu(), grad_d, batch, view, ctx.table_shape)
         elif saved[0].device.type != "cpu" and _ext.runs_on_device(batch.symbol_operator, saved[0].device):
             grad = coopt_grad(batch, view, saved[0], grad_d, ctx.rel_tol)
         else:
@@ -460,14 +461,13 @@ class SymbolEditDistanceFn(torch.autograd.Function):
         return grad.to(grad_d.device), None, None, None, None
 
 
-def _scatter_coopt(p, grad_d, batch, view, size):
-    """sum_k grad_d[k] * P_k scattered into a (size, size) table by the pairs' labels, on P's
-    device."""
-    rows, cols = p.shape[1], p.shape[2]
-    x_idx = view.padded_labels(batch.x_table, batch.pair_x, rows)
-    y_idx = view.padded_labels(batch.y_table, batch.pair_y, cols)
-    grad = torch.zeros(size * size, dtype=p.dtype, device=p.device)
-    return add_by_label_pairs(grad, p, x_idx, y_idx, grad_d.detach().reshape(-1), size).view(size, size)
+def _scatter_coopt(p, grad_d, batch, view, shape):
+    """sum_k grad_d[k] * P_k scattered into a table of ``shape`` (rows, cols) by the pairs'
+    labels, on P's device."""
+    x_idx = view.padded_labels(batch.x_table, batch.pair_x, p.shape[1])
+    y_idx = view.padded_labels(batch.y_table, batch.pair_y, p.shape[2])
+    grad = torch.zeros(shape[0] * shape[1], dtype=p.dtype, device=p.device)
+    return add_by_label_pairs(grad, p, x_idx, y_idx, grad_d.detach().reshape(-1), shape[1]).view(*shape)
 
 
 def coopt_grad(batch: PairBatch, view: SymbolView, table: torch.Tensor, grad_d: torch.Tensor,

@@ -208,44 +208,27 @@ class SymbolView:
                 max_block: Optional[int] = None) -> Optional["SymbolView"]:
         """The local view whose rows are the symbols of ``x_labels`` and whose columns are
         those of ``y_labels`` (alphabet indices, any shape; the labels of ``col_side`` are read
-        as columns), or None when its ``S x S`` table would exceed ``limit`` cells or its
+        as columns), or None when its ``(kx+1, ky+1)`` table would exceed ``limit`` cells or its
         ``kx x ky`` block of costs ``max_block``.
 
-        ``S = max(kx, ky) + 1``: the kernels take a square table, the gap last in both
-        directions. Where the two sides' symbols are about as many, the table is one
-        :func:`~bedl_torch.costs.block_of` call whose shorter side is padded with the gap
-        (rows or columns that no pair reads), built in place; else the ``(kx+1, ky+1)`` block
-        is computed alone and copied into a table of zeros (its backward, too, stays on the
-        block). Each side's symbols are numbered by frequency, so the costs most pairs read
-        share few cache lines.
+        The kernels take such a rectangular table (each side's gap last), so it is one
+        :func:`~bedl_torch.costs.block_of` call holding only the costs that pairs between the
+        two sides can read (and its backward stays on that block). Each side's symbols are
+        numbered by frequency, so the costs most pairs read share few cache lines.
         """
         gap = cost.gap_index
         rows, cols = _symbols_by_frequency(x_labels, gap), _symbols_by_frequency(y_labels, gap)
         kx, ky = len(rows), len(cols)
-        size = max(kx, ky) + 1
-        if size * size > limit or (max_block is not None and kx * ky > max_block):
+        if (kx + 1) * (ky + 1) > limit or (max_block is not None and kx * ky > max_block):
             return None
-        name = f"{type(cost).__name__} costs"
-        if 2 * (kx + 1) * (ky + 1) >= size * size:
-            block = block_of(cost, F.pad(rows, (0, size - kx), value=gap),
-                             F.pad(cols, (0, size - ky), value=gap))
-            check_costs(block, name)
-        else:
-            block = block_of(cost, F.pad(rows, (0, 1), value=gap), F.pad(cols, (0, 1), value=gap))
-            check_costs(block, name)
-            # rows kx .. size - 2 or columns ky .. size - 2 stand for no symbol
-            table = block.new_zeros(size, size)
-            if kx < ky:
-                table[:kx], table[-1] = block[:kx], block[-1]
-            else:
-                table[:, :ky], table[:, -1] = block[:, :ky], block[:, -1]
-            block = table
+        table = block_of(cost, F.pad(rows, (0, 1), value=gap), F.pad(cols, (0, 1), value=gap))
+        check_costs(table, f"{type(cost).__name__} costs")
         lookups = []
         for symbols in (rows, cols):
-            lookup = torch.full((gap + 1,), size - 1, dtype=torch.long)
+            lookup = torch.full((gap + 1,), len(symbols), dtype=torch.long)
             lookup[symbols] = torch.arange(len(symbols))
             lookups.append(lookup)
-        return cls(block, cost, unknown, lookups[0], lookups[1], col_side)
+        return cls(table, cost, unknown, lookups[0], lookups[1], col_side)
 
     def _lookup(self, side: "FlatTable") -> Optional[torch.Tensor]:
         return self.col_lookup if side is self.col_side and self.col_side is not None else self.lookup

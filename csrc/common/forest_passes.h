@@ -44,19 +44,20 @@ struct PaddedTreeCosts {
   BEDL_HD double ins(int64_t j) const { return static_cast<double>(c[m * stride + y_pre[j]]); }
 };
 
-// A pair's costs from an (S, S) symbol table (the gap last) through the
-// nodes' labels (preorder), by postorder.
+// A pair's costs from a (rows, cols) symbol table through the nodes' labels
+// (preorder), by postorder: x's labels index rows, y's columns, and the last
+// row and the last column are the gap.
 template <typename scalar_t>
 struct SymbolTreeCosts {
   const scalar_t* table;
-  int64_t S;
+  int64_t rows, cols;
   const int64_t *x_labels, *y_labels;  // preorder
   const int64_t *x_pre, *y_pre;
   BEDL_HD double rep(int64_t i, int64_t j) const {
-    return static_cast<double>(table[x_labels[x_pre[i]] * S + y_labels[y_pre[j]]]);
+    return static_cast<double>(table[x_labels[x_pre[i]] * cols + y_labels[y_pre[j]]]);
   }
-  BEDL_HD double del(int64_t i) const { return static_cast<double>(table[x_labels[x_pre[i]] * S + S - 1]); }
-  BEDL_HD double ins(int64_t j) const { return static_cast<double>(table[(S - 1) * S + y_labels[y_pre[j]]]); }
+  BEDL_HD double del(int64_t i) const { return static_cast<double>(table[x_labels[x_pre[i]] * cols + cols - 1]); }
+  BEDL_HD double ins(int64_t j) const { return static_cast<double>(table[(rows - 1) * cols + y_labels[y_pre[j]]]); }
 };
 
 // The forest table of keyroots (kx, ky): fd (row stride w) for its cells and

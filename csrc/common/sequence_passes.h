@@ -37,8 +37,9 @@ struct PaddedCostRows {
   BEDL_HD double ins(int64_t j) const { return static_cast<double>(c[m * stride + j]); }
 };
 
-// A pair's costs read from an (S, S) symbol table through the labels x (m) and
-// y (n); the gap is the last row and column.
+// A pair's costs read from a (rows, cols) symbol table through the labels x
+// (m) and y (n): x's labels index rows, y's columns, and the last row and the
+// last column are the gap.
 template <typename scalar_t>
 struct SymbolCostRows {
   struct Row {
@@ -49,10 +50,10 @@ struct SymbolCostRows {
     BEDL_HD double del() const { return static_cast<double>(c[gap]); }
   };
   const scalar_t* table;
-  int64_t S;
+  int64_t rows, cols;
   const int64_t *x, *y;
-  BEDL_HD Row row(int64_t i) const { return Row{table + x[i] * S, y, S - 1}; }
-  BEDL_HD double ins(int64_t j) const { return static_cast<double>(table[(S - 1) * S + y[j]]); }
+  BEDL_HD Row row(int64_t i) const { return Row{table + x[i] * cols, y, cols - 1}; }
+  BEDL_HD double ins(int64_t j) const { return static_cast<double>(table[(rows - 1) * cols + y[j]]); }
 };
 
 // The largest absolute cost of the entries a pair uses (the tie test's scale;

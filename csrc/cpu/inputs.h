@@ -174,38 +174,41 @@ inline void check_pair_costs(double max_abs, int64_t m, int64_t n, int64_t b, co
                    "); scale the costs down");
 }
 
-// A (S, S) symbol cost table: rows and columns are symbols, the last one the gap.
-// Returns its largest absolute entry ([gap, gap] is unused), the bound for check_pair_costs.
+// A (rows, cols) symbol cost table: rows are x's symbols and columns y's, the
+// last row and the last column the gap (a whole alphabet's table is square; a
+// block between two sets of objects need not be). Returns its largest absolute
+// entry, the bound for check_pair_costs.
 inline double check_symbol_costs(const at::Tensor& table) {
   BEDL_CHECK_VALUE(table.device().is_cpu(), "symbol_costs must be a CPU tensor in the CPU kernel, got ",
                    table.device());
   BEDL_CHECK_VALUE(table.layout() == at::kStrided, "symbol_costs must be a dense (strided) tensor, got ",
                    table.layout());
-  BEDL_CHECK_VALUE(table.dim() == 2 && table.size(0) == table.size(1) && table.size(0) >= 1,
-                   "symbol_costs must be a square 2-D (symbols + gap, symbols + gap) table, got shape ",
+  BEDL_CHECK_VALUE(table.dim() == 2 && table.size(0) >= 1 && table.size(1) >= 1,
+                   "symbol_costs must be a 2-D (x symbols + gap, y symbols + gap) table, got shape ",
                    table.sizes());
   BEDL_CHECK_TYPE(table.scalar_type() == at::kFloat || table.scalar_type() == at::kDouble,
                   "symbol_costs must be float32 or float64, got ", table.scalar_type());
   const at::Tensor t = table.contiguous();
-  const int64_t S = t.size(0);
+  const int64_t rows = t.size(0), cols = t.size(1);
   double max_abs = 0.0;
   AT_DISPATCH_FLOATING_TYPES(t.scalar_type(), "check_symbol_costs", [&] {
     const scalar_t* c = t.data_ptr<scalar_t>();
     // labels may be the gap index (unknown symbols), so the [gap, gap] corner is a cost too
-    const double corner = static_cast<double>(c[S * S - 1]);
+    const double corner = static_cast<double>(c[rows * cols - 1]);
     max_abs = std::isnan(corner) ? corner
-                                 : std::max(block_max_abs(c, S - 1, S - 1, S), std::fabs(corner));
+                                 : std::max(block_max_abs(c, rows - 1, cols - 1, cols), std::fabs(corner));
   });
   BEDL_CHECK_VALUE(std::isfinite(max_abs), "symbol_costs contain NaN or inf");
   return max_abs;
 }
 
-// Node labels index rows and columns of a symbol table of size S.
-inline void check_labels(const at::Tensor& labels, int64_t S, const char* name) {
+// Labels index `size` rows (x's labels) or columns (y's) of a symbol table.
+inline void check_labels(const at::Tensor& labels, int64_t size, const char* name) {
   const int64_t* l = labels.data_ptr<int64_t>();
+  const bool x_side = name[0] == 'x';
   for (int64_t k = 0; k < labels.size(0); ++k) {
-    BEDL_CHECK_VALUE(l[k] >= 0 && l[k] < S, name, "[", k, "] = ", l[k],
-                     " is not a row of the symbol cost table (size ", S, ")");
+    BEDL_CHECK_VALUE(l[k] >= 0 && l[k] < size, name, "[", k, "] = ", l[k], " is not a ", x_side ? "row" : "column",
+                     " of the symbol cost table (", size, x_side ? " rows)" : " columns)");
   }
 }
 
@@ -233,7 +236,7 @@ struct BatchExtent {
 // The arguments the symbol-table kernels share, checked and made contiguous.
 struct SymbolInputs {
   at::Tensor table, x_labels, y_labels, x_ptr, y_ptr, pair_x, pair_y;
-  int64_t symbols = 0, batch = 0;
+  int64_t rows = 0, cols = 0, batch = 0;  // the table's shape: x's symbols + gap, y's symbols + gap
   double max_abs = 0.0;  // largest absolute cost of the table
 };
 
@@ -251,9 +254,9 @@ inline SymbolInputs check_symbol_inputs(const at::Tensor& table, const at::Tenso
   check_rel_tol(rel_tol);
   SymbolInputs in{table.contiguous(),  x_labels.contiguous(), y_labels.contiguous(),
                   x_ptr.contiguous(),  y_ptr.contiguous(),    pair_x.contiguous(),
-                  pair_y.contiguous(), table.size(0),         pair_x.size(0), max_abs};
-  check_labels(in.x_labels, in.symbols, "x_labels");
-  check_labels(in.y_labels, in.symbols, "y_labels");
+                  pair_y.contiguous(), table.size(0),         table.size(1),  pair_x.size(0), max_abs};
+  check_labels(in.x_labels, in.rows, "x_labels");
+  check_labels(in.y_labels, in.cols, "y_labels");
   return in;
 }
 
@@ -360,13 +363,13 @@ struct DistanceCutoffs {
     for (int64_t b = 0; b < in.batch; ++b) {
       BEDL_CHECK_VALUE(!std::isnan(out.t[b]), "max_distance[", b, "] is NaN");
     }
-    const int64_t S = in.symbols;
-    out.row_min.assign(S, 0.0);
+    const int64_t rows = in.rows, cols = in.cols;
+    out.row_min.assign(rows, 0.0);
     AT_DISPATCH_FLOATING_TYPES(in.table.scalar_type(), "row_min", [&] {
       const scalar_t* c = in.table.data_ptr<scalar_t>();
-      for (int64_t a = 0; a < S; ++a) {
-        double low = static_cast<double>(c[a * S]);
-        for (int64_t k = 1; k < S; ++k) low = std::min(low, static_cast<double>(c[a * S + k]));
+      for (int64_t a = 0; a < rows; ++a) {
+        double low = static_cast<double>(c[a * cols]);
+        for (int64_t k = 1; k < cols; ++k) low = std::min(low, static_cast<double>(c[a * cols + k]));
         out.row_min[a] = low;
       }
     });

@@ -1,5 +1,5 @@
 // weighted_pair_sums: the backward of distances whose forward listed each
-// pair's P by label pair (pair_sums.h): sum_b w_b * sums_b into an (S, S) table.
+// pair's P by label pair (pair_sums.h): sum_b w_b * sums_b into a (rows, cols) table.
 #include "../edit_distance.h"
 #include "inputs.h"
 
@@ -8,8 +8,9 @@
 namespace bedl {
 
 at::Tensor weighted_pair_sums_cpu(const at::Tensor& sum_ptr, const at::Tensor& sum_entry,
-                                  const at::Tensor& sum_value, const at::Tensor& pair_weights, int64_t symbols) {
-  BEDL_CHECK_VALUE(symbols >= 1, "symbols must be >= 1, got ", symbols);
+                                  const at::Tensor& sum_value, const at::Tensor& pair_weights, int64_t rows, int64_t cols) {
+  BEDL_CHECK_VALUE(rows >= 1 && cols >= 1, "the table must have at least one row and one column, got (", rows, ", ",
+                   cols, ")");
   dp::check_index(sum_ptr, "sum_ptr", -1);
   BEDL_CHECK_VALUE(sum_ptr.size(0) >= 1, "sum_ptr must have at least one entry (pairs + 1)");
   const int64_t batch = sum_ptr.size(0) - 1;
@@ -33,7 +34,7 @@ at::Tensor weighted_pair_sums_cpu(const at::Tensor& sum_ptr, const at::Tensor& s
   const int64_t* e = entry.data_ptr<int64_t>();
   const double* v = value.data_ptr<double>();
   const double* w = weights.data_ptr<double>();
-  const int64_t entries = entry.size(0), cells = symbols * symbols;
+  const int64_t entries = entry.size(0), cells = rows * cols;
   BEDL_CHECK_VALUE(p[0] == 0 && p[batch] == entries, "sum_ptr must run from 0 to the ", entries,
                    " entries of sum_entry, got ", p[0], " .. ", p[batch]);
   for (int64_t b = 0; b < batch; ++b) {
@@ -41,8 +42,8 @@ at::Tensor weighted_pair_sums_cpu(const at::Tensor& sum_ptr, const at::Tensor& s
                      " at pair ", b);
   }
   for (int64_t k = 0; k < entries; ++k) {
-    BEDL_CHECK_VALUE(e[k] >= 0 && e[k] < cells, "sum_entry[", k, "] = ", e[k], " is outside a (", symbols, ", ",
-                     symbols, ") table");
+    BEDL_CHECK_VALUE(e[k] >= 0 && e[k] < cells, "sum_entry[", k, "] = ", e[k], " is outside a (", rows, ", ", cols,
+                     ") table");
   }
   // Serially, pair by pair: the same bits for any thread count.
   std::vector<double> total(cells, 0.0);
@@ -50,7 +51,7 @@ at::Tensor weighted_pair_sums_cpu(const at::Tensor& sum_ptr, const at::Tensor& s
     if (w[b] == 0.0) continue;
     for (int64_t k = p[b]; k < p[b + 1]; ++k) total[e[k]] += w[b] * v[k];
   }
-  at::Tensor out = at::empty({symbols, symbols}, pair_weights.options());
+  at::Tensor out = at::empty({rows, cols}, pair_weights.options());
   AT_DISPATCH_FLOATING_TYPES(out.scalar_type(), "weighted_pair_sums_cpu", [&] {
     scalar_t* o = out.data_ptr<scalar_t>();
     for (int64_t k = 0; k < cells; ++k) o[k] = static_cast<scalar_t>(total[k]);

@@ -6,8 +6,9 @@
 // only weights and adds them (weighted_pair_sums_cpu).
 //
 // Layout (CSR over pairs): pair b's sums are entry[ptr[b] .. ptr[b + 1]),
-// entry a * S + c for x label a and y label c (S - 1: the gap, deletions in
-// the gap column, insertions in the gap row), value the sum of P over the
+// entry a * cols + c for x label a and y label c of a (rows, cols) table
+// (rows - 1 and cols - 1: the gap; deletions in the gap column, insertions
+// in the gap row), value the sum of P over the
 // cells of that label pair, in double, listed by x's labels in order of
 // first appearance (in preorder for trees), then the gap, and within them
 // y's the same way; only nonzero sums. (Where a node's own label is the gap,
@@ -36,10 +37,10 @@ struct LabelSlots {
   std::vector<int64_t> distinct;  // list t's at [begin[t], begin[t + 1])
   std::vector<int64_t> begin;
 
-  LabelSlots(const int64_t* labels, const int64_t* ptr, int64_t T, int64_t S) {
+  LabelSlots(const int64_t* labels, const int64_t* ptr, int64_t T, int64_t symbols) {
     slot.resize(ptr[T]);
     begin.assign(T + 1, 0);
-    std::vector<int64_t> slot_of(S, -1);
+    std::vector<int64_t> slot_of(symbols, -1);
     for (int64_t t = 0; t < T; ++t) {
       begin[t] = static_cast<int64_t>(distinct.size());
       for (int64_t k = ptr[t]; k < ptr[t + 1]; ++k) {
@@ -61,9 +62,11 @@ struct LabelSlots {
 // labels and the gap) x (y's and the gap).
 class PairLabelSums {
  public:
-  // Starts the pair of x list tx and y list ty.
-  void start(int64_t S, const LabelSlots& x, int64_t tx, const LabelSlots& y, int64_t ty) {
-    S_ = S;
+  // Starts the pair of x list tx and y list ty of a (table_rows, table_cols) table.
+  void start(int64_t table_rows, int64_t table_cols, const LabelSlots& x, int64_t tx, const LabelSlots& y,
+             int64_t ty) {
+    table_rows_ = table_rows;
+    table_cols_ = table_cols;
     x_symbols_ = x.distinct.data() + x.begin[tx];
     y_symbols_ = y.distinct.data() + y.begin[ty];
     rows_ = x.count(tx) + 1;
@@ -85,11 +88,11 @@ class PairLabelSums {
   int64_t emit(int64_t* entry, double* value) const {
     int64_t count = 0;
     for (int64_t r = 0; r < rows_; ++r) {
-      const int64_t a = (r + 1 < rows_ ? x_symbols_[r] : S_ - 1) * S_;
+      const int64_t a = (r + 1 < rows_ ? x_symbols_[r] : table_rows_ - 1) * table_cols_;
       const double* row = sum_.data() + r * cols_;
       for (int64_t c = 0; c < cols_; ++c) {
         if (row[c] == 0.0) continue;
-        entry[count] = a + (c + 1 < cols_ ? y_symbols_[c] : S_ - 1);
+        entry[count] = a + (c + 1 < cols_ ? y_symbols_[c] : table_cols_ - 1);
         value[count++] = row[c];
       }
     }
@@ -97,7 +100,7 @@ class PairLabelSums {
   }
 
  private:
-  int64_t S_ = 0, rows_ = 0, cols_ = 0;
+  int64_t table_rows_ = 0, table_cols_ = 0, rows_ = 0, cols_ = 0;
   const int64_t *x_symbols_ = nullptr, *y_symbols_ = nullptr;
   std::vector<double> sum_;
 };
@@ -126,8 +129,8 @@ inline void take_p_row(double* row, const int64_t* col, double* p, int64_t n) {
 struct PairLabels {
   LabelSlots x, y;
   explicit PairLabels(const SymbolInputs& in)
-      : x(in.x_labels.data_ptr<int64_t>(), in.x_ptr.data_ptr<int64_t>(), in.x_ptr.size(0) - 1, in.symbols),
-        y(in.y_labels.data_ptr<int64_t>(), in.y_ptr.data_ptr<int64_t>(), in.y_ptr.size(0) - 1, in.symbols) {}
+      : x(in.x_labels.data_ptr<int64_t>(), in.x_ptr.data_ptr<int64_t>(), in.x_ptr.size(0) - 1, in.rows),
+        y(in.y_labels.data_ptr<int64_t>(), in.y_ptr.data_ptr<int64_t>(), in.y_ptr.size(0) - 1, in.cols) {}
 
   // Each pair's room for its list: (distinct x labels + 1) (distinct y
   // labels + 1) - 1 (no gap against gap), at most its cells but one;
@@ -237,16 +240,16 @@ inline at::Tensor check_pair_weights(const at::Tensor& weights, const at::Tensor
 // 64 MB), which add them up chunk by chunk.
 constexpr int64_t kGradChunkEntries = int64_t{1} << 22;
 
-// The (S, S) gradient sum_b weight[b] * (pair b's list) over the pairs of
+// The (rows, cols) gradient sum_b weight[b] * (pair b's list) over the pairs of
 // nonzero weight, in the table's dtype: lists(order, out) computes the lists
 // of the pairs `order` into out (planned), chunk after chunk of at most
 // kGradChunkEntries entries of room (at least one pair), each chunk's then
 // added pair by pair in order. The same bits as weighted_pair_sums_cpu on the
 // lists of all pairs, for any thread count and chunking.
 template <typename scalar_t, class Lists>
-at::Tensor weighted_lists_grad(int64_t S, const std::vector<int64_t>& bounds, const scalar_t* weight,
-                               const at::TensorOptions& options, const Lists& lists) {
-  std::vector<double> total(S * S, 0.0);
+at::Tensor weighted_lists_grad(int64_t rows, int64_t cols, const std::vector<int64_t>& bounds,
+                               const scalar_t* weight, const at::TensorOptions& options, const Lists& lists) {
+  std::vector<double> total(rows * cols, 0.0);
   PairSumsOut out;
   std::vector<int64_t> chunk;
   int64_t room = 0;
@@ -264,9 +267,9 @@ at::Tensor weighted_lists_grad(int64_t S, const std::vector<int64_t>& bounds, co
     room += bounds[b];
   }
   if (!chunk.empty()) flush();
-  at::Tensor grad = at::empty({S, S}, options);
+  at::Tensor grad = at::empty({rows, cols}, options);
   scalar_t* g = grad.data_ptr<scalar_t>();
-  for (int64_t k = 0; k < S * S; ++k) g[k] = static_cast<scalar_t>(total[k]);
+  for (int64_t k = 0; k < rows * cols; ++k) g[k] = static_cast<scalar_t>(total[k]);
   return grad;
 }
 

@@ -54,12 +54,11 @@ inline int64_t launch_threads(int64_t pairs, int64_t bytes_per_thread) {
   return std::max<int64_t>(1, threads);
 }
 
-// A symbol cost table on the GPU: float32/float64, square (symbols + gap).
+// A symbol cost table on the GPU: float32/float64, (x symbols + gap, y symbols + gap).
 inline void check_cuda_symbol_table(const at::Tensor& table) {
-  check_cuda_costs(table, "symbol_costs", 2, "(symbols + gap, symbols + gap)");
-  BEDL_CHECK_VALUE(table.size(0) == table.size(1) && table.size(0) >= 1,
-                   "symbol_costs must be a square 2-D (symbols + gap, symbols + gap) table, got shape ",
-                   table.sizes());
+  check_cuda_costs(table, "symbol_costs", 2, "(x symbols + gap, y symbols + gap)");
+  BEDL_CHECK_VALUE(table.size(0) >= 1 && table.size(1) >= 1,
+                   "symbol_costs must be a 2-D (x symbols + gap, y symbols + gap) table, got shape ", table.sizes());
 }
 
 // The table's largest absolute entry, which must be finite: the overflow rule
@@ -76,8 +75,8 @@ struct SymbolIndices {
   at::Tensor x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y;
 
   SymbolIndices(const at::Tensor& x_labels_in, const at::Tensor& x_ptr_in, const at::Tensor& y_labels_in,
-                const at::Tensor& y_ptr_in, const at::Tensor& pair_x_in, const at::Tensor& pair_y_in, int64_t S,
-                double rel_tol) {
+                const at::Tensor& y_ptr_in, const at::Tensor& pair_x_in, const at::Tensor& pair_y_in, int64_t rows,
+                int64_t cols, double rel_tol) {
     const at::Tensor xl = on_host(x_labels_in), yl = on_host(y_labels_in), xp = on_host(x_ptr_in),
                      yp = on_host(y_ptr_in), px = on_host(pair_x_in), py = on_host(pair_y_in);
     dp::check_index(xl, "x_labels", -1);
@@ -93,8 +92,8 @@ struct SymbolIndices {
     y_ptr = yp.contiguous();
     pair_x = px.contiguous();
     pair_y = py.contiguous();
-    dp::check_labels(x_labels, S, "x_labels");
-    dp::check_labels(y_labels, S, "y_labels");
+    dp::check_labels(x_labels, rows, "x_labels");
+    dp::check_labels(y_labels, cols, "y_labels");
   }
   int64_t batch() const { return pair_x.size(0); }
 };

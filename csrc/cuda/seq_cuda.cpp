@@ -135,8 +135,9 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cuda(const at::Tensor& table_in, 
   gpu::check_cuda_symbol_table(table_in);
   const c10::cuda::CUDAGuard guard(table_in.device());
   const at::Tensor table = table_in.contiguous();
-  const int64_t S = table.size(0);
-  const gpu::SymbolIndices in(x_labels_in, x_ptr_in, y_labels_in, y_ptr_in, pair_x_in, pair_y_in, S, rel_tol);
+  const int64_t rows = table.size(0), cols = table.size(1);
+  const gpu::SymbolIndices in(x_labels_in, x_ptr_in, y_labels_in, y_ptr_in, pair_x_in, pair_y_in, rows, cols,
+                              rel_tol);
   const at::Tensor &xl = in.x_labels, &yl = in.y_labels, &xp = in.x_ptr, &yp = in.y_ptr, &px = in.pair_x,
                    &py = in.pair_y;
   const int64_t nx = dp::check_ptr(xp, "x_ptr", xl.size(0), "labels");
@@ -166,7 +167,7 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cuda(const at::Tensor& table_in, 
   const at::Tensor px_d = gpu::on_device(px, device), py_d = gpu::on_device(py, device);
   AT_DISPATCH_FLOATING_TYPES(table.scalar_type(), "sed_symbols_cuda", [&] {
     extent.check_overflow<scalar_t>(max_abs);
-    const gpu::SymbolSequencePairs<scalar_t> pairs{table.data_ptr<scalar_t>(), S,
+    const gpu::SymbolSequencePairs<scalar_t> pairs{table.data_ptr<scalar_t>(), rows, cols,
                                                    xl_d.data_ptr<int64_t>(), xp_d.data_ptr<int64_t>(),
                                                    yl_d.data_ptr<int64_t>(), yp_d.data_ptr<int64_t>(),
                                                    px_d.data_ptr<int64_t>(), py_d.data_ptr<int64_t>()};

@@ -181,8 +181,9 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cuda(const at::Tensor& table_in, 
   const at::Device device = table_in.device();
   const at::Tensor x_sizes = gpu::on_host(x_sizes_in), y_sizes = gpu::on_host(y_sizes_in);
   const at::Tensor table = table_in.contiguous();
-  const int64_t S = table.size(0);
-  const gpu::SymbolIndices in(x_labels_in, x_ptr_in, y_labels_in, y_ptr_in, pair_x_in, pair_y_in, S, rel_tol);
+  const int64_t rows = table.size(0), cols = table.size(1);
+  const gpu::SymbolIndices in(x_labels_in, x_ptr_in, y_labels_in, y_ptr_in, pair_x_in, pair_y_in, rows, cols,
+                              rel_tol);
   dp::check_index(x_sizes, "x_sizes", in.x_labels.size(0));
   dp::check_index(y_sizes, "y_sizes", in.y_labels.size(0));
   const ted::IndexedTrees trees = ted::index_both(x_sizes, in.x_ptr, y_sizes, in.y_ptr);
@@ -208,7 +209,8 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cuda(const at::Tensor& table_in, 
     gpu::SymbolTreePairs<scalar_t> pairs;
     static_cast<gpu::TreePairs&>(pairs) = flat.pairs();
     pairs.table = table.data_ptr<scalar_t>();
-    pairs.S = S;
+    pairs.rows = rows;
+    pairs.cols = cols;
     pairs.x_labels = xl_d.data_ptr<int64_t>();
     pairs.x_ptr = xp_d.data_ptr<int64_t>();
     pairs.y_labels = yl_d.data_ptr<int64_t>();

@@ -53,7 +53,7 @@ struct Args {
   std::string kind, dtype;
   int need_coopt = 0;
   double rel_tol = 0.0;
-  int64_t threads = 1, batch = 0, rows = 1, cols = 1, max_m = 0, max_n = 0, S = 0;
+  int64_t threads = 1, batch = 0, rows = 1, cols = 1, max_m = 0, max_n = 0, table_rows = 0, table_cols = 0;
 };
 
 // A P launch as the CUDA glue runs it: every thread with counts as doubles,
@@ -199,7 +199,8 @@ void run_kind(const Args& a) {
       bedl::gpu::SymbolTreePairs<scalar_t> pairs;
       static_cast<bedl::gpu::TreePairs&>(pairs) = trees;
       pairs.table = table.data();
-      pairs.S = a.S;
+      pairs.rows = a.table_rows;
+      pairs.cols = a.table_cols;
       pairs.x_labels = xl.data();
       pairs.x_ptr = xp.data();
       pairs.y_labels = yl.data();
@@ -215,8 +216,9 @@ void run_kind(const Args& a) {
     const std::vector<int64_t> xl = load<int64_t>("x_labels"), xp = load<int64_t>("x_ptr");
     const std::vector<int64_t> yl = load<int64_t>("y_labels"), yp = load<int64_t>("y_ptr");
     const std::vector<int64_t> px = load<int64_t>("pair_x"), py = load<int64_t>("pair_y");
-    run<scalar_t>(a, bedl::gpu::SymbolSequencePairs<scalar_t>{table.data(), a.S, xl.data(), xp.data(), yl.data(),
-                                                              yp.data(), px.data(), py.data()});
+    run<scalar_t>(a, bedl::gpu::SymbolSequencePairs<scalar_t>{table.data(), a.table_rows, a.table_cols, xl.data(),
+                                                              xp.data(), yl.data(), yp.data(), px.data(),
+                                                              py.data()});
   }
 }
 
@@ -231,7 +233,7 @@ int main(int argc, char** argv) {
   Args a;
   std::ifstream in(dir + "/args.txt");
   in >> a.kind >> a.dtype >> a.need_coopt >> a.rel_tol >> a.threads >> a.batch >> a.rows >> a.cols >> a.max_m >>
-      a.max_n >> a.S;
+      a.max_n >> a.table_rows >> a.table_cols;
   if (!in) {
     std::fprintf(stderr, "bad args.txt\n");
     return 2;

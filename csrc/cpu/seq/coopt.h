@@ -136,18 +136,19 @@ void for_each_pair_or_group(int64_t batch, int64_t cells_per_pair, bool lanes, c
   });
 }
 
-// A pair's costs gathered from a (S, S) symbol table into ws.cost, in the
-// padded layout with row stride n + 1; with kScale returns the tie scale
-// (largest absolute cost over the entries the layout uses), which only P needs.
+// A pair's costs gathered from a (rows, cols) symbol table (gap last in both
+// directions) into ws.cost, in the padded layout with row stride n + 1; with
+// kScale returns the tie scale (largest absolute cost over the entries the
+// layout uses), which only P needs.
 template <bool kScale, typename scalar_t>
-double fill_symbols(const scalar_t* table, int64_t S, const int64_t* x, int64_t m,
+double fill_symbols(const scalar_t* table, int64_t rows, int64_t cols, const int64_t* x, int64_t m,
                     const int64_t* y, int64_t n, SedWorkspace& ws) {
-  const int64_t w = n + 1, gap = S - 1;
+  const int64_t w = n + 1, gap = cols - 1;
   ws.cost.resize((m + 1) * w);
   double* cost = ws.cost.data();
   double scale = 0.0;
   for (int64_t i = 0; i <= m; ++i) {
-    const scalar_t* row = table + (i < m ? x[i] : gap) * S;
+    const scalar_t* row = table + (i < m ? x[i] : rows - 1) * cols;
     double* out = cost + i * w;
     for (int64_t j = 0; j < n; ++j) out[j] = static_cast<double>(row[y[j]]);
     if (i < m) out[n] = static_cast<double>(row[gap]);

@@ -55,15 +55,15 @@ struct SedLanes {
     }
     for (int64_t j = 0; j < n[l]; ++j) ins[j * kLanes + l] = static_cast<double>(c[m[l] * stride + j]);
   }
-  // Lane l's costs gathered from a (S, S) symbol table (gap last) for labels
-  // x (m[l]) and y (n[l]); with kScale also its tie scale, the largest
-  // absolute cost among them (what sed's fill_symbols computes).
+  // Lane l's costs gathered from a (rows, cols) symbol table (gap last in both
+  // directions) for labels x (m[l]) and y (n[l]); with kScale also its tie
+  // scale, the largest absolute cost among them (what sed's fill_symbols computes).
   template <bool kScale, typename scalar_t>
-  void gather(int l, const scalar_t* table, int64_t S, const int64_t* x, const int64_t* y) {
-    const int64_t gap = S - 1;
+  void gather(int l, const scalar_t* table, int64_t rows, int64_t cols, const int64_t* x, const int64_t* y) {
+    const int64_t gap = cols - 1;
     double s = 0.0;
     for (int64_t i = 0; i < m[l]; ++i) {
-      const scalar_t* row = table + x[i] * S;
+      const scalar_t* row = table + x[i] * cols;
       double* out = rep.data() + i * N * kLanes + l;
       for (int64_t j = 0; j < n[l]; ++j) {
         out[j * kLanes] = static_cast<double>(row[y[j]]);
@@ -72,7 +72,7 @@ struct SedLanes {
       del[i * kLanes + l] = static_cast<double>(row[gap]);
       if (kScale) s = std::max(s, std::fabs(del[i * kLanes + l]));
     }
-    const scalar_t* row = table + gap * S;
+    const scalar_t* row = table + (rows - 1) * cols;
     for (int64_t j = 0; j < n[l]; ++j) {
       ins[j * kLanes + l] = static_cast<double>(row[y[j]]);
       if (kScale) s = std::max(s, std::fabs(ins[j * kLanes + l]));

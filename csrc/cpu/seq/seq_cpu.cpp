@@ -90,13 +90,13 @@ struct SymbolGroup {
   }
   // Lane l's pair into the lanes' costs (kScale: and its tie scale).
   template <bool kScale, typename scalar_t>
-  void gather(const scalar_t* table, int64_t S, int l, SedWorkspace& ws) const {
-    ws.lanes.gather<kScale>(l, table, S, x[l], y[l]);
+  void gather(const scalar_t* table, int64_t rows, int64_t cols, int l, SedWorkspace& ws) const {
+    ws.lanes.gather<kScale>(l, table, rows, cols, x[l], y[l]);
   }
   // Lane l's pair gathered into ws.cost (row stride n + 1); returns its tie scale.
   template <typename scalar_t>
-  double fill(const scalar_t* table, int64_t S, int l, SedWorkspace& ws) const {
-    return fill_symbols<true>(table, S, x[l], m[l], y[l], n[l], ws);
+  double fill(const scalar_t* table, int64_t rows, int64_t cols, int l, SedWorkspace& ws) const {
+    return fill_symbols<true>(table, rows, cols, x[l], m[l], y[l], n[l], ws);
   }
 };
 
@@ -104,15 +104,15 @@ struct SymbolGroup {
 // at a time (memory linear in |y|); with `cutoff` (its thresholds), +inf where
 // no completion can end at or below its threshold.
 template <typename scalar_t>
-double symbol_distance(const scalar_t* t, int64_t S, const SymbolPair& sp, int64_t b,
+double symbol_distance(const scalar_t* t, int64_t R, int64_t C, const SymbolPair& sp, int64_t b,
                        const dp::DistanceCutoffs* cutoff, SedWorkspace& ws) {
-  SymbolRows<scalar_t, decltype(ws.cost)> rows(t, S, S, sp.x, sp.m, sp.y, sp.n, ws.cost);
+  SymbolRows<scalar_t, decltype(ws.cost)> rows(t, R, C, sp.x, sp.m, sp.y, sp.n, ws.cost);
   if (cutoff == nullptr || !cutoff->applies(b)) return sed_distance_rows(rows, sp.m, sp.n, ws);
   // below[i]: each of x_i .. x_{m-1} deleted or replaced at its row's least cost, and
   // every insertion that could lower the sum.
   ws.below.resize(sp.m + 1);
   double lowest_ins = 0.0;
-  for (int64_t j = 0; j < sp.n; ++j) lowest_ins += std::min(0.0, static_cast<double>(t[(S - 1) * S + sp.y[j]]));
+  for (int64_t j = 0; j < sp.n; ++j) lowest_ins += std::min(0.0, static_cast<double>(t[(R - 1) * C + sp.y[j]]));
   ws.below[sp.m] = lowest_ins;
   for (int64_t i = sp.m - 1; i >= 0; --i) ws.below[i] = ws.below[i + 1] + cutoff->row_min[sp.x[i]];
   const RowCutoff cut{cutoff->limit(b, sp.m, sp.n), ws.below.data(), sp.n};
@@ -127,17 +127,17 @@ template <typename scalar_t, class OnP>
 void run_symbol_sequences(const SymbolSequences& ss, const std::vector<int64_t>& order, double rel_tol,
                           bool need_coopt, scalar_t* d, const OnP& on_p,
                           const dp::DistanceCutoffs* cutoff = nullptr) {
-  const int64_t S = ss.in.symbols;
+  const int64_t R = ss.in.rows, C = ss.in.cols;
   const scalar_t* t = ss.in.table.data_ptr<scalar_t>();
   auto pair = [&](int64_t k, SedWorkspace& ws) {
     const int64_t b = order[k];
     const SymbolPair sp = ss.pair(b);
     const int64_t m = sp.m, n = sp.n;
     if (!need_coopt) {
-      d[b] = static_cast<scalar_t>(symbol_distance(t, S, sp, b, cutoff, ws));
+      d[b] = static_cast<scalar_t>(symbol_distance(t, R, C, sp, b, cutoff, ws));
       return;
     }
-    const double scale = fill_symbols<true>(t, S, sp.x, m, sp.y, n, ws);
+    const double scale = fill_symbols<true>(t, R, C, sp.x, m, sp.y, n, ws);
     d[b] = static_cast<scalar_t>(sed_solve_coopt(ws.cost.data(), m, n, n + 1, dp::Tie{rel_tol, scale}, ws));
     on_p(b, sp, ws);
   };
@@ -149,14 +149,14 @@ void run_symbol_sequences(const SymbolSequences& ss, const std::vector<int64_t>&
       return;
     }
     if (!need_coopt) {
-      sed_distance_lanes(count, grp.m, grp.n, ws, [&](int l) { grp.gather<false>(t, S, l, ws); },
+      sed_distance_lanes(count, grp.m, grp.n, ws, [&](int l) { grp.gather<false>(t, R, C, l, ws); },
                          [&](int l, double distance) { d[pairs[l]] = static_cast<scalar_t>(distance); });
       return;
     }
     sed_coopt_lanes(
-        count, grp.m, grp.n, rel_tol, ws, [&](int l) { grp.gather<true>(t, S, l, ws); },
+        count, grp.m, grp.n, rel_tol, ws, [&](int l) { grp.gather<true>(t, R, C, l, ws); },
         [&](int l) {
-          const double scale = grp.fill(t, S, l, ws);
+          const double scale = grp.fill(t, R, C, l, ws);
           return sed_solve_coopt(ws.cost.data(), grp.m[l], grp.n[l], grp.n[l] + 1, dp::Tie{rel_tol, scale}, ws);
         },
         [&](int l, double distance) {
@@ -177,7 +177,7 @@ inline void list_sequence_pair(const SymbolSequences& ss, const dp::PairLabels& 
   const int64_t m = sp.m, n = sp.n, w = n + 1;
   double* acc = ws.p_acc.data();
   dp::PairLabelSums& sums = ws.label_sums;
-  sums.start(ss.in.symbols, labels.x, tx, labels.y, ty);
+  sums.start(ss.in.rows, ss.in.cols, labels.x, tx, labels.y, ty);
   std::vector<int64_t>& col = ws.label_col;
   col.assign(y_slot, y_slot + n);
   col.push_back(sums.gap_col());
@@ -262,7 +262,7 @@ at::Tensor sed_symbols_grad_cpu(const at::Tensor& symbol_costs_in, const at::Ten
     std::vector<scalar_t> unused(in.batch);  // (the distances)
     const dp::PairLabels labels(in);
     grad = dp::weighted_lists_grad<scalar_t>(
-        in.symbols, list_bounds(ss, labels), weights.data_ptr<scalar_t>(), in.table.options(),
+        in.rows, in.cols, list_bounds(ss, labels), weights.data_ptr<scalar_t>(), in.table.options(),
         [&](const std::vector<int64_t>& order, dp::PairSumsOut& out) {
           run_symbol_sequences(ss, order, rel_tol, true, unused.data(),
                                [&](int64_t b, const SymbolPair& sp, SedWorkspace& ws) {

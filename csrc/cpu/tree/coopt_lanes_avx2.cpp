@@ -34,13 +34,14 @@ inline void distinct_labels(const int64_t* labels, int64_t n, std::vector<uint8_
 // A pair's tie scale as fill_symbols<true> takes it, the largest absolute
 // cost its padded block would hold: a maximum, so over distinct labels alone.
 template <typename scalar_t>
-double tie_scale(const scalar_t* table, int64_t S, const std::vector<int64_t>& x_symbols,
+double tie_scale(const scalar_t* table, int64_t rows, int64_t cols, const std::vector<int64_t>& x_symbols,
                  const std::vector<int64_t>& y_symbols) {
-  const int64_t gap = S - 1;
+  const int64_t gap = cols - 1;
+  const scalar_t* gap_row = table + (rows - 1) * cols;
   double scale = 0.0;
-  for (int64_t b : y_symbols) scale = std::max(scale, std::fabs(static_cast<double>(table[gap * S + b])));
+  for (int64_t b : y_symbols) scale = std::max(scale, std::fabs(static_cast<double>(gap_row[b])));
   for (int64_t a : x_symbols) {
-    const scalar_t* row = table + a * S;
+    const scalar_t* row = table + a * cols;
     scale = std::max(scale, std::fabs(static_cast<double>(row[gap])));
     for (int64_t b : y_symbols) scale = std::max(scale, std::fabs(static_cast<double>(row[b])));
   }
@@ -133,7 +134,7 @@ void TreeLanes<scalar_t>::coopt(const int64_t* pairs, int count, LaneWorkspace& 
   using dp::FastCount;
   const std::vector<OrientedTree>& xs = *in_.xs;
   const std::vector<OrientedTree>& ys = *in_.ys;
-  const int64_t S = in_.symbols;
+  const int64_t R = in_.rows, C = in_.cols;
   const int64_t x_tree = in_.pair_x[pairs[0]];
   const int side = static_cast<int>(key_[pairs[0]] % 2);
   const TreeIndex& x = side ? xs[x_tree].right : xs[x_tree].left;
@@ -141,7 +142,7 @@ void TreeLanes<scalar_t>::coopt(const int64_t* pairs, int count, LaneWorkspace& 
   const WideY* y_wide[kLanes];
   const TreeIndex* y_of[kLanes];
   double scale[kLanes];
-  lanes.seen.resize(S, 0);
+  lanes.seen.resize(std::max(R, C), 0);
   distinct_labels(x_labels, x.n, lanes.seen, lanes.x_labels_distinct);
   for (int l = 0; l < kLanes; ++l) {
     const int64_t y_tree = in_.pair_y[pairs[std::min(l, count - 1)]];
@@ -152,13 +153,13 @@ void TreeLanes<scalar_t>::coopt(const int64_t* pairs, int count, LaneWorkspace& 
       continue;
     }
     distinct_labels(in_.y_labels + in_.y_ptr[y_tree], y_of[l]->n, lanes.seen, lanes.y_labels_distinct);
-    scale[l] = tie_scale(in_.table, S, lanes.x_labels_distinct, lanes.y_labels_distinct);
+    scale[l] = tie_scale(in_.table, R, C, lanes.x_labels_distinct, lanes.y_labels_distinct);
   }
   double distance[kLanes];
   if (nonnegative_) {
-    ted_lanes<true, true>(x, y_wide, count, in_.table, S, x_labels, lanes, distance, rel_tol_, scale);
+    ted_lanes<true, true>(x, y_wide, count, in_.table, R, C, x_labels, lanes, distance, rel_tol_, scale);
   } else {
-    ted_lanes<true, false>(x, y_wide, count, in_.table, S, x_labels, lanes, distance, rel_tol_, scale);
+    ted_lanes<true, false>(x, y_wide, count, in_.table, R, C, x_labels, lanes, distance, rel_tol_, scale);
   }
   const LaneCounts& lc = lanes.counts;
   int64_t W = 0, L = 0;

@@ -73,14 +73,14 @@ bool point_in_place(const TreeIndex&, const TreeIndex&, const XRow&, const YCol&
   return false;
 }
 
-// Costs of a pair gathered from a (S, S) symbol cost table (gap = S - 1) by
-// the nodes' labels (preorder); with kScale returns the largest absolute
-// cost, the tie scale, over the same entries the padded layout would hold
+// Costs of a pair gathered from a (rows, cols) symbol cost table (the last
+// row and the last column the gap) by the nodes' labels (preorder); with
+// kScale returns the largest absolute cost, the tie scale, over the same entries the padded layout would hold
 // (only P needs it: the distance pass has no ties to decide).
 template <bool kScale, typename scalar_t>
-double fill_symbols(const scalar_t* table, int64_t S, const TreeIndex& x, const int64_t* x_labels,
-                    const TreeIndex& y, const int64_t* y_labels, TedWorkspace& ws) {
-  const int64_t m = x.n, n = y.n, w = n + 1, gap = S - 1;
+double fill_symbols(const scalar_t* table, int64_t rows, int64_t cols, const TreeIndex& x,
+                    const int64_t* x_labels, const TreeIndex& y, const int64_t* y_labels, TedWorkspace& ws) {
+  const int64_t m = x.n, n = y.n, w = n + 1, gap = cols - 1;
   ws.cost.resize((m + 1) * w);
   ws.y_symbol.resize(n + 1);
   int64_t* y_symbol = ws.y_symbol.data();
@@ -89,13 +89,13 @@ double fill_symbols(const scalar_t* table, int64_t S, const TreeIndex& x, const 
   ws.dels.resize(m + 1);
   double scale = 0.0;
   cost[0] = 0.0;
-  const scalar_t* gap_row = table + gap * S;
+  const scalar_t* gap_row = table + (rows - 1) * cols;
   for (int64_t j = 1; j <= n; ++j) {
     cost[j] = static_cast<double>(gap_row[y_symbol[j]]);
     if (kScale) scale = std::max(scale, std::fabs(cost[j]));
   }
   for (int64_t i = 1; i <= m; ++i) {
-    const scalar_t* row = table + x_labels[x.pre_of_post[i]] * S;
+    const scalar_t* row = table + x_labels[x.pre_of_post[i]] * cols;
     double* out = cost + i * w;
     out[0] = ws.dels[i] = static_cast<double>(row[gap]);
     if (!kScale) {

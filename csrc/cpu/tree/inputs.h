@@ -100,7 +100,7 @@ struct SymbolTrees : dp::BatchExtent {
   template <typename scalar_t>
   SymbolBatch<scalar_t> lanes_input() const {
     return {&trees.xs, &trees.ys(), in.pair_x.data_ptr<int64_t>(), in.pair_y.data_ptr<int64_t>(), in.batch,
-            in.table.data_ptr<scalar_t>(), in.symbols, in.x_labels.data_ptr<int64_t>(), in.x_ptr.data_ptr<int64_t>(),
+            in.table.data_ptr<scalar_t>(), in.rows, in.cols, in.x_labels.data_ptr<int64_t>(), in.x_ptr.data_ptr<int64_t>(),
             in.y_labels.data_ptr<int64_t>(), in.y_ptr.data_ptr<int64_t>()};
   }
 };

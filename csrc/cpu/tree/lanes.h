@@ -32,8 +32,8 @@ struct WideY {
   std::vector<int64_t> def_at;
   std::vector<int64_t> symbol;       // the column's symbol (0 in first columns)
   std::vector<int64_t> leaf_symbol;  // the leaf keyroots' symbols, slot by slot
-  // Small alphabets (S <= kRepBySymbolLimit): the replacement cost of every
-  // column for each symbol s of x, at [s * width + c], for ted_lanes' rep_w.
+  // Small tables (at most kRepBySymbolLimit rows): the replacement cost of
+  // every column for each symbol s of x, at [s * width + c], for ted_lanes' rep_w.
   std::vector<double> rep_by_symbol;
   static constexpr int64_t kRepBySymbolLimit = 32;
   // For P: each keyroot's table's first column (-1: leaf keyroots, which
@@ -85,7 +85,7 @@ struct LaneWorkspace {
     std::vector<const uint16_t*> flags;
     std::vector<const double*> total, other;
   } source_rows;
-  std::vector<uint8_t> seen;                         // S flags (tie scales)
+  std::vector<uint8_t> seen;                         // a flag per table row or column (tie scales)
   std::vector<int64_t> x_labels_distinct, y_labels_distinct;
 };
 
@@ -96,8 +96,8 @@ struct SymbolBatch {
   const std::vector<OrientedTree>* ys;
   const int64_t *pair_x, *pair_y;
   int64_t batch;
-  const scalar_t* table;  // (S, S), gap last
-  int64_t symbols;
+  const scalar_t* table;  // (rows, cols): x's symbols by y's, the gap last in both
+  int64_t rows, cols;
   const int64_t *x_labels, *x_ptr, *y_labels, *y_ptr;  // labels in preorder, per tree from ptr
 };
 

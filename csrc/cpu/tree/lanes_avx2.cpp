@@ -21,7 +21,7 @@ using namespace lanes;
 template <typename scalar_t>
 TreeLanes<scalar_t>::TreeLanes(const SymbolBatch<scalar_t>& in, Use use, double rel_tol, const scalar_t* weights)
     : in_(in), use_(use), rel_tol_(rel_tol) {
-  if (use == Use::kCoopt) nonnegative_ = dp::all_nonnegative(in.table, in.symbols * in.symbols);
+  if (use == Use::kCoopt) nonnegative_ = dp::all_nonnegative(in.table, in.rows * in.cols);
 #ifdef BEDL_X86_SIMD
   if (!dp::simd_avx2()) return;
   const std::vector<OrientedTree>& xs = *in.xs;
@@ -56,7 +56,7 @@ TreeLanes<scalar_t>::TreeLanes(const SymbolBatch<scalar_t>& in, Use use, double 
   for (size_t k = 0; k < wanted.size(); ++k) {
     if (!wanted[k]) continue;
     const OrientedTree& yo = ys[k / 2];
-    const size_t more = wide_bytes_of((k % 2 ? yo.right : yo.left).wide_width, in.symbols);
+    const size_t more = wide_bytes_of((k % 2 ? yo.right : yo.left).wide_width, in.rows);
     if (bytes + more > kWideBudget) {
       wanted[k] = 0;
       continue;
@@ -72,7 +72,7 @@ TreeLanes<scalar_t>::TreeLanes(const SymbolBatch<scalar_t>& in, Use use, double 
     for (int64_t n = begin; n < end; ++n) {
       const int64_t k = to_build[n], tree = k / 2;
       const OrientedTree& yo = ys[tree];
-      build_wide(k % 2 ? yo.right : yo.left, in.y_labels + in.y_ptr[tree], in.table, in.symbols, wide_[k]);
+      build_wide(k % 2 ? yo.right : yo.left, in.y_labels + in.y_ptr[tree], in.table, in.rows, in.cols, wide_[k]);
     }
   });
   on_ = true;
@@ -140,7 +140,7 @@ void TreeLanes<scalar_t>::distances(const int64_t* pairs, int count, LaneWorkspa
   const OrientedTree& xo = (*in_.xs)[x_tree];
   const WideY* y_wide[kLanes];
   for (int l = 0; l < count; ++l) y_wide[l] = &wide_[in_.pair_y[pairs[l]] * 2 + side];
-  ted_lanes<false>(side ? xo.right : xo.left, y_wide, count, in_.table, in_.symbols, in_.x_labels + in_.x_ptr[x_tree],
+  ted_lanes<false>(side ? xo.right : xo.left, y_wide, count, in_.table, in_.rows, in_.cols, in_.x_labels + in_.x_ptr[x_tree],
                    lanes, out);
 #else
   (void)pairs, (void)count, (void)lanes, (void)out;

@@ -48,18 +48,19 @@ inline bool coopt_lanes_fit(const TreeIndex& x, const TreeIndex& y) {
   return lanes_fit(x, y) && x.work * static_cast<double>(y.wide_width) * kLanes * 17.0 <= kLaneCountBudget;
 }
 
-// Bytes of one WideY (an upper bound), and how many all of a call's may take.
-inline size_t wide_bytes_of(int64_t width, int64_t S) {
-  const int64_t per_column = 7 + (S <= WideY::kRepBySymbolLimit ? S : 0);
+// Bytes of one WideY (an upper bound) for a table of `rows` rows, and how
+// many all of a call's may take.
+inline size_t wide_bytes_of(int64_t width, int64_t rows) {
+  const int64_t per_column = 7 + (rows <= WideY::kRepBySymbolLimit ? rows : 0);
   return static_cast<size_t>(width) * static_cast<size_t>(per_column) * sizeof(double) + 256;
 }
 constexpr size_t kWideBudget = size_t{1} << 28;  // 256 MB
 
 template <typename scalar_t>
-void build_wide(const TreeIndex& y, const int64_t* labels, const scalar_t* table, int64_t S,
+void build_wide(const TreeIndex& y, const int64_t* labels, const scalar_t* table, int64_t rows, int64_t cols,
                 WideY& out) {
   constexpr double inf = std::numeric_limits<double>::infinity();
-  const scalar_t* gap_row = table + (S - 1) * S;
+  const scalar_t* gap_row = table + (rows - 1) * cols;
   std::vector<int64_t> symbol(y.n + 1, 0);
   for (int64_t j = 1; j <= y.n; ++j) symbol[j] = labels[y.pre_of_post[j]];
   std::vector<double> below;
@@ -99,11 +100,11 @@ void build_wide(const TreeIndex& y, const int64_t* labels, const scalar_t* table
   out.width = static_cast<int64_t>(out.ins.size());
   out.final_col = out.width - 1;
   out.def_of_node = std::move(def_of);
-  if (S <= WideY::kRepBySymbolLimit) {
-    out.rep_by_symbol.resize(S * out.width);
-    for (int64_t a = 0; a < S; ++a) {
+  if (rows <= WideY::kRepBySymbolLimit) {
+    out.rep_by_symbol.resize(rows * out.width);
+    for (int64_t a = 0; a < rows; ++a) {
       for (int64_t c = 0; c < out.width; ++c)
-        out.rep_by_symbol[a * out.width + c] = static_cast<double>(table[a * S + out.symbol[c]]);
+        out.rep_by_symbol[a * out.width + c] = static_cast<double>(table[a * cols + out.symbol[c]]);
     }
   }
 }
@@ -252,12 +253,12 @@ inline uint8_t lane_flags(uint16_t packed, int l) {
 // cost of the table is >= 0, a shorter tie test with the same flags).
 template <bool kCount, bool kNonnegative = false, typename scalar_t>
 __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* const* ys,
-                                               int lanes, const scalar_t* table, int64_t S,
+                                               int lanes, const scalar_t* table, int64_t R, int64_t C,
                                                const int64_t* x_labels, LaneWorkspace& ws,
                                                double* out, double rel_tol = 0.0,
                                                const double* scale = nullptr) {
   constexpr double inf = std::numeric_limits<double>::infinity();
-  const int64_t m = x.n, gap = S - 1;
+  const int64_t m = x.n, gap = C - 1;
   const WideY* y_of[kLanes];
   int64_t W = 0, L = 0;
   for (int l = 0; l < kLanes; ++l) {
@@ -272,13 +273,13 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
   at_least(ws.del, m + 1);
   for (int64_t i = 1; i <= m; ++i) {
     ws.x_symbol[i] = x_labels[x.pre_of_post[i]];
-    ws.del[i] = static_cast<double>(table[ws.x_symbol[i] * S + gap]);
+    ws.del[i] = static_cast<double>(table[ws.x_symbol[i] * C + gap]);
   }
   sums_below(x, [&](int64_t i) { return ws.del[i]; }, ws.below_del);
   // Rows of leaves and of paths read a replacement cost per cell. With few
   // symbols in x (unit costs over a small alphabet), one row of them per
   // symbol costs less than gathering them in every such row.
-  if (ws.slot_of.size() < static_cast<size_t>(S)) ws.slot_of.resize(S, -1);
+  if (ws.slot_of.size() < static_cast<size_t>(R)) ws.slot_of.resize(R, -1);
   std::vector<int64_t>& symbols = ws.distinct_symbols;
   symbols.clear();
   at_least(ws.rep_slot, m + 1);
@@ -332,7 +333,7 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
     for (size_t k = 0; k < y.leaf_symbol.size(); ++k) ws.leaf_symbol[k * kLanes + l] = y.leaf_symbol[k];
     if (by_symbol && y.rep_by_symbol.empty()) {
       for (size_t s = 0; s < symbols.size(); ++s) {
-        const scalar_t* rep_row = table + symbols[s] * S;
+        const scalar_t* rep_row = table + symbols[s] * C;
         double* rep = ws.rep_w.data() + s * row_len + l;
         for (int64_t col = 0; col < w; ++col) rep[col * kLanes] = static_cast<double>(rep_row[y.symbol[col]]);
         for (int64_t col = w; col < W; ++col) rep[col * kLanes] = 0.0;
@@ -341,7 +342,7 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
       for (int64_t col = 0; col < W; ++col) ws.symbol_at[col * kLanes + l] = col < w ? y.symbol[col] : 0;
     }
   }
-  if (by_symbol && !y_of[0]->rep_by_symbol.empty()) {  // (all lanes have them: same S)
+  if (by_symbol && !y_of[0]->rep_by_symbol.empty()) {  // (all lanes have them: same table)
     const double* src[kLanes];
     int64_t len[kLanes];
     for (size_t s = 0; s < symbols.size(); ++s) {
@@ -354,7 +355,7 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
   }
   if (by_symbol) {
     for (size_t s = 0; s < symbols.size(); ++s) {
-      const scalar_t* rep_row = table + symbols[s] * S;
+      const scalar_t* rep_row = table + symbols[s] * C;
       double* rep = ws.leaf_rep_w.data() + s * L * kLanes;
       for (int64_t k = 0; k < L * kLanes; ++k) rep[k] = static_cast<double>(rep_row[ws.leaf_symbol[k]]);
     }
@@ -413,7 +414,7 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
       const __m256d below = _mm256_set1_pd(below_del[i]);
       double* slots = tdm_of(i);
       const double* rep_w = by_symbol ? ws.leaf_rep_w.data() + ws.rep_slot[i] * L * kLanes : nullptr;
-      const scalar_t* rep_row = table + x_symbol[i] * S;
+      const scalar_t* rep_row = table + x_symbol[i] * C;
       for (int64_t k = 0; k < L; ++k) {
         const __m256d rep = rep_w ? _mm256_loadu_pd(rep_w + k * kLanes)
                                   : gather4(rep_row, ws.leaf_symbol.data() + k * kLanes);
@@ -436,7 +437,7 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
       double* cur = fd + i * row_len;
       const double* jump = fd + (li - 1) * row_len;  // (rows on K's path: jump_first)
       double* tdm_i = tdm_of(i);
-      const scalar_t* rep_row = table + x_symbol[i] * S;
+      const scalar_t* rep_row = table + x_symbol[i] * C;
       const double* rep_w = rep_w_of(i);
       const __m256d del = _mm256_set1_pd(ws.del[i]);
       __m256d left = _mm256_set1_pd(inf);
@@ -511,7 +512,7 @@ __attribute__((target("avx2"))) void ted_lanes(const TreeIndex& x, const WideY* 
     if (kx == m) break;  // the last keyroot
     // The row of tdm of kx, as a path row would leave it (from row kx - 1).
     const double* up = fd + (kx - 1) * row_len;
-    const scalar_t* rep_row = table + x_symbol[kx] * S;
+    const scalar_t* rep_row = table + x_symbol[kx] * C;
     const double* rep_w = rep_w_of(kx);
     double* tdm_k = tdm_of(kx);
     [[maybe_unused]] const double* up_total = kCount ? total_of(kx - 1) : nullptr;

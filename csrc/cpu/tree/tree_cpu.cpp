@@ -62,7 +62,7 @@ void run_symbol_trees(const SymbolTrees& st, const TreeLanes<scalar_t>& lanes, c
                       double rel_tol, bool need_coopt, scalar_t* d, const OnP& on_p,
                       const dp::DistanceCutoffs* cutoff = nullptr) {
   const dp::SymbolInputs& in = st.in;
-  const int64_t S = in.symbols;
+  const int64_t R = in.rows, C = in.cols;
   const std::vector<OrientedTree>& xs = st.trees.xs;
   const std::vector<OrientedTree>& ys = st.trees.ys();
   const int64_t* px_p = in.pair_x.data_ptr<int64_t>();
@@ -79,10 +79,10 @@ void run_symbol_trees(const SymbolTrees& st, const TreeLanes<scalar_t>& lanes, c
     const int64_t* x_labels = xl_p + xptr_p[px_p[b]];
     const int64_t* y_labels = yl_p + yptr_p[py_p[b]];
     double scale = 0.0;
-    if (need_coopt || !point_in_place(x, y, [&](int64_t p) { return t + x_labels[p] * S; },
-                                      [&](int64_t q) { return y_labels[q]; }, t + (S - 1) * S, S - 1, ws)) {
-      scale = need_coopt ? fill_symbols<true>(t, S, x, x_labels, y, y_labels, ws)
-                         : fill_symbols<false>(t, S, x, x_labels, y, y_labels, ws);
+    if (need_coopt || !point_in_place(x, y, [&](int64_t p) { return t + x_labels[p] * C; },
+                                      [&](int64_t q) { return y_labels[q]; }, t + (R - 1) * C, C - 1, ws)) {
+      scale = need_coopt ? fill_symbols<true>(t, R, C, x, x_labels, y, y_labels, ws)
+                         : fill_symbols<false>(t, R, C, x, x_labels, y, y_labels, ws);
       point_at_cost(x.n, y.n, ws);
     }
     const double* cut_below = nullptr;
@@ -90,11 +90,11 @@ void run_symbol_trees(const SymbolTrees& st, const TreeLanes<scalar_t>& lanes, c
     if (cutoff != nullptr && cutoff->applies(b)) {
       // cut_below[i]: x's nodes after i (postorder) deleted or replaced at their rows' least
       // costs, and every insertion that could lower the sum
-      const int64_t gap = S - 1;
+      const scalar_t* gap_row = t + (R - 1) * C;
       std::vector<double>& below = ws.cut_below;
       below.resize(x.n + 1);
       double lowest_ins = 0.0;
-      for (int64_t q = 0; q < y.n; ++q) lowest_ins += std::min(0.0, static_cast<double>(t[gap * S + y_labels[q]]));
+      for (int64_t q = 0; q < y.n; ++q) lowest_ins += std::min(0.0, static_cast<double>(gap_row[y_labels[q]]));
       below[x.n] = lowest_ins;
       for (int64_t i = x.n; i >= 1; --i) below[i - 1] = below[i] + cutoff->row_min[x_labels[x.pre_of_post[i]]];
       cut_below = below.data();
@@ -136,7 +136,7 @@ inline void list_tree_pair(const SymbolTrees& st, const dp::PairLabels& labels, 
   const int64_t m = x.n, n = y.n, w = n + 1;
   double* acc = ws.p_acc.data();
   dp::PairLabelSums& sums = ws.label_sums;
-  sums.start(in.symbols, labels.x, tx, labels.y, ty);
+  sums.start(in.rows, in.cols, labels.x, tx, labels.y, ty);
   std::vector<int64_t>& col = ws.label_col;  // y's column slots in postorder
   col.resize(w);
   col[0] = sums.gap_col();
@@ -226,7 +226,7 @@ at::Tensor ted_symbols_grad_cpu(const at::Tensor& symbol_costs_in, const at::Ten
     std::vector<scalar_t> unused(in.batch);  // (the distances)
     const dp::PairLabels labels(in);
     grad = dp::weighted_lists_grad<scalar_t>(
-        in.symbols, st.list_bounds(labels), weight, in.table.options(),
+        in.rows, in.cols, st.list_bounds(labels), weight, in.table.options(),
         [&](const std::vector<int64_t>& order, dp::PairSumsOut& out) {
           run_symbol_trees(st, lanes, order, rel_tol, true, unused.data(),
                            [&](int64_t b, const TreeIndex& x, const TreeIndex& y, TedWorkspace& ws) {

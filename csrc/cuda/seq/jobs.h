@@ -54,17 +54,18 @@ struct PaddedSequencePairs {
   }
 };
 
-// Sequences as labels into an (S, S) symbol table: sequence t of x is
+// Sequences as labels into a (rows, cols) symbol table (x's labels index
+// rows, y's columns): sequence t of x is
 // x_labels[x_ptr[t] .. x_ptr[t + 1]); pair b is (pair_x[b], pair_y[b]).
 template <typename scalar_t>
 struct SymbolSequencePairs {
   const scalar_t* table;
-  int64_t S;
+  int64_t rows, cols;
   const int64_t *x_labels, *x_ptr, *y_labels, *y_ptr, *pair_x, *pair_y;
   BEDL_HD int64_t m(int64_t b) const { return x_ptr[pair_x[b] + 1] - x_ptr[pair_x[b]]; }
   BEDL_HD int64_t n(int64_t b) const { return y_ptr[pair_y[b] + 1] - y_ptr[pair_y[b]]; }
   BEDL_HD sed::SymbolCostRows<scalar_t> costs_of(int64_t b) const {
-    return {table, S, x_labels + x_ptr[pair_x[b]], y_labels + y_ptr[pair_y[b]]};
+    return {table, rows, cols, x_labels + x_ptr[pair_x[b]], y_labels + y_ptr[pair_y[b]]};
   }
   // (The table is checked whole by the glue.)
   BEDL_HD bool corner_finite(int64_t) const { return true; }

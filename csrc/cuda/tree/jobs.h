@@ -53,15 +53,16 @@ struct PaddedTreePairs : TreePairs {
   }
 };
 
-// Labels into an (S, S) symbol table (checked whole by the glue): tree t of x
-// has its nodes' labels (preorder) at x_labels + x_ptr[t].
+// Labels into a (rows, cols) symbol table (checked whole by the glue; x's
+// labels index rows, y's columns): tree t of x has its nodes' labels
+// (preorder) at x_labels + x_ptr[t].
 template <typename scalar_t>
 struct SymbolTreePairs : TreePairs {
   const scalar_t* table;
-  int64_t S;
+  int64_t rows, cols;
   const int64_t *x_labels, *x_ptr, *y_labels, *y_ptr;
   BEDL_HD ted::SymbolTreeCosts<scalar_t> costs_of(int64_t b, const ted::FlatTree& x, const ted::FlatTree& y) const {
-    return {table, S, x_labels + x_ptr[x_entry[b] / 2], y_labels + y_ptr[y_entry[b] / 2], x.pre_of_post,
+    return {table, rows, cols, x_labels + x_ptr[x_entry[b] / 2], y_labels + y_ptr[y_entry[b] / 2], x.pre_of_post,
             y.pre_of_post};
   }
   BEDL_HD int32_t status(int64_t, const ted::FlatTree&, const ted::FlatTree&) const { return kPairOk; }
