@@ -199,7 +199,7 @@ def test_matches_the_scatter_of_materialised_coopt(kind, dtype, backward_path):
     grads = []
     for want_coopt in (False, True):
         cost = TableCost(ALPHABET, _table("integer", dtype, seed=12))
-        view = batch._symbol_view(cost, "error")
+        view = batch.symbol_view(cost, "error")
         d, _ = SymbolEditDistanceFn.apply(view.table, batch, view, default_rel_tol(dtype), want_coopt)
         (d * weights).sum().backward()
         grads.append(cost.table.grad)

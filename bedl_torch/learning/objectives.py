@@ -357,19 +357,26 @@ class ExactObjective(MetricObjective):
         self.inf = torch.tensor(math.inf, dtype=cost.dtype, device=pairs.same.device)
         self._batches = {}
 
-    def _select(self):
+    def _select(self, view):
         if self.pairs.fixed is not None:
             return self.pairs.fixed
         m, P = self.pairs.shape
         same, inf = self.pairs.same, self.inf
         with torch.no_grad():
-            d_all = self.full.distances(self.cost, unknown=self.unknown, **self.distance_kw).view(m, P)
+            if view is not None:
+                d_all = self.full.run_distances(self.cost, unknown=self.unknown, view=view)
+            else:
+                d_all = self.full.distances(self.cost, unknown=self.unknown, **self.distance_kw)
+            d_all = d_all.view(m, P)
             return (torch.where(same, d_all, inf).argmin(1),
                     torch.where(same, inf, d_all).argmin(1))
 
     def evaluate(self, backward: bool) -> torch.Tensor:
         m = self.pairs.shape[0]
-        ks = torch.cat(self._select())
+        # exact distances: one symbol table per evaluation, over the symbols of all m * P
+        # pairs, for the selection and the selected pairs (a subset of them) alike
+        view = None if self.distance_kw else self.full.symbol_view(self.cost, self.unknown)
+        ks = torch.cat(self._select(view))
         key = ks.cpu().numpy().tobytes()
         batch = self._batches.get(key)
         if batch is None:
@@ -378,7 +385,10 @@ class ExactObjective(MetricObjective):
                 self.prototypes[ks.cpu()])
             self._batches.clear()
             self._batches[key] = batch
-        d = batch.distances(self.cost, unknown=self.unknown, **self.distance_kw)
+        if view is not None:
+            d = batch.run_distances(self.cost, unknown=self.unknown, view=view)
+        else:
+            d = batch.distances(self.cost, unknown=self.unknown, **self.distance_kw)
         loss = self.loss(d[:m], d[m:], self.cost)
         if backward:
             loss.backward()

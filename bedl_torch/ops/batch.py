@@ -96,6 +96,7 @@ class PairBatch:
         self.n = y_table.lengths[pair_y] if len(pair_y) else torch.zeros(0, dtype=torch.long)
         self.rows = int(self.m.max()) + 1 if len(self) else 1
         self.cols = int(self.n.max()) + 1 if len(self) else 1
+        self._view_plan = None  # (cost module (weak), key, SymbolView.plan()) of the last local view
 
     def __len__(self) -> int:
         return len(self.pair_x)
@@ -196,13 +197,27 @@ class PairBatch:
         op = _ext.ted_symbols_sums_cpu if self.kind == "tree" else _ext.sed_symbols_sums_cpu
         return _distances_and_sums(op(*self.symbol_args(view, view.table), rel_tol, limits.PAIR_SUM_ENTRIES))
 
-    def _symbol_view(self, cost, unknown: str) -> Optional[SymbolView]:
+    def symbol_view(self, cost, unknown: str = "error") -> Optional[SymbolView]:
         """How the kernels can gather this batch's costs from a symbol table: the module's
         whole table, or a local one over the batch's symbols where that is smaller than the
-        padded cost tensor; None: the padded path (``cost.forward`` per pair)."""
+        padded cost tensor; None: the padded path (``cost.forward`` per pair). A local view's
+        symbols are found once per module (and alphabet, and class ``forward``): later calls
+        (an optimiser's evaluations) only compute its table again."""
         if not isinstance(cost, SymbolCost):
             return None
         check_cost_module(cost)
+        # (the key keeps the alphabet list, so its id is not reused while cached)
+        key = (cost.alphabet, id(cost.alphabet), len(cost.alphabet), unknown, type(cost), type(cost).forward,
+               limits.LOCAL_TABLE_CELLS)
+        cached = self._view_plan
+        if cached is not None and cached[0]() is cost and cached[1][1:] == key[1:]:
+            return cached[2].renewed(cost)
+        view = self._new_symbol_view(cost, unknown)
+        plan = view.plan() if view is not None else None
+        self._view_plan = (weakref.ref(cost), key, plan) if plan is not None else None
+        return view
+
+    def _new_symbol_view(self, cost: SymbolCost, unknown: str) -> Optional[SymbolView]:
         table = whole_table(cost, self.x_table, self.y_table, unknown)
         if table is not None:
             return SymbolView(table, cost, unknown)
@@ -259,7 +274,7 @@ class PairBatch:
         early); elsewhere every distance is exact."""
         if mode == "exact":
             if view is None:
-                view = self._symbol_view(cost_or_costs, unknown)
+                view = self.symbol_view(cost_or_costs, unknown)
             if view is not None:
                 tol = check_rel_tol(rel_tol, view.table.dtype)
                 if max_distance is not None or not (view.table.requires_grad and torch.is_grad_enabled()):
@@ -293,7 +308,7 @@ class PairBatch:
         """:meth:`coopt` on a given symbol ``view`` (None: this batch's own)."""
         with torch.no_grad():
             if view is None:
-                view = self._symbol_view(cost_or_costs, unknown)
+                view = self.symbol_view(cost_or_costs, unknown)
             if view is not None:
                 tol = check_rel_tol(rel_tol, view.table.dtype)
                 d, p = self.run_symbols(view, True, tol)
@@ -320,7 +335,7 @@ class PairBatch:
         if not isinstance(coopt, torch.Tensor) or coopt.shape[0] != len(self) or coopt.dim() != 3:
             raise ValueError("coopt must be a (B, M+1, N+1) tensor from PairBatch.coopt")
         if view is None and isinstance(cost_or_costs, SymbolCost):
-            view = self._symbol_view(cost_or_costs, unknown)
+            view = self.symbol_view(cost_or_costs, unknown)
         if view is not None:  # gather the padded costs from the table (differentiable)
             xi = view.padded_labels(self.x_table, self.pair_x, self.rows).to(view.table.device)
             yi = view.padded_labels(self.y_table, self.pair_y, self.cols).to(view.table.device)

@@ -6,6 +6,7 @@ Layer: ops (imports the cost modules, :mod:`bedl_torch.labels` and the validatio
 """
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 import threading
@@ -180,10 +181,33 @@ class SymbolView:
 
     def __init__(self, table: torch.Tensor, cost: SymbolCost, unknown: str,
                  lookup: Optional[torch.Tensor] = None, col_lookup: Optional[torch.Tensor] = None,
-                 col_side: Optional["FlatTable"] = None):
+                 col_side: Optional["FlatTable"] = None, symbols: Optional[tuple] = None):
         self.table, self.cost, self.unknown, self.lookup = table, cost, unknown, lookup
         self.col_lookup, self.col_side = col_lookup, col_side
+        self.symbols = symbols  # a local table's symbols: (used,) or (rows, cols), gap included
         self._flat = {}  # id(side) -> (side, its labels in this table's numbering)
+
+    def plan(self) -> Optional["SymbolView"]:
+        """This local view without its table and cost module, for :meth:`renewed` (None for a
+        module's whole table, which costs nothing to ask for again)."""
+        if self.symbols is None:
+            return None
+        plan = copy.copy(self)
+        plan.table = plan.cost = None
+        return plan
+
+    def renewed(self, cost: SymbolCost) -> "SymbolView":
+        """A view over the same symbols of ``cost`` (the module whose view :meth:`plan` was
+        taken of) with its current costs: a new table, the labels' numbering (and its cache)
+        shared."""
+        view = copy.copy(self)
+        view.cost = cost
+        if len(self.symbols) == 1:
+            view.table = subtable_of(cost, self.symbols[0])
+        else:
+            view.table = block_of(cost, *self.symbols)
+        check_costs(view.table, f"{type(cost).__name__} costs")
+        return view
 
     @classmethod
     def local(cls, cost: SymbolCost, unknown: str, labels: Sequence[torch.Tensor],
@@ -200,7 +224,7 @@ class SymbolView:
         check_costs(table, f"{type(cost).__name__} costs")
         lookup = torch.full((gap + 1,), k - 1, dtype=torch.long)
         lookup[used] = torch.arange(k)
-        return cls(table, cost, unknown, lookup)
+        return cls(table, cost, unknown, lookup, symbols=(used,))
 
     @classmethod
     def between(cls, cost: SymbolCost, unknown: str, x_labels: torch.Tensor,
@@ -221,14 +245,15 @@ class SymbolView:
         kx, ky = len(rows), len(cols)
         if (kx + 1) * (ky + 1) > limit or (max_block is not None and kx * ky > max_block):
             return None
-        table = block_of(cost, F.pad(rows, (0, 1), value=gap), F.pad(cols, (0, 1), value=gap))
+        symbols = (F.pad(rows, (0, 1), value=gap), F.pad(cols, (0, 1), value=gap))
+        table = block_of(cost, *symbols)
         check_costs(table, f"{type(cost).__name__} costs")
         lookups = []
-        for symbols in (rows, cols):
-            lookup = torch.full((gap + 1,), len(symbols), dtype=torch.long)
-            lookup[symbols] = torch.arange(len(symbols))
+        for side in (rows, cols):
+            lookup = torch.full((gap + 1,), len(side), dtype=torch.long)
+            lookup[side] = torch.arange(len(side))
             lookups.append(lookup)
-        return cls(table, cost, unknown, lookups[0], lookups[1], col_side)
+        return cls(table, cost, unknown, lookups[0], lookups[1], col_side, symbols)
 
     def _lookup(self, side: "FlatTable") -> Optional[torch.Tensor]:
         return self.col_lookup if side is self.col_side and self.col_side is not None else self.lookup
