@@ -11,6 +11,7 @@
 #include "../cpu/inputs.h"
 #include "../cpu/tree/flat.h"
 #include "../cpu/tree/index.h"
+#include "../cpu/tree/inputs.h"
 #include "../edit_distance.h"
 #include "edit_distance_cuda.h"
 #include "launch.h"
@@ -113,27 +114,14 @@ struct PaddedTreeBatch {
     gpu::check_cuda_costs(costs_in, "costs", 3, "(batch, max nodes of x + 1, max nodes of y + 1)");
     const at::Tensor x_sizes = gpu::on_host(x_sizes_in), x_ptr = gpu::on_host(x_ptr_in);
     const at::Tensor y_sizes = gpu::on_host(y_sizes_in), y_ptr = gpu::on_host(y_ptr_in);
-    const at::Tensor pair_x = gpu::on_host(pair_x_in), pair_y = gpu::on_host(pair_y_in);
+    px = gpu::on_host(pair_x_in);
+    py = gpu::on_host(pair_y_in);
     costs = costs_in.contiguous();
     batch = costs.size(0);
     rows = costs.size(1);
     cols = costs.size(2);
-    dp::check_index(x_sizes, "x_sizes", -1);
-    dp::check_index(y_sizes, "y_sizes", -1);
-    dp::check_index(x_ptr, "x_ptr", -1);
-    dp::check_index(y_ptr, "y_ptr", -1);
-    dp::check_index(pair_x, "pair_x", batch);
-    dp::check_index(pair_y, "pair_y", batch);
-    check_param();
-    trees = ted::index_both(x_sizes, x_ptr, y_sizes, y_ptr);
-    px = pair_x.contiguous();
-    py = pair_y.contiguous();
-    ted::check_pairs(trees.xs, trees.ys(), px.data_ptr<int64_t>(), py.data_ptr<int64_t>(), batch);
+    trees = ted::check_padded_tree_pairs(costs, x_sizes, x_ptr, y_sizes, y_ptr, px, py, check_param);
     ext = tree_extents(trees, px, py);
-    for (int64_t b = 0; b < batch; ++b) {
-      BEDL_CHECK_VALUE(ext.m[b] + 1 <= rows && ext.n[b] + 1 <= cols, "pair ", b, " has trees of ", ext.m[b],
-                       " and ", ext.n[b], " nodes, which do not fit costs of shape ", costs.sizes());
-    }
     flat = std::make_unique<DeviceTrees>(trees, px, py, costs.device());
   }
   template <typename scalar_t>

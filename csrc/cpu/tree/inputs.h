@@ -14,6 +14,37 @@
 namespace bedl {
 namespace ted {
 
+// The trees and pair indices of a batch with padded costs (batch, rows, cols),
+// host tensors, checked (check_scalars: the operator's scalar arguments, where
+// the kernels always checked them): the trees of both sides indexed, pair_x
+// and pair_y made contiguous, every pair's trees fitting its block. Shared by
+// the CPU kernels and the CUDA glue.
+template <typename CheckScalars>
+IndexedTrees check_padded_tree_pairs(const at::Tensor& costs, const at::Tensor& x_sizes, const at::Tensor& x_ptr,
+                                     const at::Tensor& y_sizes, const at::Tensor& y_ptr, at::Tensor& pair_x,
+                                     at::Tensor& pair_y, const CheckScalars& check_scalars) {
+  const int64_t batch = costs.size(0), rows = costs.size(1), cols = costs.size(2);
+  dp::check_index(x_sizes, "x_sizes", -1);
+  dp::check_index(y_sizes, "y_sizes", -1);
+  dp::check_index(x_ptr, "x_ptr", -1);
+  dp::check_index(y_ptr, "y_ptr", -1);
+  dp::check_index(pair_x, "pair_x", batch);
+  dp::check_index(pair_y, "pair_y", batch);
+  check_scalars();
+  IndexedTrees trees = index_both(x_sizes, x_ptr, y_sizes, y_ptr);
+  pair_x = pair_x.contiguous();
+  pair_y = pair_y.contiguous();
+  const int64_t* px = pair_x.data_ptr<int64_t>();
+  const int64_t* py = pair_y.data_ptr<int64_t>();
+  check_pairs(trees.xs, trees.ys(), px, py, batch);
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t m = trees.xs[px[b]].left.n, n = trees.ys()[py[b]].left.n;
+    BEDL_CHECK_VALUE(m + 1 <= rows && n + 1 <= cols, "pair ", b, " has trees of ", m, " and ", n,
+                     " nodes, which do not fit costs of shape ", costs.sizes());
+  }
+  return trees;
+}
+
 // A batch of tree pairs with padded costs (batch, rows, cols): the trees of
 // both sides (preorder subtree sizes concatenated, offsets) indexed, the pair
 // indices, every pair's trees fitting its block. check_scalars() checks the
@@ -27,25 +58,10 @@ struct PaddedTrees : dp::PaddedCosts {
   PaddedTrees(const at::Tensor& costs_in, const at::Tensor& x_sizes, const at::Tensor& x_ptr,
               const at::Tensor& y_sizes, const at::Tensor& y_ptr, const at::Tensor& pair_x_in,
               const at::Tensor& pair_y_in, const CheckScalars& check_scalars)
-      : dp::PaddedCosts(costs_in) {
-    dp::check_index(x_sizes, "x_sizes", -1);
-    dp::check_index(y_sizes, "y_sizes", -1);
-    dp::check_index(x_ptr, "x_ptr", -1);
-    dp::check_index(y_ptr, "y_ptr", -1);
-    dp::check_index(pair_x_in, "pair_x", batch);
-    dp::check_index(pair_y_in, "pair_y", batch);
-    check_scalars();
-    trees = index_both(x_sizes, x_ptr, y_sizes, y_ptr);
-    pair_x = pair_x_in.contiguous();
-    pair_y = pair_y_in.contiguous();
+      : dp::PaddedCosts(costs_in), pair_x(pair_x_in), pair_y(pair_y_in) {
+    trees = check_padded_tree_pairs(costs, x_sizes, x_ptr, y_sizes, y_ptr, pair_x, pair_y, check_scalars);
     px = pair_x.data_ptr<int64_t>();
     py = pair_y.data_ptr<int64_t>();
-    check_pairs(trees.xs, trees.ys(), px, py, batch);
-    for (int64_t b = 0; b < batch; ++b) {
-      const auto mn = sizes(b);
-      BEDL_CHECK_VALUE(mn.first + 1 <= rows && mn.second + 1 <= cols, "pair ", b, " has trees of ", mn.first,
-                       " and ", mn.second, " nodes, which do not fit costs of shape ", costs.sizes());
-    }
   }
   // check_table_memory for the batch's largest pair (bytes per cell by what is computed).
   void check_memory(double bytes_per_cell, const char* what) const {
