@@ -208,7 +208,7 @@ def test_kernel_checks_labels_and_table_shape():
     good = torch.tensor([0, 1], dtype=torch.long)
     d, _ = _ext.ted_symbols_cpu(t, good, sizes, ptr, good, sizes, ptr, pair, pair, False, 1e-9)
     assert float(d) == 2.0  # every entry 1, diagonal included: two replacements beat 4 indels
-    with pytest.raises(ValueError, match=r"x_labels\[1\] = 3 is not a row of the symbol cost table"):
+    with pytest.raises(ValueError, match=r"x_labels\[1\] = 3 is not a row of the symbol cost table \(3 rows\)"):
         _ext.ted_symbols_cpu(t, torch.tensor([0, 3]), sizes, ptr, good, sizes, ptr, pair, pair, False, 1e-9)
     with pytest.raises(ValueError, match=r"y_labels\[1\] = 2 is not a column of the symbol cost table \(2 columns\)"):
         _ext.ted_symbols_cpu(torch.ones(3, 2, dtype=torch.float64), good, sizes, ptr, torch.tensor([0, 2]), sizes,

@@ -202,13 +202,13 @@ inline double check_symbol_costs(const at::Tensor& table) {
   return max_abs;
 }
 
-// Labels index `size` rows (x's labels) or columns (y's) of a symbol table.
-inline void check_labels(const at::Tensor& labels, int64_t size, const char* name) {
+// Labels index the `size` rows (x's labels, `what` "row") or columns (y's,
+// "column") of a symbol table.
+inline void check_labels(const at::Tensor& labels, int64_t size, const char* name, const char* what) {
   const int64_t* l = labels.data_ptr<int64_t>();
-  const bool x_side = name[0] == 'x';
   for (int64_t k = 0; k < labels.size(0); ++k) {
-    BEDL_CHECK_VALUE(l[k] >= 0 && l[k] < size, name, "[", k, "] = ", l[k], " is not a ", x_side ? "row" : "column",
-                     " of the symbol cost table (", size, x_side ? " rows)" : " columns)");
+    BEDL_CHECK_VALUE(l[k] >= 0 && l[k] < size, name, "[", k, "] = ", l[k], " is not a ", what,
+                     " of the symbol cost table (", size, " ", what, "s)");
   }
 }
 
@@ -255,8 +255,8 @@ inline SymbolInputs check_symbol_inputs(const at::Tensor& table, const at::Tenso
   SymbolInputs in{table.contiguous(),  x_labels.contiguous(), y_labels.contiguous(),
                   x_ptr.contiguous(),  y_ptr.contiguous(),    pair_x.contiguous(),
                   pair_y.contiguous(), table.size(0),         table.size(1),  pair_x.size(0), max_abs};
-  check_labels(in.x_labels, in.rows, "x_labels");
-  check_labels(in.y_labels, in.cols, "y_labels");
+  check_labels(in.x_labels, in.rows, "x_labels", "row");
+  check_labels(in.y_labels, in.cols, "y_labels", "column");
   return in;
 }
 

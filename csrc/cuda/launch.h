@@ -92,8 +92,8 @@ struct SymbolIndices {
     y_ptr = yp.contiguous();
     pair_x = px.contiguous();
     pair_y = py.contiguous();
-    dp::check_labels(x_labels, rows, "x_labels");
-    dp::check_labels(y_labels, cols, "y_labels");
+    dp::check_labels(x_labels, rows, "x_labels", "row");
+    dp::check_labels(y_labels, cols, "y_labels", "column");
   }
   int64_t batch() const { return pair_x.size(0); }
 };
