@@ -202,11 +202,7 @@ class SymbolView:
         shared."""
         view = copy.copy(self)
         view.cost = cost
-        if len(self.symbols) == 1:
-            view.table = subtable_of(cost, self.symbols[0])
-        else:
-            view.table = block_of(cost, *self.symbols)
-        check_costs(view.table, f"{type(cost).__name__} costs")
+        view.table = _local_table(cost, self.symbols)
         return view
 
     @classmethod
@@ -220,8 +216,7 @@ class SymbolView:
         k = len(used)  # sorted: the gap, the largest index, comes last
         if k * k > limit:
             return None
-        table = subtable_of(cost, used)
-        check_costs(table, f"{type(cost).__name__} costs")
+        table = _local_table(cost, (used,))
         lookup = torch.full((gap + 1,), k - 1, dtype=torch.long)
         lookup[used] = torch.arange(k)
         return cls(table, cost, unknown, lookup, symbols=(used,))
@@ -246,8 +241,7 @@ class SymbolView:
         if (kx + 1) * (ky + 1) > limit or (max_block is not None and kx * ky > max_block):
             return None
         symbols = (F.pad(rows, (0, 1), value=gap), F.pad(cols, (0, 1), value=gap))
-        table = block_of(cost, *symbols)
-        check_costs(table, f"{type(cost).__name__} costs")
+        table = _local_table(cost, symbols)
         lookups = []
         for side in (rows, cols):
             lookup = torch.full((gap + 1,), len(side), dtype=torch.long)
@@ -271,6 +265,14 @@ class SymbolView:
         enc = side.encoded(self.cost, self.unknown)[pairs, :width]
         lookup = self._lookup(side)
         return enc if lookup is None else lookup[enc]
+
+
+def _local_table(cost: SymbolCost, symbols: tuple) -> torch.Tensor:
+    """A local view's checked table: among ``symbols`` (``(used,)``, square) or between them
+    (``(rows, cols)``, rectangular), gap included, differentiable in the module's parameters."""
+    table = subtable_of(cost, symbols[0]) if len(symbols) == 1 else block_of(cost, *symbols)
+    check_costs(table, f"{type(cost).__name__} costs")
+    return table
 
 
 def _symbols_by_frequency(labels: torch.Tensor, gap: int) -> torch.Tensor:
