@@ -76,6 +76,23 @@ def test_sequence_kernels_on_cuda_match_cpu_bit_for_bit(need_coopt):
 
 
 @needs_kernels
+@pytest.mark.parametrize("longest", [0, 8, 16, 40, 64, 65, 130])
+@pytest.mark.parametrize("symbols", [5, 120])  # the table in shared memory, and too large for it
+def test_sequence_distances_on_cuda_at_every_row_width(longest, symbols):
+    """Symbol-table distances of y up to 64 symbols keep their row in registers (a kernel per
+    width), longer ones take the workspace kernel: both the CPU's bits."""
+    rng = np.random.default_rng(longest)
+    xl, xp = _label_sequences(rng, 30, 50, symbols)
+    yl, yp = _label_sequences(rng, 40, longest, symbols)
+    px, py = torch.as_tensor(rng.integers(0, 30, 2000)), torch.as_tensor(rng.integers(0, 40, 2000))
+    for table in _symbol_tables(rng, symbols + 1):
+        args = (xl, xp, yl, yp, px, py, False, 1e-9)
+        d_cpu, _ = _ext.sed_symbols_cpu(table, *args)
+        d, _ = _ext.sed_symbols_cpu(table.cuda(), *args)
+        assert torch.equal(d.cpu(), d_cpu)
+
+
+@needs_kernels
 def test_cuda_counts_beyond_doubles_match_cpu():
     """Zero costs tie every alignment of a 700 x 700 pair: its counts pass 2^1024 and the kernel
     with exponents solves it again, as on the CPU."""

@@ -26,6 +26,16 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 
+// Unrolls the next loop (a fixed trip count): nvcc keeps an array indexed by
+// its counter in registers; gcc's pragma for the host build of the same code.
+#if defined(__CUDACC__)
+#define BEDL_UNROLL _Pragma("unroll")
+#elif defined(__GNUC__) && !defined(__clang__)
+#define BEDL_UNROLL _Pragma("GCC unroll 64")
+#else
+#define BEDL_UNROLL
+#endif
+
 namespace bedl {
 
 // std::min's and std::max's semantics without <algorithm> (device code): the

@@ -39,19 +39,21 @@ struct PaddedCostRows {
 
 // A pair's costs read from a (rows, cols) symbol table through the labels x
 // (m) and y (n): x's labels index rows, y's columns, and the last row and the
-// last column are the gap.
-template <typename scalar_t>
+// last column are the gap. YLabels: y[j] gives label j (a pointer, or a GPU
+// thread's strided copy of them, gpu::StridedLabels).
+template <typename scalar_t, class YLabels = const int64_t*>
 struct SymbolCostRows {
   struct Row {
     const scalar_t* c;
-    const int64_t* y;
+    YLabels y;
     int64_t gap;
     BEDL_HD double rep(int64_t j) const { return static_cast<double>(c[y[j]]); }
     BEDL_HD double del() const { return static_cast<double>(c[gap]); }
   };
   const scalar_t* table;
   int64_t rows, cols;
-  const int64_t *x, *y;
+  const int64_t* x;
+  YLabels y;
   BEDL_HD Row row(int64_t i) const { return Row{table + x[i] * cols, y, cols - 1}; }
   BEDL_HD double ins(int64_t j) const { return static_cast<double>(table[(rows - 1) * cols + y[j]]); }
 };
@@ -89,6 +91,40 @@ BEDL_HD double sequence_distance(const Costs& c, int64_t m, int64_t n, double* p
     cur = t;
   }
   return prev[n];
+}
+
+// The distance alone for n <= N, the row in one array of N + 1 doubles updated
+// in place (a GPU thread's registers: every index is the unrolled loops'
+// counter). The cells of sequence_distance in the same order, so the same bits.
+template <int N, class Costs>
+BEDL_HD double sequence_distance_fixed(const Costs& c, int64_t m, int64_t n) {
+  double row[N + 1] = {};  // (columns beyond n are never read: zeros keep compilers' checks quiet)
+  BEDL_UNROLL
+  for (int j = 1; j <= N; ++j) {
+    if (j > n) break;
+    row[j] = row[j - 1] + c.ins(j - 1);
+  }
+  for (int64_t i = 1; i <= m; ++i) {
+    const auto r = c.row(i - 1);
+    const double del = r.del();
+    double diag = row[0];  // row i - 1, column j - 1
+    double left = diag + del;
+    row[0] = left;
+    BEDL_UNROLL
+    for (int j = 1; j <= N; ++j) {
+      if (j > n) break;
+      const double up = row[j];
+      left = sequence_value(diag, r.rep(j - 1), up, del, left, c.ins(j - 1));
+      diag = up;
+      row[j] = left;
+    }
+  }
+  double out = row[0];
+  BEDL_UNROLL
+  for (int j = 1; j <= N; ++j) {
+    if (j == n) out = row[j];
+  }
+  return out;
 }
 
 // One pair's buffers for the counting passes, (m+1)(n+1) cells unless noted.

@@ -171,6 +171,17 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cuda(const at::Tensor& table_in, 
                                                    xl_d.data_ptr<int64_t>(), xp_d.data_ptr<int64_t>(),
                                                    yl_d.data_ptr<int64_t>(), yp_d.data_ptr<int64_t>(),
                                                    px_d.data_ptr<int64_t>(), py_d.data_ptr<int64_t>()};
+    const int width = gpu::short_sequence_width(ext.max_n);
+    if (!need_coopt && width > 0 && cols <= std::numeric_limits<int32_t>::max()) {
+      // distances of short sequences: the register-row kernel
+      const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
+      const int64_t resident = static_cast<int64_t>(prop->multiProcessorCount) *
+                               (prop->maxThreadsPerMultiProcessor / gpu::kSequenceBlock);
+      const int64_t blocks = std::min(resident, (batch + gpu::kSequenceBlock - 1) / gpu::kSequenceBlock);
+      C10_CUDA_CHECK(gpu::launch_sequence_short_distances(pairs, batch, width, blocks, d.data_ptr<scalar_t>(),
+                                                          at::cuda::getCurrentCUDAStream()));
+      return;
+    }
     run_sequences<scalar_t>(pairs, ext, need_coopt, rel_tol, d, p, status);
     // (The table passed the checks above, so only P's counts can fail a pair.)
     if (need_coopt) gpu::raise_statuses<scalar_t>(status, ext, "sequences", rel_tol, [&](int64_t) { return max_abs; });

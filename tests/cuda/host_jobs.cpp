@@ -6,8 +6,9 @@
 //
 //   host_jobs DIR
 //
-// DIR/args.txt: kind (padded | symbols | tree_padded | tree_symbols | seq_soft
-// | tree_soft), dtype (f32 | f64), need_coopt (0 | 1; soft: need_grad),
+// DIR/args.txt: kind (padded | symbols | symbols_short | tree_padded |
+// tree_symbols | seq_soft | tree_soft; symbols_short: the register-row
+// distance kernel of the width that holds max_n), dtype (f32 | f64), need_coopt (0 | 1; soft: need_grad),
 // rel_tol (soft: the temperature), threads, batch, rows,
 // cols, max_m, max_n, S. Inputs as raw arrays: padded: costs
 // (batch*rows*cols), x_len, y_len; symbols: table (S*S), x_labels, x_ptr,
@@ -100,6 +101,34 @@ void run(const Args& a, const Pairs& pairs) {
   }
   save("d", d);
   save("status", status);
+}
+
+// Every thread of the register-row distance kernel of width N, in turn, each
+// with its own N label slots (stride `threads`, as a block's shared memory).
+template <int N, typename scalar_t>
+void run_short_width(const Args& a, const bedl::gpu::SymbolSequencePairs<scalar_t>& pairs) {
+  std::vector<scalar_t> d(a.batch);
+  std::vector<int32_t> labels(N * a.threads, -1);
+  for (int64_t t = 0; t < a.threads; ++t) {
+    bedl::gpu::sequence_short_distances_thread<N>(pairs, pairs.table, a.batch, t, a.threads, labels.data() + t,
+                                                  a.threads, d.data());
+  }
+  save("d", d);
+}
+
+// The register-row kernel of the width that holds max_n (symbols_short).
+template <typename scalar_t>
+void run_short(const Args& a, const bedl::gpu::SymbolSequencePairs<scalar_t>& pairs) {
+  switch (bedl::gpu::short_sequence_width(a.max_n)) {
+    case 8: return run_short_width<8>(a, pairs);
+    case 16: return run_short_width<16>(a, pairs);
+    case 32: return run_short_width<32>(a, pairs);
+    case 48: return run_short_width<48>(a, pairs);
+    case 64: return run_short_width<64>(a, pairs);
+    default:
+      std::fprintf(stderr, "max_n %lld has no register-row width\n", static_cast<long long>(a.max_n));
+      std::exit(2);
+  }
 }
 
 // The flat trees of both sides (kept alive by `keep`).
@@ -216,9 +245,14 @@ void run_kind(const Args& a) {
     const std::vector<int64_t> xl = load<int64_t>("x_labels"), xp = load<int64_t>("x_ptr");
     const std::vector<int64_t> yl = load<int64_t>("y_labels"), yp = load<int64_t>("y_ptr");
     const std::vector<int64_t> px = load<int64_t>("pair_x"), py = load<int64_t>("pair_y");
-    run<scalar_t>(a, bedl::gpu::SymbolSequencePairs<scalar_t>{table.data(), a.table_rows, a.table_cols, xl.data(),
-                                                              xp.data(), yl.data(), yp.data(), px.data(),
-                                                              py.data()});
+    const bedl::gpu::SymbolSequencePairs<scalar_t> pairs{table.data(), a.table_rows, a.table_cols, xl.data(),
+                                                         xp.data(),    yl.data(),    yp.data(),    px.data(),
+                                                         py.data()};
+    if (a.kind == "symbols_short") {
+      run_short<scalar_t>(a, pairs);
+    } else {
+      run<scalar_t>(a, pairs);
+    }
   }
 }
 

@@ -89,6 +89,46 @@ BEDL_HD void sequence_distances_thread(const Pairs& pairs, int64_t batch, int64_
   }
 }
 
+// A thread's copy of its pair's y labels: label j at p[j * stride] (on a GPU in
+// shared memory, one column per thread of the block, so no bank conflicts).
+struct StridedLabels {
+  const int32_t* p;
+  int64_t stride;
+  BEDL_HD int64_t operator[](int64_t j) const { return p[j * stride]; }
+};
+
+// The row widths of the register-row distance kernel, and the smallest that
+// holds sequences y of up to max_n symbols (0: none does, the kernel above runs).
+// (kernels.cu instantiates each width.)
+BEDL_HD int short_sequence_width(int64_t max_n) {
+  if (max_n <= 8) return 8;
+  if (max_n <= 16) return 16;
+  if (max_n <= 32) return 32;
+  if (max_n <= 48) return 48;
+  if (max_n <= 64) return 64;
+  return 0;
+}
+
+// Thread `thread` of `threads`: the distances of its symbol-table pairs, each
+// |y| <= N, into d, the row in N + 1 registers (sequence_distance_fixed), the
+// costs read from `table` (pairs.table or a copy in shared memory). labels: N
+// int32 slots at labels[j * stride], this thread's copy of its pair's y. No
+// statuses: the glue checks a symbol table whole.
+template <int N, typename scalar_t>
+BEDL_HD void sequence_short_distances_thread(const SymbolSequencePairs<scalar_t>& pairs, const scalar_t* table,
+                                             int64_t batch, int64_t thread, int64_t threads, int32_t* labels,
+                                             int64_t stride, scalar_t* d) {
+  for (int64_t b = thread; b < batch; b += threads) {
+    const int64_t m = pairs.m(b), n = pairs.n(b);
+    const int64_t* y = pairs.y_labels + pairs.y_ptr[pairs.pair_y[b]];
+    for (int64_t j = 0; j < n; ++j) labels[j * stride] = static_cast<int32_t>(y[j]);
+    const sed::SymbolCostRows<scalar_t, StridedLabels> costs{table, pairs.rows, pairs.cols,
+                                                             pairs.x_labels + pairs.x_ptr[pairs.pair_x[b]],
+                                                             StridedLabels{labels, stride}};
+    d[b] = static_cast<scalar_t>(sed::sequence_distance_fixed<N>(costs, m, n));
+  }
+}
+
 // Carves a workspace into 16-byte aligned arrays.
 struct Carver {
   char* at;

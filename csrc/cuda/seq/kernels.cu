@@ -1,5 +1,6 @@
 // The sequence kernels on CUDA: one thread per pair at a time, running the
-// per-thread jobs of jobs.h (common/'s passes) with b from the thread index.
+// per-thread jobs of jobs.h (common/'s passes) with b from the thread index;
+// symbol-table distances of short sequences keep their row in registers.
 #include "kernels.h"
 
 namespace bedl {
@@ -41,6 +42,40 @@ __global__ void __launch_bounds__(kSequenceBlock)
                        max_m, max_n, temperature, need_grad, d, p, status);
 }
 
+// The register-row distance kernel of width N: each thread's y labels (and the
+// table where it fits) in shared memory, then sequence_short_distances_thread.
+template <int N, typename scalar_t>
+__global__ void __launch_bounds__(kSequenceBlock)
+    sequence_short_distances_kernel(SymbolSequencePairs<scalar_t> pairs, int64_t batch, bool table_in_shared,
+                                    scalar_t* d) {
+  extern __shared__ __align__(16) unsigned char shared[];
+  int32_t* labels = reinterpret_cast<int32_t*>(shared);
+  const scalar_t* table = pairs.table;
+  if (table_in_shared) {
+    scalar_t* copy = reinterpret_cast<scalar_t*>(shared + short_labels_bytes(N));
+    for (int64_t k = threadIdx.x; k < pairs.rows * pairs.cols; k += blockDim.x) copy[k] = pairs.table[k];
+    __syncthreads();
+    table = copy;
+  }
+  sequence_short_distances_thread<N>(pairs, table, batch, thread_index(),
+                                     static_cast<int64_t>(gridDim.x) * blockDim.x, labels + threadIdx.x,
+                                     kSequenceBlock, d);
+}
+
+template <int N, typename scalar_t>
+cudaError_t launch_short_width(const SymbolSequencePairs<scalar_t>& pairs, int64_t batch, int64_t blocks,
+                               scalar_t* d, cudaStream_t stream) {
+  const int64_t table_bytes = pairs.rows * pairs.cols * static_cast<int64_t>(sizeof(scalar_t));
+  const bool table_in_shared = table_bytes <= kShortTableBytes;
+  const int64_t bytes = short_labels_bytes(N) + (table_in_shared ? table_bytes : 0);
+  const auto kernel = sequence_short_distances_kernel<N, scalar_t>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  if (err != cudaSuccess) return err;
+  kernel<<<static_cast<unsigned>(blocks), kSequenceBlock, static_cast<size_t>(bytes), stream>>>(pairs, batch,
+                                                                                               table_in_shared, d);
+  return cudaGetLastError();
+}
+
 unsigned blocks_for(int64_t threads) {
   return static_cast<unsigned>((threads + kSequenceBlock - 1) / kSequenceBlock);
 }
@@ -76,6 +111,20 @@ cudaError_t launch_sequence_soft(const PaddedSequencePairs<scalar_t>& pairs, int
   return cudaGetLastError();
 }
 
+template <typename scalar_t>
+cudaError_t launch_sequence_short_distances(const SymbolSequencePairs<scalar_t>& pairs, int64_t batch, int width,
+                                            int64_t blocks, scalar_t* d, cudaStream_t stream) {
+  if (batch == 0) return cudaSuccess;
+  switch (width) {
+    case 8: return launch_short_width<8>(pairs, batch, blocks, d, stream);
+    case 16: return launch_short_width<16>(pairs, batch, blocks, d, stream);
+    case 32: return launch_short_width<32>(pairs, batch, blocks, d, stream);
+    case 48: return launch_short_width<48>(pairs, batch, blocks, d, stream);
+    case 64: return launch_short_width<64>(pairs, batch, blocks, d, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
 #define BEDL_SEQUENCE_LAUNCHERS(scalar_t)                                                                         \
   template cudaError_t launch_sequence_distances<scalar_t, PaddedSequencePairs<scalar_t>>(                        \
       const PaddedSequencePairs<scalar_t>&, int64_t, int64_t, double*, int64_t, scalar_t*, int32_t*, cudaStream_t); \
@@ -99,6 +148,10 @@ cudaError_t launch_sequence_soft(const PaddedSequencePairs<scalar_t>& pairs, int
                                                       int64_t, int64_t, double, bool, scalar_t*, scalar_t*, int32_t*, \
                                                       cudaStream_t);
 
+template cudaError_t launch_sequence_short_distances<float>(const SymbolSequencePairs<float>&, int64_t, int, int64_t,
+                                                             float*, cudaStream_t);
+template cudaError_t launch_sequence_short_distances<double>(const SymbolSequencePairs<double>&, int64_t, int,
+                                                              int64_t, double*, cudaStream_t);
 BEDL_SEQUENCE_SOFT_LAUNCHER(float)
 BEDL_SEQUENCE_SOFT_LAUNCHER(double)
 BEDL_SEQUENCE_LAUNCHERS(float)

@@ -34,8 +34,20 @@ cudaError_t launch_sequence_soft(const PaddedSequencePairs<scalar_t>& pairs, int
                                  char* workspace, int64_t max_m, int64_t max_n, double temperature, bool need_grad,
                                  scalar_t* d, scalar_t* p, int32_t* status, cudaStream_t stream);
 
+// Symbol-table distances of `batch` pairs whose y have at most `width`
+// symbols (short_sequence_width of the longest) into d, the row in registers,
+// on `blocks` blocks of kSequenceBlock threads.
+template <typename scalar_t>
+cudaError_t launch_sequence_short_distances(const SymbolSequencePairs<scalar_t>& pairs, int64_t batch, int width,
+                                            int64_t blocks, scalar_t* d, cudaStream_t stream);
+
 // Threads per block of these kernels.
 constexpr int kSequenceBlock = 128;
+
+// The register-row kernel's shared memory: each thread's y labels, then the
+// table where it takes at most kShortTableBytes (else it is read from global memory).
+constexpr int64_t kShortTableBytes = 32 << 10;
+BEDL_HD constexpr int64_t short_labels_bytes(int width) { return int64_t{4} * width * kSequenceBlock; }
 
 }  // namespace gpu
 }  // namespace bedl
