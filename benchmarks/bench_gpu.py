@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 import numpy as np
 import torch
@@ -62,13 +63,104 @@ def timed(fn, device):
     return best_seconds(call, repeat=3, min_time=0.3), call()
 
 
+def timed_once(fn, device, repeat=2):
+    """Seconds of the best of ``repeat`` calls after a warm-up, and the last call's result
+    (for calls of a second or more)."""
+    best, out = float("inf"), fn()
+    for _ in range(repeat):
+        start = time.perf_counter()
+        out = fn()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - start)
+    return best, out
+
+
+def kernel_seconds(fn):
+    """Seconds the GPU spent in kernels during one call of fn (torch's profiler)."""
+    fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return sum(e.device_time_total for e in prof.key_averages()) / 1e6
+
+
+def varied_sequences(rng, count, lo, hi, symbols):
+    lengths = rng.integers(lo, hi + 1, count)
+    ptr = torch.zeros(count + 1, dtype=torch.int64)
+    ptr[1:] = torch.as_tensor(np.cumsum(lengths))
+    return torch.as_tensor(rng.integers(0, symbols, int(ptr[-1]))), ptr
+
+
+def goals(rng, S):
+    """The GPU issue's goal sizes: the distance matrix of 4,000 sequences of 5-40 symbols
+    (float32 and float64, with cell updates per second), of 2,000 trees of 30 nodes (and a
+    training step's forward and backward over it), and P of 100-node trees."""
+    print("| goal case | CPU s | GPU s | CPU / GPU | GPU G cells/s | same bits |")
+    print("|---|---|---|---|---|---|")
+    labels, ptr = varied_sequences(rng, 4000, 5, 40, S - 1)
+    px, py = all_pairs(4000)
+    lengths = ptr[1:] - ptr[:-1]
+    cells = float((lengths[px].double() * lengths[py].double()).sum())
+    for dtype in (torch.float32, torch.float64):
+        table = torch.as_tensor(rng.random((S, S)), dtype=dtype)
+        args = (labels, ptr, labels, ptr, px, py, False, 1e-9)
+        t_cpu, (d_cpu, _) = timed_once(lambda: _ext.sed_symbols_cpu(table, *args), "cpu")
+        table_gpu = table.cuda()
+        args_gpu = tuple(a.cuda() if isinstance(a, torch.Tensor) else a for a in args)
+        for where, a in (("index tensors on the host", args), ("on the GPU", args_gpu)):
+            t_gpu, (d_gpu, _) = timed_once(lambda: _ext.sed_symbols_cpu(table_gpu, *a), "cuda")
+            print(f"| sequences 4000 x 4000 (5-40), {str(dtype)[6:]}, distance, {where} | {t_cpu:.4g} | {t_gpu:.4g} | "
+                  f"{t_cpu / t_gpu:.3g} | {cells / t_gpu / 1e9:.1f} | {torch.equal(d_gpu.cpu(), d_cpu)} |", flush=True)
+        t_kernel = kernel_seconds(lambda: _ext.sed_symbols_cpu(table_gpu, *args_gpu))
+        print(f"| (GPU busy in kernels and copies, by the profiler: {t_kernel:.4g} s, {cells / t_kernel / 1e9:.1f} G cells/s) "
+              "| | | | | |", flush=True)
+    table = torch.as_tensor(rng.random((S, S)))
+    for count, nodes, coopt in ((2000, 30, False), (120, 100, True)):
+        tl, ts, tp = label_trees(rng, count, nodes, S - 1)
+        px, py = all_pairs(count)
+        args = (tl, ts, tp, tl, ts, tp, px, py, coopt, 1e-9)
+        t_cpu, (d_cpu, p_cpu) = timed_once(lambda: _ext.ted_symbols_cpu(table, *args), "cpu")
+        args_gpu = tuple(a.cuda() if isinstance(a, torch.Tensor) else a for a in args)
+        table_gpu = table.cuda()
+        t_gpu, (d_gpu, p_gpu) = timed_once(lambda: _ext.ted_symbols_cpu(table_gpu, *args_gpu), "cuda")
+        same = torch.equal(d_gpu.cpu(), d_cpu) and torch.equal(p_gpu.cpu(), p_cpu)
+        print(f"| trees {count} x {count} of {nodes} nodes, {'distance + P' if coopt else 'distance'} | {t_cpu:.4g} | "
+              f"{t_gpu:.4g} | {t_cpu / t_gpu:.3g} | - | {same} |", flush=True)
+    trees = list(training_trees(rng, 2000, 30))
+    grads = []
+    for device in ("cpu", "cuda"):
+        emb = torch.as_tensor(np.random.default_rng(1).normal(size=(S - 1, 8)))
+        cost = bedl_torch.EuclideanCost([str(k) for k in range(S - 1)], emb, device=device)
+
+        def step():
+            cost.zero_grad()
+            bedl_torch.pairwise_distances(trees, cost=cost).sum().backward()
+            return cost.embedding.grad
+
+        t, grad = timed_once(step, device, repeat=1)
+        grads.append((t, grad.cpu()))
+    (t_cpu, g_cpu), (t_gpu, g_gpu) = grads
+    diff = float(((g_gpu - g_cpu).abs().max() / g_cpu.abs().max()))
+    print(f"| training step, 2000 trees of 30 nodes (forward and backward; gradient max rel. diff {diff:.1e}) | "
+          f"{t_cpu:.4g} | {t_gpu:.4g} | {t_cpu / t_gpu:.3g} | - | - |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller inputs")
+    parser.add_argument("--goals", action="store_true", help="the GPU issue's goal sizes alone")
     args = parser.parse_args()
     if not torch.cuda.is_available() or "sed_symbols" not in _ext.cuda_operators:
         sys.exit("needs a GPU and the extension built with CUDA (BEDL_TORCH_CUDA=1)")
     rng = np.random.default_rng(0)
+    if args.goals:
+        print(f"CPU: {cpu_model()}, {torch.get_num_threads()} threads, load {load_average()}; "
+              f"GPU: {torch.cuda.get_device_name(0)}; torch {torch.__version__}")
+        print()
+        goals(rng, 21)
+        return
     S = 21
     table = torch.as_tensor(rng.random((S, S)))
     scale = 1 if args.quick else 2
@@ -144,8 +236,13 @@ def training_items(rng, scale):
     """A matrix's items for a training step: strings of 100 symbols, trees of 30 nodes."""
     strings = [[str(k) for k in rng.integers(0, 20, 100)] for _ in range(100 * scale)]
     yield f"{len(strings)} strings of 100 symbols", strings
-    labels, sizes, ptr = label_trees(rng, 60 * scale, 30, 20)
-    trees = []
+    trees = list(training_trees(rng, 60 * scale, 30))
+    yield f"{len(trees)} trees of 30 nodes", trees
+
+
+def training_trees(rng, count, nodes):
+    """``count`` random trees of ``nodes`` nodes as bedl_torch.Tree, labels "0" to "19"."""
+    labels, sizes, ptr = label_trees(rng, count, nodes, 20)
     for t in range(len(ptr) - 1):
         size = sizes[ptr[t]:ptr[t + 1]].tolist()
         children = [[] for _ in size]
@@ -154,8 +251,7 @@ def training_items(rng, scale):
             while c < k + size[k]:
                 children[k].append(c)
                 c += size[c]
-        trees.append(bedl_torch.Tree([str(int(v)) for v in labels[ptr[t]:ptr[t + 1]]], children))
-    yield f"{len(trees)} trees of 30 nodes", trees
+        yield bedl_torch.Tree([str(int(v)) for v in labels[ptr[t]:ptr[t + 1]]], children)
 
 
 if __name__ == "__main__":

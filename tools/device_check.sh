@@ -3,6 +3,7 @@
 # builds the extension in place against that torch with the CUDA kernels, runs the
 # tests that use CUDA tensors or nccl and the GPU benchmark, then the whole suite on
 # that machine's CPU (pytest-xdist where installed). Logs go to $OUT (or ./device-logs).
+# BENCH_ARGS: bench_gpu.py's arguments (default --quick; --goals: the goal sizes).
 set -uo pipefail
 out="${OUT:-device-logs}"
 mkdir -p "$out"
@@ -27,7 +28,7 @@ python3 -m pytest -q -p no:cacheprovider -rs --timeout 120 tests/test_cuda.py te
   "tests/test_bedl.py::test_cuda_device_matches_cpu" 2>&1 | tee "$out/cuda.log"
 python3 -m pytest -q -p no:cacheprovider -rs --timeout 120 tests/test_distributed.py -k "cuda or nccl" 2>&1 | tee -a "$out/cuda.log"
 echo "cuda tests: $(( $(date +%s) - start )) s"
-timeout "${BENCH_TIMEOUT:-120}" python3 benchmarks/bench_gpu.py --quick 2>&1 | tee "$out/bench_gpu.log"
+timeout "${BENCH_TIMEOUT:-120}" python3 benchmarks/bench_gpu.py ${BENCH_ARGS:---quick} 2>&1 | tee "$out/bench_gpu.log"
 echo "bench: $(( $(date +%s) - start )) s"
 [ "${SUITE_TIMEOUT:-240}" = 0 ] && exit 0  # SUITE_TIMEOUT=0: the GPU part alone
 # The suite in parallel, two torch threads per worker (16 threads in each of 12 workers
