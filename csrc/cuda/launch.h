@@ -9,7 +9,9 @@
 #include <c10/cuda/CUDAException.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <vector>
@@ -70,13 +72,23 @@ inline double symbol_table_max_abs(const at::Tensor& table) {
 }
 
 // The index tensors of the symbol-table kernels on the host (copied from the
-// GPU where they are there), checked as the CPU kernels check them and contiguous.
+// GPU where they are there), checked as the CPU kernels check them and
+// contiguous; `given` keeps the caller's tensors, in the same order.
 struct SymbolIndices {
   at::Tensor x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y;
+  std::array<at::Tensor, 6> given;
+
+  // Checked tensor k (0: x_labels, ..., 5: pair_y) on `device`: the caller's
+  // own where it is there already (no round trip through the host), else a copy.
+  at::Tensor on(int k, const at::Device& device) const {
+    const at::Tensor* checked[] = {&x_labels, &x_ptr, &y_labels, &y_ptr, &pair_x, &pair_y};
+    return given[k].device() == device ? given[k].contiguous() : on_device(*checked[k], device);
+  }
 
   SymbolIndices(const at::Tensor& x_labels_in, const at::Tensor& x_ptr_in, const at::Tensor& y_labels_in,
                 const at::Tensor& y_ptr_in, const at::Tensor& pair_x_in, const at::Tensor& pair_y_in, int64_t rows,
-                int64_t cols, double rel_tol) {
+                int64_t cols, double rel_tol)
+      : given{x_labels_in, x_ptr_in, y_labels_in, y_ptr_in, pair_x_in, pair_y_in} {
     const at::Tensor xl = on_host(x_labels_in), yl = on_host(y_labels_in), xp = on_host(x_ptr_in),
                      yp = on_host(y_ptr_in), px = on_host(pair_x_in), py = on_host(pair_y_in);
     dp::check_index(xl, "x_labels", -1);
@@ -98,13 +110,13 @@ struct SymbolIndices {
   int64_t batch() const { return pair_x.size(0); }
 };
 
-// Each pair's extent (m, n), on the host.
+// A batch's largest extents, and pair b's (m, n) on demand for the error
+// messages (m(b), n(b), set by the batch's maker): no per-pair vectors, which
+// took 150 ms of host time for 8M pairs.
 struct Extents {
-  std::vector<int64_t> m, n;
   int64_t max_m = 0, max_n = 0;
+  std::function<int64_t(int64_t)> m, n;
   void add(int64_t mb, int64_t nb) {
-    m.push_back(mb);
-    n.push_back(nb);
     max_m = std::max(max_m, mb);
     max_n = std::max(max_n, nb);
   }
@@ -120,7 +132,7 @@ void raise_statuses(const at::Tensor& status, const Extents& ext, const char* wh
   const int32_t* s = host.data_ptr<int32_t>();
   for (int64_t b = 0; b < host.size(0); ++b) {
     if (s[b] == kPairOk) continue;
-    const int64_t m = ext.m[b], n = ext.n[b];
+    const int64_t m = ext.m(b), n = ext.n(b);
     BEDL_CHECK_VALUE(s[b] != kPairNotFinite, "costs of pair ", b, " contain NaN or inf");
     if (s[b] == kPairTooLarge) dp::check_pair_costs<scalar_t>(largest(b), m, n, b, "costs");
     BEDL_CHECK_VALUE(s[b] != kPairNoCoOptimal, what, " of ", m, " and ", n,
@@ -140,10 +152,10 @@ void raise_soft_statuses(const at::Tensor& status, const Extents& ext, double te
   const int32_t* s = host.data_ptr<int32_t>();
   for (int64_t b = 0; b < host.size(0); ++b) {
     BEDL_CHECK_VALUE(s[b] != kPairNotFinite, "costs of pair ", b, " contain NaN or inf");
-    if (s[b] == kPairTooLarge) dp::check_pair_costs<scalar_t>(largest(b), ext.m[b], ext.n[b], b, "costs");
+    if (s[b] == kPairTooLarge) dp::check_pair_costs<scalar_t>(largest(b), ext.m(b), ext.n(b), b, "costs");
   }
   for (int64_t b = 0; b < host.size(0); ++b) {
-    if (s[b] == kPairSoftRange) soft::check_soft_range<scalar_t>(largest(b), temperature, ext.m[b], ext.n[b], b);
+    if (s[b] == kPairSoftRange) soft::check_soft_range<scalar_t>(largest(b), temperature, ext.m(b), ext.n(b), b);
     TORCH_CHECK(s[b] == kPairOk, "soft kernel on CUDA: pair ", b, " ended with status ", s[b]);
   }
 }

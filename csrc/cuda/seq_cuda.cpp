@@ -94,6 +94,8 @@ struct PaddedSequenceBatch {
                        costs.sizes());
       ext.add(m, n);
     }
+    ext.m = [lengths = xl](int64_t b) { return lengths.data_ptr<int64_t>()[b]; };
+    ext.n = [lengths = yl](int64_t b) { return lengths.data_ptr<int64_t>()[b]; };
     xl_d = gpu::on_device(xl, costs.device());
     yl_d = gpu::on_device(yl, costs.device());
   }
@@ -121,7 +123,7 @@ std::tuple<at::Tensor, at::Tensor> sed_cuda(const at::Tensor& costs_in, const at
   AT_DISPATCH_FLOATING_TYPES(costs.scalar_type(), "sed_cuda", [&] {
     run_sequences<scalar_t>(in.pairs<scalar_t>(), layout, need_coopt, rel_tol, d, p, status);
     gpu::raise_statuses<scalar_t>(status, ext, "sequences", rel_tol, [&](int64_t b) {
-      return gpu::padded_block_max_abs(costs, b, ext.m[b], ext.n[b]);
+      return gpu::padded_block_max_abs(costs, b, ext.m(b), ext.n(b));
     });
   });
   return {d, p};
@@ -153,6 +155,14 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cuda(const at::Tensor& table_in, 
     ext.add(m, n);
     extent.add(b, m, n);
   }
+  const auto extent_of = [](const at::Tensor& ptr, const at::Tensor& pair) {
+    return [ptr, pair](int64_t b) {
+      const int64_t t = pair.data_ptr<int64_t>()[b];
+      return ptr.data_ptr<int64_t>()[t + 1] - ptr.data_ptr<int64_t>()[t];
+    };
+  };
+  ext.m = extent_of(xp, px);
+  ext.n = extent_of(yp, py);
   const double max_abs = gpu::symbol_table_max_abs(table);
   const at::Device device = table.device();
   const std::optional<at::Tensor> thresholds =
@@ -162,9 +172,8 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cuda(const at::Tensor& table_in, 
   at::Tensor p = need_coopt ? at::zeros({batch, extent.rows, extent.cols}, table.options())
                             : at::empty({0}, table.options());
   at::Tensor status = at::empty({batch}, table.options().dtype(at::kInt));
-  const at::Tensor xl_d = gpu::on_device(xl, device), yl_d = gpu::on_device(yl, device);
-  const at::Tensor xp_d = gpu::on_device(xp, device), yp_d = gpu::on_device(yp, device);
-  const at::Tensor px_d = gpu::on_device(px, device), py_d = gpu::on_device(py, device);
+  const at::Tensor xl_d = in.on(0, device), xp_d = in.on(1, device), yl_d = in.on(2, device);
+  const at::Tensor yp_d = in.on(3, device), px_d = in.on(4, device), py_d = in.on(5, device);
   AT_DISPATCH_FLOATING_TYPES(table.scalar_type(), "sed_symbols_cuda", [&] {
     extent.check_overflow<scalar_t>(max_abs);
     const gpu::SymbolSequencePairs<scalar_t> pairs{table.data_ptr<scalar_t>(), rows, cols,
@@ -209,7 +218,7 @@ std::tuple<at::Tensor, at::Tensor> sed_soft_cuda(const at::Tensor& costs_in, con
                                              need_grad ? p.data_ptr<scalar_t>() : nullptr,
                                              status.data_ptr<int32_t>(), at::cuda::getCurrentCUDAStream()));
     gpu::raise_soft_statuses<scalar_t>(status, ext, temperature, [&](int64_t b) {
-      return gpu::padded_block_max_abs(costs, b, ext.m[b], ext.n[b]);
+      return gpu::padded_block_max_abs(costs, b, ext.m(b), ext.n(b));
     });
   });
   return {d, p};

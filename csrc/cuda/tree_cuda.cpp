@@ -51,12 +51,26 @@ struct DeviceTrees {
   }
 };
 
-// Each pair's node counts (m, n), on the host.
-gpu::Extents tree_extents(const ted::IndexedTrees& trees, const at::Tensor& px, const at::Tensor& py) {
+// The pairs' largest node counts, and each pair's (m, n) on demand; with
+// `extent` also the symbol kernels' batch extent, in the same pass.
+gpu::Extents tree_extents(const ted::IndexedTrees& trees, const at::Tensor& px, const at::Tensor& py,
+                          dp::BatchExtent* extent = nullptr) {
+  const auto node_counts = [](const auto& side) {
+    std::vector<int64_t> out(side.size());
+    for (size_t t = 0; t < side.size(); ++t) out[t] = side[t].left.n;
+    return out;
+  };
+  const std::vector<int64_t> xn = node_counts(trees.xs), yn = node_counts(trees.ys());
+  const int64_t* pxp = px.data_ptr<int64_t>();
+  const int64_t* pyp = py.data_ptr<int64_t>();
   gpu::Extents ext;
   for (int64_t b = 0; b < px.size(0); ++b) {
-    ext.add(trees.xs[px.data_ptr<int64_t>()[b]].left.n, trees.ys()[py.data_ptr<int64_t>()[b]].left.n);
+    const int64_t m = xn[pxp[b]], n = yn[pyp[b]];
+    ext.add(m, n);
+    if (extent != nullptr) extent->add(b, m, n);
   }
+  ext.m = [xn, px](int64_t b) { return xn[px.data_ptr<int64_t>()[b]]; };
+  ext.n = [yn, py](int64_t b) { return yn[py.data_ptr<int64_t>()[b]]; };
   return ext;
 }
 
@@ -152,7 +166,7 @@ std::tuple<at::Tensor, at::Tensor> ted_cuda(const at::Tensor& costs_in, const at
   AT_DISPATCH_FLOATING_TYPES(costs.scalar_type(), "ted_cuda", [&] {
     run_trees<scalar_t>(in.pairs<scalar_t>(), ext, need_coopt, rel_tol, d, p, status);
     gpu::raise_statuses<scalar_t>(status, ext, "trees", rel_tol, [&](int64_t b) {
-      return gpu::padded_block_max_abs(costs, b, ext.m[b], ext.n[b]);
+      return gpu::padded_block_max_abs(costs, b, ext.m(b), ext.n(b));
     });
   });
   return {d, p};
@@ -178,16 +192,14 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cuda(const at::Tensor& table_in, 
   const at::Tensor &px = in.pair_x, &py = in.pair_y;
   const int64_t batch = in.batch();
   ted::check_pairs(trees.xs, trees.ys(), px.data_ptr<int64_t>(), py.data_ptr<int64_t>(), batch);
-  const gpu::Extents ext = tree_extents(trees, px, py);
   dp::BatchExtent extent;
-  for (int64_t b = 0; b < batch; ++b) extent.add(b, ext.m[b], ext.n[b]);
+  const gpu::Extents ext = tree_extents(trees, px, py, &extent);
   const double max_abs = gpu::symbol_table_max_abs(table);
   const std::optional<at::Tensor> thresholds =
       max_distance.has_value() ? std::optional<at::Tensor>(gpu::thresholds_on(max_distance, batch, need_coopt, device))
                                : std::nullopt;
   const DeviceTrees flat(trees, px, py, device);
-  const at::Tensor xl_d = gpu::on_device(in.x_labels, device), yl_d = gpu::on_device(in.y_labels, device);
-  const at::Tensor xp_d = gpu::on_device(in.x_ptr, device), yp_d = gpu::on_device(in.y_ptr, device);
+  const at::Tensor xl_d = in.on(0, device), xp_d = in.on(1, device), yl_d = in.on(2, device), yp_d = in.on(3, device);
   at::Tensor d = at::empty({batch}, table.options());
   at::Tensor p = need_coopt ? at::zeros({batch, ext.max_m + 1, ext.max_n + 1}, table.options())
                             : at::empty({0}, table.options());
@@ -232,7 +244,7 @@ std::tuple<at::Tensor, at::Tensor> ted_soft_cuda(const at::Tensor& costs_in, con
                                          need_grad ? p.data_ptr<scalar_t>() : nullptr, status.data_ptr<int32_t>(),
                                          at::cuda::getCurrentCUDAStream()));
     gpu::raise_soft_statuses<scalar_t>(status, ext, temperature, [&](int64_t b) {
-      return gpu::padded_block_max_abs(costs, b, ext.m[b], ext.n[b]);
+      return gpu::padded_block_max_abs(costs, b, ext.m(b), ext.n(b));
     });
   });
   return {d, p};
