@@ -3,6 +3,9 @@ against sorting and thresholding the full matrix (ties by index, empty results, 
 duplicates at distance 0, Y given and Y=None), on random and adversarial inputs under unit,
 Euclidean, integer, signed (negative) and asymmetric costs. Nothing here depends on timing."""
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -16,6 +19,8 @@ from bedl_torch.search import (SearchProblem, SymbolCosts, kneighbors, knn_block
                                traversal_lower_bound)
 from bedl_torch.search import bounds as bounds_module
 from oracles import comb_tree, path_tree, random_sequence, random_tree, star_tree
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 ALPHABET = list("abcde")
 COSTS = ("unit", "euclidean", "integer", "signed", "asymmetric", "float32")
@@ -484,3 +489,19 @@ def test_dense_finish_and_rounds_alone_agree(monkeypatch, share):
     for cost in (None, make_cost("signed", rng)):
         check_search(X, None, cost, rng, ks=[1, 5], radii=[], block_size=7)
         check_search(X[:6], X[6:], cost, rng, ks=[3], radii=[], block_size=4)
+
+
+def test_searches_import_no_module_when_called():
+    """The first search of a process imports nothing (torch.broadcast_shapes, once used for the
+    margin, imports sympy and torch's symbolic shapes: seconds on the first call)."""
+    code = (
+        "import sys, torch, bedl_torch as bt\n"
+        "trees = [bt.Tree.from_bracket(s) for s in ('{a{b}{c}}', '{a{b}}', '{b{c}}', '{c}')]\n"
+        "before = set(sys.modules)\n"
+        "bt.kneighbors(trees, k=2)\n"
+        "bt.radius_neighbors(trees, radius=1.0)\n"
+        "print(sorted(set(sys.modules) - before))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=REPO))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"

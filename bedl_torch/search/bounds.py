@@ -169,7 +169,7 @@ class SymbolCosts:
         ``maxabs``.
         """
         if self.exact_arithmetic:
-            return torch.zeros(torch.broadcast_shapes(m.shape, n.shape), dtype=torch.float64)
+            return torch.zeros((m + n).shape, dtype=torch.float64)  # (torch.broadcast_shapes imports sympy: seconds)
         L = m.to(torch.float64) + n.to(torch.float64) + 1.0
         tau = 0.0 if self.exact else (1e-9 if self.eps < 1e-10 else 1e-4)
         return self.maxabs * (2.0 * L * L * self.eps + L * tau) + 1e-300
