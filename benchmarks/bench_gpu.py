@@ -147,14 +147,38 @@ def goals(rng, S):
           f"{t_cpu:.4g} | {t_gpu:.4g} | {t_cpu / t_gpu:.3g} | - | - |", flush=True)
 
 
+def one_call(case, rng, S):
+    """One GPU call of a goal-sized case, for a profiler (``ncu``): ``sequences`` (the
+    4,000 x 4,000 matrix of 5-40 symbols, float32), ``trees`` (2,000 x 2,000 of 30 nodes),
+    ``trees_p`` (P of 120 x 120 trees of 100 nodes)."""
+    if case == "sequences":
+        labels, ptr = varied_sequences(rng, 4000, 5, 40, S - 1)
+        px, py = all_pairs(4000)
+        table = torch.as_tensor(rng.random((S, S)), dtype=torch.float32).cuda()
+        args = [a.cuda() for a in (labels, ptr, labels, ptr, px, py)]
+        _ext.sed_symbols_cpu(table, *args, False, 1e-9)
+    else:
+        count, nodes, coopt = (2000, 30, False) if case == "trees" else (120, 100, True)
+        tl, ts, tp = label_trees(rng, count, nodes, S - 1)
+        px, py = all_pairs(count)
+        table = torch.as_tensor(rng.random((S, S))).cuda()
+        _ext.ted_symbols_cpu(table, *[a.cuda() for a in (tl, ts, tp, tl, ts, tp, px, py)], coopt, 1e-9)
+    torch.cuda.synchronize()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller inputs")
     parser.add_argument("--goals", action="store_true", help="the GPU issue's goal sizes alone")
+    parser.add_argument("--one", choices=["sequences", "trees", "trees_p"],
+                        help="one GPU call of a goal-sized case and nothing else (for ncu)")
     args = parser.parse_args()
     if not torch.cuda.is_available() or "sed_symbols" not in _ext.cuda_operators:
         sys.exit("needs a GPU and the extension built with CUDA (BEDL_TORCH_CUDA=1)")
     rng = np.random.default_rng(0)
+    if args.one:
+        one_call(args.one, rng, 21)
+        return
     if args.goals:
         print(f"CPU: {cpu_model()}, {torch.get_num_threads()} threads, load {load_average()}; "
               f"GPU: {torch.cuda.get_device_name(0)}; torch {torch.__version__}")

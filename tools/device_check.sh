@@ -3,7 +3,10 @@
 # builds the extension in place against that torch with the CUDA kernels, runs the
 # tests that use CUDA tensors or nccl and the GPU benchmark, then the whole suite on
 # that machine's CPU (pytest-xdist where installed). Logs go to $OUT (or ./device-logs).
-# BENCH_ARGS: bench_gpu.py's arguments (default --quick; --goals: the goal sizes).
+# BENCH_ARGS: bench_gpu.py's arguments (default --quick); GOALS_TIMEOUT=S adds the goal-sized
+# table (bench_gpu.py --goals; not yet timed on a GPU); NCU=1 profiles one launch of each goal-sized
+# kernel with Nsight Compute; SUITE_TIMEOUT=0 skips the suite. The first run of a new kernel:
+#   SUITE_TIMEOUT=0 GOALS_TIMEOUT=240 NCU=1 bash tools/device_check.sh
 set -uo pipefail
 out="${OUT:-device-logs}"
 mkdir -p "$out"
@@ -30,11 +33,27 @@ python3 -m pytest -q -p no:cacheprovider -rs --timeout 120 tests/test_distribute
 echo "cuda tests: $(( $(date +%s) - start )) s"
 timeout "${BENCH_TIMEOUT:-120}" python3 benchmarks/bench_gpu.py ${BENCH_ARGS:---quick} 2>&1 | tee "$out/bench_gpu.log"
 echo "bench: $(( $(date +%s) - start )) s"
+if [ "${GOALS_TIMEOUT:-0}" != 0 ]; then  # GOALS_TIMEOUT=S: the goal-sized table too
+  timeout "$GOALS_TIMEOUT" python3 benchmarks/bench_gpu.py --goals 2>&1 | tee "$out/bench_goals.log"
+  echo "goals: $(( $(date +%s) - start )) s"
+fi
+if [ "${NCU:-0}" = 1 ]; then  # NCU=1: Nsight Compute on one launch of each goal-sized kernel
+  for spec in sequences:short_distances trees:tree_distances trees_p:tree_coopt; do
+    timeout 120 ncu --launch-count 1 --kernel-name "regex:${spec#*:}" --section SpeedOfLight \
+      --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+      python3 benchmarks/bench_gpu.py --one "${spec%%:*}" >"$out/ncu_one.log" 2>&1
+    echo "== ${spec%%:*}" | tee -a "$out/ncu.log"; cat "$out/ncu_one.log" >>"$out/ncu.log"
+    grep -E "Duration|Throughput|Occupancy|Registers|Hit Rate|Block Limit" "$out/ncu_one.log" | head -30
+  done
+  rm -f "$out/ncu_one.log"
+  echo "ncu: $(( $(date +%s) - start )) s"
+fi
 [ "${SUITE_TIMEOUT:-240}" = 0 ] && exit 0  # SUITE_TIMEOUT=0: the GPU part alone
 # The suite in parallel, two torch threads per worker (16 threads in each of 12 workers
 # oversubscribed the cores and ran past the timeout); failures in short form at the end.
 xdist=""
 python3 -c "import xdist" 2>/dev/null && xdist="-n $(( $(nproc) / 2 < 8 ? $(nproc) / 2 : 8 ))"
+# (at most 8 files come back from $OUT: the build, its sources' hash, and six logs)
 OMP_NUM_THREADS=2 timeout "${SUITE_TIMEOUT:-240}" python3 -m pytest -q -p no:cacheprovider $xdist --tb=short -rfE \
-  --junitxml="$out/suite.xml" tests 2>&1 | tee "$out/suite.log" | grep -v PytestBenchmarkWarning | tail -60
+  tests 2>&1 | tee "$out/suite.log" | grep -v PytestBenchmarkWarning | tail -60
 echo "suite: $(( $(date +%s) - start )) s"
