@@ -76,11 +76,12 @@ def test_sequence_kernels_on_cuda_match_cpu_bit_for_bit(need_coopt):
 
 
 @needs_kernels
-@pytest.mark.parametrize("longest", [0, 8, 16, 40, 64, 65, 130])
+@pytest.mark.parametrize("longest", [0, 8, 16, 40, 64, 65, 130, 300, 700])
 @pytest.mark.parametrize("symbols", [5, 120])  # the table in shared memory, and too large for it
 def test_sequence_distances_on_cuda_at_every_row_width(longest, symbols):
-    """Symbol-table distances of y up to 64 symbols keep their row in registers (a kernel per
-    width), longer ones take the workspace kernel: both the CPU's bits."""
+    """Symbol-table distances keep their rows in registers: a thread per pair where y has at
+    most 64 symbols (a kernel per width), else a warp per pair (strips of 4, 8 or 16 columns
+    per lane, several passes beyond 512): the CPU's bits."""
     rng = np.random.default_rng(longest)
     xl, xp = _label_sequences(rng, 30, 50, symbols)
     yl, yp = _label_sequences(rng, 40, longest, symbols)

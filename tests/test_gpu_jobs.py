@@ -119,6 +119,32 @@ def test_register_row_distances_match_cpu_bit_for_bit(host_jobs, tmp_path, threa
         assert torch.equal(d, d_cpu)
 
 
+@pytest.mark.parametrize("warps", [1, 3])
+@pytest.mark.parametrize("longest_x, longest_y, max_n", [
+    (0, 0, 100), (5, 3, 100), (40, 128, 128), (40, 129, 256), (30, 256, 256),  # one pass
+    (70, 513, 600), (20, 1100, 1100)])  # several passes (512 columns each) through the boundary
+def test_warp_per_pair_distances_match_cpu_bit_for_bit(host_jobs, tmp_path, warps, longest_x, longest_y, max_n):
+    """The warp-per-pair distance kernel (32 lanes in lockstep, each a strip of columns, rows
+    streaming through them): the CPU kernel's distances to the bit, for y filling a pass or
+    not, several passes, empty x and y, ties, signed costs and float32."""
+    rng = np.random.default_rng(longest_y)
+    xl, xp = _sequences(rng, 5, (0, longest_x), 5)
+    yl, yp = _sequences(rng, 4, (0, longest_y), 5)
+    yl = np.concatenate([yl, rng.integers(0, 5, longest_y)])  # one y exactly longest_y long
+    yp = np.concatenate([yp, [yp[-1] + longest_y]])
+    px = torch.as_tensor(rng.integers(0, 5, 12))
+    py = torch.as_tensor(rng.integers(0, len(yp) - 1, 12))
+    py[:2] = len(yp) - 2
+    xl_t, xp_t, yl_t, yp_t = map(torch.as_tensor, (xl, xp, yl, yp))
+    arrays = {"x_labels": xl, "x_ptr": xp, "y_labels": yl, "y_ptr": yp, "pair_x": px.numpy(), "pair_y": py.numpy()}
+    max_m = int((xp[1:] - xp[:-1]).max())
+    for table in _tables(rng):
+        d_cpu, _ = _ext.sed_symbols_cpu(table, xl_t, xp_t, yl_t, yp_t, px, py, False, 1e-9)
+        d, _, _ = _run(host_jobs, tmp_path, "symbols_warp", table.dtype, False, 1e-9, warps,
+                       dict(arrays, table=table.numpy()), len(px), 1, 1, max_m, max_n, table_shape=table.shape)
+        assert torch.equal(d, d_cpu)
+
+
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_padded_sequences_match_cpu_bit_for_bit(host_jobs, tmp_path, dtype):
     rng = np.random.default_rng(4)

@@ -64,6 +64,32 @@ void run_sequences(const Pairs& pairs, const Extents& ext, bool need_coopt, doub
                                                        rel_tol, dp_, pp, rows, cols, sp, stream));
 }
 
+// Symbol-table distances, the rows in registers: a thread per pair where every
+// y has at most 64 symbols, else a warp per pair.
+template <typename scalar_t>
+void run_symbol_distances(const gpu::SymbolSequencePairs<scalar_t>& pairs, const Extents& ext, at::Tensor& d) {
+  const int64_t batch = d.size(0);
+  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
+  const int64_t resident_blocks = static_cast<int64_t>(prop->multiProcessorCount) *
+                                  (prop->maxThreadsPerMultiProcessor / gpu::kSequenceBlock);
+  const int width = gpu::short_sequence_width(ext.max_n);
+  if (width > 0) {
+    const int64_t blocks = std::min(resident_blocks, (batch + gpu::kSequenceBlock - 1) / gpu::kSequenceBlock);
+    C10_CUDA_CHECK(gpu::launch_sequence_short_distances(pairs, batch, width, blocks, d.data_ptr<scalar_t>(), stream));
+    return;
+  }
+  // a boundary column per warp where a y spans several passes (32 strips of 16 columns)
+  const int64_t stride = ext.max_n > gpu::kWarpLanes * 16 ? ext.max_m + 1 : 0;
+  const int64_t warps = gpu::launch_threads(batch, std::max<int64_t>(1, stride * 8));
+  const int64_t blocks = std::min(resident_blocks, (warps * gpu::kWarpLanes + gpu::kSequenceBlock - 1) /
+                                                       gpu::kSequenceBlock);
+  at::Tensor boundaries = at::empty({blocks * (gpu::kSequenceBlock / gpu::kWarpLanes) * stride},
+                                    d.options().dtype(at::kDouble));
+  C10_CUDA_CHECK(gpu::launch_sequence_warp_distances(pairs, batch, blocks, boundaries.data_ptr<double>(), stride,
+                                                     d.data_ptr<scalar_t>(), ext.max_n, stream));
+}
+
 // A padded batch of sequence pairs on CUDA, checked as the CPU kernels check
 // it (check_param: the operator's own parameter, after the index tensors): the
 // costs, the lengths on the host and on the GPU, the extents.
@@ -180,15 +206,8 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cuda(const at::Tensor& table_in, 
                                                    xl_d.data_ptr<int64_t>(), xp_d.data_ptr<int64_t>(),
                                                    yl_d.data_ptr<int64_t>(), yp_d.data_ptr<int64_t>(),
                                                    px_d.data_ptr<int64_t>(), py_d.data_ptr<int64_t>()};
-    const int width = gpu::short_sequence_width(ext.max_n);
-    if (!need_coopt && width > 0 && cols <= std::numeric_limits<int32_t>::max()) {
-      // distances of short sequences: the register-row kernel
-      const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
-      const int64_t resident = static_cast<int64_t>(prop->multiProcessorCount) *
-                               (prop->maxThreadsPerMultiProcessor / gpu::kSequenceBlock);
-      const int64_t blocks = std::min(resident, (batch + gpu::kSequenceBlock - 1) / gpu::kSequenceBlock);
-      C10_CUDA_CHECK(gpu::launch_sequence_short_distances(pairs, batch, width, blocks, d.data_ptr<scalar_t>(),
-                                                          at::cuda::getCurrentCUDAStream()));
+    if (!need_coopt && cols <= std::numeric_limits<int32_t>::max()) {
+      run_symbol_distances(pairs, ext, d);
       return;
     }
     run_sequences<scalar_t>(pairs, ext, need_coopt, rel_tol, d, p, status);

@@ -6,9 +6,10 @@
 //
 //   host_jobs DIR
 //
-// DIR/args.txt: kind (padded | symbols | symbols_short | tree_padded |
-// tree_symbols | seq_soft | tree_soft; symbols_short: the register-row
-// distance kernel of the width that holds max_n), dtype (f32 | f64), need_coopt (0 | 1; soft: need_grad),
+// DIR/args.txt: kind (padded | symbols | symbols_short | symbols_warp |
+// tree_padded | tree_symbols | seq_soft | tree_soft; symbols_short: the
+// register-row distance kernel of the width that holds max_n; symbols_warp:
+// the warp-per-pair distance kernel, `threads` warps), dtype (f32 | f64), need_coopt (0 | 1; soft: need_grad),
 // rel_tol (soft: the temperature), threads, batch, rows,
 // cols, max_m, max_n, S. Inputs as raw arrays: padded: costs
 // (batch*rows*cols), x_len, y_len; symbols: table (S*S), x_labels, x_ptr,
@@ -21,6 +22,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cuda/seq/jobs.h"
@@ -129,6 +131,26 @@ void run_short(const Args& a, const bedl::gpu::SymbolSequencePairs<scalar_t>& pa
       std::fprintf(stderr, "max_n %lld has no register-row width\n", static_cast<long long>(a.max_n));
       std::exit(2);
   }
+}
+
+// Every warp of the warp-per-pair distance kernel (symbols_warp), in turn, its
+// lanes in lockstep; the strip width that covers max_n, `threads` warps.
+template <typename scalar_t>
+void run_warp(const Args& a, const bedl::gpu::SymbolSequencePairs<scalar_t>& pairs) {
+  std::vector<scalar_t> d(a.batch);
+  std::vector<double> boundary(a.max_m + 1);
+  const auto each_warp = [&](auto width) {
+    for (int64_t w = 0; w < a.threads; ++w) {
+      bedl::gpu::sequence_warp_distances_host<decltype(width)::value>(pairs, a.batch, w, a.threads,
+                                                                      boundary.data(), d.data());
+    }
+  };
+  switch (bedl::gpu::warp_strip_width(a.max_n)) {
+    case 4: each_warp(std::integral_constant<int, 4>{}); break;
+    case 8: each_warp(std::integral_constant<int, 8>{}); break;
+    default: each_warp(std::integral_constant<int, 16>{}); break;
+  }
+  save("d", d);
 }
 
 // The flat trees of both sides (kept alive by `keep`).
@@ -250,6 +272,8 @@ void run_kind(const Args& a) {
                                                          py.data()};
     if (a.kind == "symbols_short") {
       run_short<scalar_t>(a, pairs);
+    } else if (a.kind == "symbols_warp") {
+      run_warp<scalar_t>(a, pairs);
     } else {
       run<scalar_t>(a, pairs);
     }

@@ -129,6 +129,133 @@ BEDL_HD void sequence_short_distances_thread(const SymbolSequencePairs<scalar_t>
   }
 }
 
+// The warp-per-pair distance kernel's lanes: the 32 lanes of a warp share one
+// symbol-table pair, lane t owning the columns c0 + 1 .. c0 + N (c0 = pass * 32N
+// + t N) of a pass in registers. Rows stream through the lanes one step apart:
+// at step s lane t computes row i = s - t, its left boundary D[i][c0] being
+// what lane t - 1 sent at step s - 1 (its last column of row i; lane 0: column
+// 0, or in later passes the boundary column lane 31 wrote in the previous one).
+// Row 0's sums and column 0's run along the row (column) in the CPU's order,
+// and every cell is sed::sequence_value of the same operands: the CPU's bits.
+constexpr int kWarpLanes = 32;
+
+// The strip width of the warp kernel for y of up to max_n symbols: the
+// narrowest of 4, 8, 16 whose 32 lanes span max_n, else 16 (several passes).
+BEDL_HD int warp_strip_width(int64_t max_n) {
+  if (max_n <= kWarpLanes * 4) return 4;
+  if (max_n <= kWarpLanes * 8) return 8;
+  return 16;
+}
+
+template <int N, typename scalar_t>
+struct SequenceStrip {
+  const scalar_t* table = nullptr;
+  int64_t rows = 0, cols = 0;
+  const int64_t *x = nullptr, *y_labels = nullptr;
+  int64_t m = 0, n = 0;
+  int lane = 0;
+  // this pass
+  int64_t c0 = 0;
+  int width = 0;  // this lane's columns within y (0 .. N)
+  bool first_pass = true, has_next = false, owns_result = false;
+  int32_t y[N] = {};
+  double ins[N] = {}, row[N] = {};
+  double diag = 0.0, result = 0.0;
+
+  // Lane `lane_in` of pair b, costs read from `table_in` (pairs.table or a copy).
+  BEDL_HD void start(const SymbolSequencePairs<scalar_t>& pairs, const scalar_t* table_in, int64_t b, int lane_in) {
+    table = table_in;
+    rows = pairs.rows;
+    cols = pairs.cols;
+    x = pairs.x_labels + pairs.x_ptr[pairs.pair_x[b]];
+    y_labels = pairs.y_labels + pairs.y_ptr[pairs.pair_y[b]];
+    m = pairs.m(b);
+    n = pairs.n(b);
+    lane = lane_in;
+  }
+
+  BEDL_HD int64_t passes() const { return n == 0 ? 1 : (n + kWarpLanes * N - 1) / (kWarpLanes * N); }
+  // The lane that ends with D[m][n] in the last pass.
+  BEDL_HD int owner() const { return n == 0 ? 0 : static_cast<int>(((n - 1) % (kWarpLanes * N)) / N); }
+
+  BEDL_HD void begin_pass(int64_t pass) {
+    c0 = pass * kWarpLanes * N + lane * N;
+    const int64_t rest = n - c0;
+    width = rest <= 0 ? 0 : (rest >= N ? N : static_cast<int>(rest));
+    first_pass = pass == 0;
+    has_next = (pass + 1) * kWarpLanes * N < n;
+    owns_result = !has_next && lane == owner();
+    BEDL_UNROLL
+    for (int k = 0; k < N; ++k) {
+      if (k >= width) break;
+      y[k] = static_cast<int32_t>(y_labels[c0 + k]);
+      ins[k] = static_cast<double>(table[(rows - 1) * cols + y[k]]);
+    }
+  }
+
+  // Step s of the pass: row s - lane (if it is one), with `left` from lane - 1;
+  // returns what this lane sends on (its last column of that row). boundary:
+  // the pair's m + 1 doubles, written by lane 31 for the next pass.
+  BEDL_HD double lane_step(int64_t s, double recv, double* boundary) {
+    const int64_t i = s - lane;
+    if (i < 0 || i > m) return 0.0;  // (its receiver is idle at the next step too)
+    double out;
+    double left = recv;
+    if (i == 0) {
+      if (lane == 0) left = first_pass ? 0.0 : boundary[0];
+      double sum = left;
+      BEDL_UNROLL
+      for (int k = 0; k < N; ++k) {
+        if (k >= width) break;
+        sum = sum + ins[k];
+        row[k] = sum;
+      }
+      out = sum;
+    } else {
+      const scalar_t* x_row = table + x[i - 1] * cols;
+      const double del = static_cast<double>(x_row[cols - 1]);
+      if (lane == 0) left = first_pass ? diag + del : boundary[i];
+      double d = diag, l = left;
+      BEDL_UNROLL
+      for (int k = 0; k < N; ++k) {
+        if (k >= width) break;
+        const double up = row[k];
+        l = sed::sequence_value(d, static_cast<double>(x_row[y[k]]), up, del, l, ins[k]);
+        d = up;
+        row[k] = l;
+      }
+      out = l;
+    }
+    diag = left;
+    if (lane == kWarpLanes - 1 && has_next) boundary[i] = out;
+    if (i == m && owns_result) result = out;
+    return out;
+  }
+};
+
+// The warp kernel on the host (the tests): warp `warp` of `warps` runs its
+// pairs with the 32 lanes in lockstep, step by step, each lane receiving what
+// its left neighbour sent at the step before (a GPU's __shfl_up_sync).
+// boundary: max_m + 1 doubles.
+template <int N, typename scalar_t>
+void sequence_warp_distances_host(const SymbolSequencePairs<scalar_t>& pairs, int64_t batch, int64_t warp,
+                                  int64_t warps, double* boundary, scalar_t* d) {
+  for (int64_t b = warp; b < batch; b += warps) {
+    SequenceStrip<N, scalar_t> lanes[kWarpLanes];
+    for (int t = 0; t < kWarpLanes; ++t) lanes[t].start(pairs, pairs.table, b, t);
+    const int64_t m = lanes[0].m;
+    for (int64_t pass = 0; pass < lanes[0].passes(); ++pass) {
+      double sent[kWarpLanes] = {}, recv[kWarpLanes] = {};
+      for (auto& lane : lanes) lane.begin_pass(pass);
+      for (int64_t s = 0; s <= m + kWarpLanes - 1; ++s) {
+        for (int t = 1; t < kWarpLanes; ++t) recv[t] = sent[t - 1];
+        for (int t = 0; t < kWarpLanes; ++t) sent[t] = lanes[t].lane_step(s, recv[t], boundary);
+      }
+    }
+    d[b] = static_cast<scalar_t>(lanes[lanes[0].owner()].result);
+  }
+}
+
 // Carves a workspace into 16-byte aligned arrays.
 struct Carver {
   char* at;

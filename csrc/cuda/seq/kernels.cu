@@ -1,6 +1,7 @@
 // The sequence kernels on CUDA: one thread per pair at a time, running the
 // per-thread jobs of jobs.h (common/'s passes) with b from the thread index;
-// symbol-table distances of short sequences keep their row in registers.
+// symbol-table distances keep their rows in registers: a thread per pair of
+// short sequences, a warp per pair of longer ones.
 #include "kernels.h"
 
 namespace bedl {
@@ -60,6 +61,42 @@ __global__ void __launch_bounds__(kSequenceBlock)
   sequence_short_distances_thread<N>(pairs, table, batch, thread_index(),
                                      static_cast<int64_t>(gridDim.x) * blockDim.x, labels + threadIdx.x,
                                      kSequenceBlock, d);
+}
+
+// The warp-per-pair distance kernel of strip width N: warp w takes pairs
+// w, w + warps, ...; its lanes step through each pass in lockstep, each step's
+// left boundaries passed one lane up by a shuffle (jobs.h, SequenceStrip).
+template <int N, typename scalar_t>
+__global__ void __launch_bounds__(kSequenceBlock)
+    sequence_warp_distances_kernel(SymbolSequencePairs<scalar_t> pairs, int64_t batch, bool table_in_shared,
+                                   double* boundaries, int64_t boundary_stride, scalar_t* d) {
+  extern __shared__ __align__(16) unsigned char shared[];
+  const scalar_t* table = pairs.table;
+  if (table_in_shared) {
+    scalar_t* copy = reinterpret_cast<scalar_t*>(shared);
+    for (int64_t k = threadIdx.x; k < pairs.rows * pairs.cols; k += blockDim.x) copy[k] = pairs.table[k];
+    __syncthreads();
+    table = copy;
+  }
+  const int lane = static_cast<int>(threadIdx.x % kWarpLanes);
+  const int64_t warp = thread_index() / kWarpLanes;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / kWarpLanes;
+  double* boundary = boundaries + warp * boundary_stride;
+  for (int64_t b = warp; b < batch; b += warps) {  // (the same pairs for every lane of the warp)
+    SequenceStrip<N, scalar_t> strip;
+    strip.start(pairs, table, b, lane);
+    for (int64_t pass = 0; pass < strip.passes(); ++pass) {
+      strip.begin_pass(pass);
+      double sent = 0.0;
+      for (int64_t s = 0; s <= strip.m + kWarpLanes - 1; ++s) {
+        const double recv = __shfl_up_sync(0xffffffffu, sent, 1);
+        sent = strip.lane_step(s, recv, boundary);
+      }
+      __syncwarp();  // (lane 31's boundary column, read by lane 0 in the next pass)
+    }
+    const double result = __shfl_sync(0xffffffffu, strip.result, strip.owner());
+    if (lane == 0) d[b] = static_cast<scalar_t>(result);
+  }
 }
 
 template <int N, typename scalar_t>
@@ -125,6 +162,29 @@ cudaError_t launch_sequence_short_distances(const SymbolSequencePairs<scalar_t>&
   }
 }
 
+template <int N, typename scalar_t>
+cudaError_t launch_warp_width(const SymbolSequencePairs<scalar_t>& pairs, int64_t batch, int64_t blocks,
+                              double* boundaries, int64_t boundary_stride, scalar_t* d, cudaStream_t stream) {
+  const int64_t table_bytes = pairs.rows * pairs.cols * static_cast<int64_t>(sizeof(scalar_t));
+  const bool table_in_shared = table_bytes <= kShortTableBytes;
+  const size_t bytes = table_in_shared ? static_cast<size_t>(table_bytes) : 0;
+  sequence_warp_distances_kernel<N, scalar_t><<<static_cast<unsigned>(blocks), kSequenceBlock, bytes, stream>>>(
+      pairs, batch, table_in_shared, boundaries, boundary_stride, d);
+  return cudaGetLastError();
+}
+
+template <typename scalar_t>
+cudaError_t launch_sequence_warp_distances(const SymbolSequencePairs<scalar_t>& pairs, int64_t batch,
+                                           int64_t blocks, double* boundaries, int64_t boundary_stride, scalar_t* d,
+                                           int64_t max_n, cudaStream_t stream) {
+  if (batch == 0) return cudaSuccess;
+  switch (warp_strip_width(max_n)) {
+    case 4: return launch_warp_width<4>(pairs, batch, blocks, boundaries, boundary_stride, d, stream);
+    case 8: return launch_warp_width<8>(pairs, batch, blocks, boundaries, boundary_stride, d, stream);
+    default: return launch_warp_width<16>(pairs, batch, blocks, boundaries, boundary_stride, d, stream);
+  }
+}
+
 #define BEDL_SEQUENCE_LAUNCHERS(scalar_t)                                                                         \
   template cudaError_t launch_sequence_distances<scalar_t, PaddedSequencePairs<scalar_t>>(                        \
       const PaddedSequencePairs<scalar_t>&, int64_t, int64_t, double*, int64_t, scalar_t*, int32_t*, cudaStream_t); \
@@ -152,6 +212,10 @@ template cudaError_t launch_sequence_short_distances<float>(const SymbolSequence
                                                              float*, cudaStream_t);
 template cudaError_t launch_sequence_short_distances<double>(const SymbolSequencePairs<double>&, int64_t, int,
                                                               int64_t, double*, cudaStream_t);
+template cudaError_t launch_sequence_warp_distances<float>(const SymbolSequencePairs<float>&, int64_t, int64_t,
+                                                            double*, int64_t, float*, int64_t, cudaStream_t);
+template cudaError_t launch_sequence_warp_distances<double>(const SymbolSequencePairs<double>&, int64_t, int64_t,
+                                                             double*, int64_t, double*, int64_t, cudaStream_t);
 BEDL_SEQUENCE_SOFT_LAUNCHER(float)
 BEDL_SEQUENCE_SOFT_LAUNCHER(double)
 BEDL_SEQUENCE_LAUNCHERS(float)

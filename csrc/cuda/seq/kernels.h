@@ -41,11 +41,21 @@ template <typename scalar_t>
 cudaError_t launch_sequence_short_distances(const SymbolSequencePairs<scalar_t>& pairs, int64_t batch, int width,
                                             int64_t blocks, scalar_t* d, cudaStream_t stream);
 
+// Symbol-table distances of `batch` pairs into d, a warp per pair (its lanes
+// strips of warp_strip_width(max_n) columns), on `blocks` blocks of
+// kSequenceBlock threads; boundaries: boundary_stride (>= max_m + 1) doubles
+// per warp, read where a y is longer than one pass (32 strips).
+template <typename scalar_t>
+cudaError_t launch_sequence_warp_distances(const SymbolSequencePairs<scalar_t>& pairs, int64_t batch,
+                                           int64_t blocks, double* boundaries, int64_t boundary_stride, scalar_t* d,
+                                           int64_t max_n, cudaStream_t stream);
+
 // Threads per block of these kernels.
 constexpr int kSequenceBlock = 128;
 
 // The register-row kernel's shared memory: each thread's y labels, then the
-// table where it takes at most kShortTableBytes (else it is read from global memory).
+// table where it takes at most kShortTableBytes (else it is read from global
+// memory; the warp kernel keeps only the table there, by the same rule).
 constexpr int64_t kShortTableBytes = 32 << 10;
 BEDL_HD constexpr int64_t short_labels_bytes(int width) { return int64_t{4} * width * kSequenceBlock; }
 
