@@ -37,7 +37,10 @@ def add_by_label_pairs(grad: torch.Tensor, p: torch.Tensor, x_idx: torch.Tensor,
     """``grad`` (a flat table of ``table_cols`` columns, P's device) plus
     ``sum_k weights[k] * p[k]`` added at the label pairs ``x_idx[k, i] * table_cols + y_idx[k, j]``
     (``p``: ``(K, rows, cols)``; past each pair's block P is zero and the labels are the gap's)."""
-    flat = (x_idx[:, :, None] * table_cols + y_idx[:, None, :]).reshape(-1).to(p.device)
+    # (the label indices move, not the (K, rows, cols) index formed from them: on a GPU
+    # that was a host product and a copy of 8 bytes per entry of P)
+    x_idx, y_idx = x_idx.to(p.device), y_idx.to(p.device)
+    flat = (x_idx[:, :, None] * table_cols + y_idx[:, None, :]).reshape(-1)
     grad.index_add_(0, flat, (weights.to(p.device, p.dtype).reshape(-1, 1, 1) * p).reshape(-1))
     return grad
 
