@@ -128,21 +128,8 @@ def goals(rng, S):
         same = torch.equal(d_gpu.cpu(), d_cpu) and torch.equal(p_gpu.cpu(), p_cpu)
         print(f"| trees {count} x {count} of {nodes} nodes, {'distance + P' if coopt else 'distance'} | {t_cpu:.4g} | "
               f"{t_gpu:.4g} | {t_cpu / t_gpu:.3g} | - | {same} |", flush=True)
-    trees = list(training_trees(rng, 2000, 30))
-    grads = []
-    for device in ("cpu", "cuda"):
-        emb = torch.as_tensor(np.random.default_rng(1).normal(size=(S - 1, 8)))
-        cost = bedl_torch.EuclideanCost([str(k) for k in range(S - 1)], emb, device=device)
-
-        def step():
-            cost.zero_grad()
-            bedl_torch.pairwise_distances(trees, cost=cost).sum().backward()
-            return cost.embedding.grad
-
-        t, grad = timed_once(step, device, repeat=1)
-        grads.append((t, grad.cpu()))
-    (t_cpu, g_cpu), (t_gpu, g_gpu) = grads
-    diff = float(((g_gpu - g_cpu).abs().max() / g_cpu.abs().max()))
+    t_cpu, t_gpu, diff = training_step(list(training_trees(rng, 2000, 30)), S,
+                                       lambda step, device: timed_once(step, device, repeat=1))
     print(f"| training step, 2000 trees of 30 nodes (forward and backward; gradient max rel. diff {diff:.1e}) | "
           f"{t_cpu:.4g} | {t_gpu:.4g} | {t_cpu / t_gpu:.3g} | - | - |", flush=True)
 
@@ -239,21 +226,28 @@ def main() -> None:
           " max rel. diff of the gradient |")
     print("|---|---|---|---|---|")
     for name, items in training_items(rng, scale):
-        results = []
-        for device in ("cpu", "cuda"):
-            emb = torch.as_tensor(np.random.default_rng(1).normal(size=(S - 1, 8)))
-            cost = bedl_torch.EuclideanCost([str(k) for k in range(S - 1)], emb, device=device)
-
-            def step():
-                cost.zero_grad()
-                bedl_torch.pairwise_distances(items, cost=cost).sum().backward()
-                return cost.embedding.grad
-
-            t, grad = timed(step, device)
-            results.append((t, grad.cpu()))
-        (t_cpu, g_cpu), (t_gpu, g_gpu) = results
-        diff = float(((g_gpu - g_cpu).abs().max() / g_cpu.abs().max()))
+        t_cpu, t_gpu, diff = training_step(items, S, timed)
         print(f"| {name} | {t_cpu:.4g} | {t_gpu:.4g} | {t_cpu / t_gpu:.3g} | {diff:.1e} |", flush=True)
+
+
+def training_step(items, S, timer):
+    """A training step over the matrix of ``items`` (pairwise distances with an 8-dimensional
+    EuclideanCost over S - 1 symbols, summed, backward) on the CPU and the GPU, timed by
+    ``timer(step, device)``: the seconds of each and the gradients' largest relative difference."""
+    results = []
+    for device in ("cpu", "cuda"):
+        emb = torch.as_tensor(np.random.default_rng(1).normal(size=(S - 1, 8)))
+        cost = bedl_torch.EuclideanCost([str(k) for k in range(S - 1)], emb, device=device)
+
+        def step():
+            cost.zero_grad()
+            bedl_torch.pairwise_distances(items, cost=cost).sum().backward()
+            return cost.embedding.grad
+
+        t, grad = timer(step, device)
+        results.append((t, grad.cpu()))
+    (t_cpu, g_cpu), (t_gpu, g_gpu) = results
+    return t_cpu, t_gpu, float(((g_gpu - g_cpu).abs().max() / g_cpu.abs().max()))
 
 
 def training_items(rng, scale):

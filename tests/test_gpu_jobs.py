@@ -93,30 +93,38 @@ def test_symbol_sequences_match_cpu_bit_for_bit(host_jobs, tmp_path, need_coopt,
             assert torch.equal(p, p_cpu)
 
 
+def _check_symbol_distances(host_jobs, tmp_path, kind, launches, rng, x_lengths, y_longest, y_symbols, pairs,
+                            max_n):
+    """A distance kernel `kind` (run with `launches` threads or warps) against the CPU kernel's
+    bits: x of ``x_lengths`` symbols, y up to ``y_longest`` (one exactly that long, in the first
+    pairs), over tables with ties, signed costs and float32; the kernel's width from max_n."""
+    xl, xp = _sequences(rng, 6, x_lengths, 5)
+    yl, yp = _sequences(rng, 8, (0, y_longest), y_symbols)
+    yl = np.concatenate([yl, rng.integers(0, y_symbols, y_longest)])
+    yp = np.concatenate([yp, [yp[-1] + y_longest]])
+    px = torch.as_tensor(rng.integers(0, 6, pairs))
+    py = torch.as_tensor(rng.integers(0, len(yp) - 1, pairs))
+    py[:3] = len(yp) - 2
+    tensors = tuple(map(torch.as_tensor, (xl, xp, yl, yp)))
+    arrays = {"x_labels": xl, "x_ptr": xp, "y_labels": yl, "y_ptr": yp, "pair_x": px.numpy(), "pair_y": py.numpy()}
+    max_m = int((xp[1:] - xp[:-1]).max())
+    for table in _tables(rng, y_symbols):
+        d_cpu, _ = _ext.sed_symbols_cpu(table, *tensors, px, py, False, 1e-9)
+        d, _, status = _run(host_jobs, tmp_path, kind, table.dtype, False, 1e-9, launches,
+                            dict(arrays, table=table.numpy()), len(px), 1, 1, max_m, max_n, table_shape=table.shape)
+        assert status is None  # (these kernels write none: the glue checks a symbol table whole)
+        assert torch.equal(d, d_cpu)
+
+
 @pytest.mark.parametrize("threads", [1, 5, 64])
 @pytest.mark.parametrize("y_symbols", [5, 2])
 @pytest.mark.parametrize("longest, width", [(0, 8), (8, 8), (9, 16), (16, 32), (33, 48), (40, 64), (64, 64)])
 def test_register_row_distances_match_cpu_bit_for_bit(host_jobs, tmp_path, threads, y_symbols, longest, width):
     """The register-row distance kernel (sequences y of at most `width` symbols, the row in a
-    fixed array): the CPU kernel's distances to the bit, at each width, with y as long as the
-    width and shorter, over tables with ties, signed costs and float32."""
-    rng = np.random.default_rng(longest)
-    xl, xp = _sequences(rng, 6, (0, 20), 5)
-    yl, yp = _sequences(rng, 8, (0, longest), y_symbols)
-    if longest:  # one y exactly `longest` long
-        yl = np.concatenate([yl, rng.integers(0, y_symbols, longest)])
-        yp = np.concatenate([yp, [yp[-1] + longest]])
-    px = torch.as_tensor(rng.integers(0, 6, 60))
-    py = torch.as_tensor(rng.integers(0, len(yp) - 1, 60))
-    py[:3] = len(yp) - 2
-    xl_t, xp_t, yl_t, yp_t = map(torch.as_tensor, (xl, xp, yl, yp))
-    arrays = {"x_labels": xl, "x_ptr": xp, "y_labels": yl, "y_ptr": yp, "pair_x": px.numpy(), "pair_y": py.numpy()}
-    for table in _tables(rng, y_symbols):
-        d_cpu, _ = _ext.sed_symbols_cpu(table, xl_t, xp_t, yl_t, yp_t, px, py, False, 1e-9)
-        d, _, status = _run(host_jobs, tmp_path, "symbols_short", table.dtype, False, 1e-9, threads,
-                            dict(arrays, table=table.numpy()), len(px), 1, 1, 20, width, table_shape=table.shape)
-        assert status is None
-        assert torch.equal(d, d_cpu)
+    fixed array): the CPU kernel's distances to the bit at each width, y as long as the width
+    and shorter."""
+    _check_symbol_distances(host_jobs, tmp_path, "symbols_short", threads, np.random.default_rng(longest), (0, 20),
+                            longest, y_symbols, 60, width)
 
 
 @pytest.mark.parametrize("warps", [1, 3])
@@ -126,23 +134,9 @@ def test_register_row_distances_match_cpu_bit_for_bit(host_jobs, tmp_path, threa
 def test_warp_per_pair_distances_match_cpu_bit_for_bit(host_jobs, tmp_path, warps, longest_x, longest_y, max_n):
     """The warp-per-pair distance kernel (32 lanes in lockstep, each a strip of columns, rows
     streaming through them): the CPU kernel's distances to the bit, for y filling a pass or
-    not, several passes, empty x and y, ties, signed costs and float32."""
-    rng = np.random.default_rng(longest_y)
-    xl, xp = _sequences(rng, 5, (0, longest_x), 5)
-    yl, yp = _sequences(rng, 4, (0, longest_y), 5)
-    yl = np.concatenate([yl, rng.integers(0, 5, longest_y)])  # one y exactly longest_y long
-    yp = np.concatenate([yp, [yp[-1] + longest_y]])
-    px = torch.as_tensor(rng.integers(0, 5, 12))
-    py = torch.as_tensor(rng.integers(0, len(yp) - 1, 12))
-    py[:2] = len(yp) - 2
-    xl_t, xp_t, yl_t, yp_t = map(torch.as_tensor, (xl, xp, yl, yp))
-    arrays = {"x_labels": xl, "x_ptr": xp, "y_labels": yl, "y_ptr": yp, "pair_x": px.numpy(), "pair_y": py.numpy()}
-    max_m = int((xp[1:] - xp[:-1]).max())
-    for table in _tables(rng):
-        d_cpu, _ = _ext.sed_symbols_cpu(table, xl_t, xp_t, yl_t, yp_t, px, py, False, 1e-9)
-        d, _, _ = _run(host_jobs, tmp_path, "symbols_warp", table.dtype, False, 1e-9, warps,
-                       dict(arrays, table=table.numpy()), len(px), 1, 1, max_m, max_n, table_shape=table.shape)
-        assert torch.equal(d, d_cpu)
+    not, several passes, empty x and y."""
+    _check_symbol_distances(host_jobs, tmp_path, "symbols_warp", warps, np.random.default_rng(longest_y),
+                            (0, longest_x), longest_y, 5, 12, max_n)
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
