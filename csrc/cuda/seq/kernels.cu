@@ -43,6 +43,18 @@ __global__ void __launch_bounds__(kSequenceBlock)
                        max_m, max_n, temperature, need_grad, d, p, status);
 }
 
+// The symbol table the block reads: copied to `shared` (16-byte aligned) where
+// table_in_shared (the same for the whole block), else the one in global memory.
+template <typename scalar_t>
+__device__ const scalar_t* block_table(const SymbolSequencePairs<scalar_t>& pairs, bool table_in_shared,
+                                       unsigned char* shared) {
+  if (!table_in_shared) return pairs.table;
+  scalar_t* copy = reinterpret_cast<scalar_t*>(shared);
+  for (int64_t k = threadIdx.x; k < pairs.rows * pairs.cols; k += blockDim.x) copy[k] = pairs.table[k];
+  __syncthreads();
+  return copy;
+}
+
 // The register-row distance kernel of width N: each thread's y labels (and the
 // table where it fits) in shared memory, then sequence_short_distances_thread.
 template <int N, typename scalar_t>
@@ -51,13 +63,7 @@ __global__ void __launch_bounds__(kSequenceBlock)
                                     scalar_t* d) {
   extern __shared__ __align__(16) unsigned char shared[];
   int32_t* labels = reinterpret_cast<int32_t*>(shared);
-  const scalar_t* table = pairs.table;
-  if (table_in_shared) {
-    scalar_t* copy = reinterpret_cast<scalar_t*>(shared + short_labels_bytes(N));
-    for (int64_t k = threadIdx.x; k < pairs.rows * pairs.cols; k += blockDim.x) copy[k] = pairs.table[k];
-    __syncthreads();
-    table = copy;
-  }
+  const scalar_t* table = block_table(pairs, table_in_shared, shared + short_labels_bytes(N));
   sequence_short_distances_thread<N>(pairs, table, batch, thread_index(),
                                      static_cast<int64_t>(gridDim.x) * blockDim.x, labels + threadIdx.x,
                                      kSequenceBlock, d);
@@ -71,13 +77,7 @@ __global__ void __launch_bounds__(kSequenceBlock)
     sequence_warp_distances_kernel(SymbolSequencePairs<scalar_t> pairs, int64_t batch, bool table_in_shared,
                                    double* boundaries, int64_t boundary_stride, scalar_t* d) {
   extern __shared__ __align__(16) unsigned char shared[];
-  const scalar_t* table = pairs.table;
-  if (table_in_shared) {
-    scalar_t* copy = reinterpret_cast<scalar_t*>(shared);
-    for (int64_t k = threadIdx.x; k < pairs.rows * pairs.cols; k += blockDim.x) copy[k] = pairs.table[k];
-    __syncthreads();
-    table = copy;
-  }
+  const scalar_t* table = block_table(pairs, table_in_shared, shared);
   const int lane = static_cast<int>(threadIdx.x % kWarpLanes);
   const int64_t warp = thread_index() / kWarpLanes;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / kWarpLanes;
