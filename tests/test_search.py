@@ -2,6 +2,7 @@
 against sorting and thresholding the full matrix (ties by index, empty results, k = all,
 duplicates at distance 0, Y given and Y=None), on random and adversarial inputs under unit,
 Euclidean, integer, signed (negative) and asymmetric costs. Nothing here depends on timing."""
+import ast
 import math
 import os
 import subprocess
@@ -505,6 +506,6 @@ def test_searches_import_no_heavy_module_when_called():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env=dict(os.environ, PYTHONPATH=REPO))
     assert out.returncode == 0, out.stderr
-    imported = eval(out.stdout.strip().splitlines()[-1])
+    imported = ast.literal_eval(out.stdout.strip().splitlines()[-1])
     heavy = ("sympy", "mpmath", "torch._dynamo", "torch._inductor", "torch._refs", "torch.fx")
     assert not [m for m in imported if m.split(".")[0] in heavy or m.startswith(heavy)]
