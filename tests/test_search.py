@@ -221,6 +221,51 @@ def test_bounds_read_costs_in_blocks_for_many_symbols(monkeypatch):
     assert torch.allclose(mapping_upper_bound(X, cost=cost), up, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("whole_table", [True, False])
+def test_unit_potentials_equal_the_general_ones(monkeypatch, whole_table):
+    """Under UnitCost the label bound's potentials come from per-side minima in O(k), not from
+    the table's rows: the general computation's bits, for sides with no symbol, one symbol,
+    the same symbol, overlapping and disjoint symbols (the gap included or not)."""
+    rng = np.random.default_rng(12)
+    alphabet = [f"s{i}" for i in range(9)]
+    cost = bt.UnitCost(alphabet)
+    if not whole_table:  # rows in blocks of 2 (a large alphabet)
+        monkeypatch.setattr(bounds_module, "_TABLE_SYMBOLS", 3)
+        monkeypatch.setattr(bounds_module, "_ROW_BLOCK", 2)
+        monkeypatch.setattr(bounds_module, "table_of", lambda c: None)
+    costs = SymbolCosts(cost, [torch.arange(len(alphabet))])
+    assert costs.unit and costs.exact and costs.maxabs == 1.0 and (costs.table is None) != whole_table
+    k = costs.k
+    masks = [torch.zeros(k, dtype=torch.bool), torch.ones(k, dtype=torch.bool)]
+    for one in (0, 3, k - 1):
+        m = torch.zeros(k, dtype=torch.bool)
+        m[one] = True
+        masks.append(m)
+    masks += [torch.as_tensor(rng.random(k) < 0.4) for _ in range(6)]
+    for in_x in masks:
+        for in_y in masks:
+            fast = bounds_module._potentials(costs, in_x, in_y)
+            costs.unit = False
+            general = bounds_module._potentials(costs, in_x, in_y)
+            costs.unit = True
+            for f, g in zip(fast, general):
+                for a, b in zip(f, g):
+                    assert torch.equal(a, b), (in_x, in_y)
+
+
+def test_unit_costs_of_a_large_alphabet_search_with_exact_arithmetic(monkeypatch):
+    """UnitCost without a whole table (a large alphabet) is still exact arithmetic (its costs are
+    the kernels' 0s and 1s): ties at the k-th distance are decided by index, as with a table."""
+    rng = np.random.default_rng(13)
+    X = random_trees(rng, 25, max_nodes=8, alphabet=list("abcdefg")) + [bt.Tree(*star_tree(4, "a"))] * 2
+    monkeypatch.setattr(bounds_module, "_TABLE_SYMBOLS", 3)
+    monkeypatch.setattr(bounds_module, "table_of", lambda c: None)
+    cost = bt.UnitCost(list("abcdefg"))
+    problem = SearchProblem(X, None, cost)
+    assert problem.costs.table is None and problem.exact_arithmetic
+    check_search(X, None, cost, rng)
+
+
 # ---------------------------------------------------------------------------
 # kneighbors and radius_neighbors against the full matrix
 # ---------------------------------------------------------------------------

@@ -82,6 +82,9 @@ class SymbolCosts:
         self.lookup = torch.full((gap + 1,), k - 1, dtype=torch.long)
         self.lookup[self.used] = torch.arange(k)
         self.eps = float(torch.finfo(cost.dtype).eps)
+        # UnitCost itself (not a subclass, which may change the costs): C = 1 - I among the
+        # symbols in use and the gap, so nothing needs the table's rows read (large alphabets)
+        self.unit = type(cost) is UnitCost
         with torch.no_grad():
             whole = table_of(cost)
             if whole is not None:
@@ -102,10 +105,13 @@ class SymbolCosts:
                 self.diag = _cpu64(pair_costs_of(cost, self.used, self.used))
                 self.delete = _cpu64(pair_costs_of(cost, self.used, g))
                 self.insert = _cpu64(pair_costs_of(cost, g, self.used))
-                maxabs = 0.0
-                for _, block in self.row_blocks():
-                    maxabs = max(maxabs, float(block.abs().max()))
-                self.maxabs = maxabs
+                if self.unit:  # the kernels read these very 0s and 1s
+                    self.exact, self.maxabs = True, 1.0 if k > 1 else 0.0
+                else:
+                    maxabs = 0.0
+                    for _, block in self.row_blocks():
+                        maxabs = max(maxabs, float(block.abs().max()))
+                    self.maxabs = maxabs
         if not all(torch.isfinite(t).all() for t in (self.diag, self.delete, self.insert)) or \
                 not (self.maxabs < float("inf")):
             raise ValueError(f"{type(cost).__name__} costs must be finite (NaN or inf found)")
@@ -120,10 +126,9 @@ class SymbolCosts:
         distance can be told apart from one above it (unit and integer costs). Sets and
         returns :attr:`exact_arithmetic`."""
         bits = 53 if self.eps < 1e-10 else 24
+        integers = self.unit or (self.table is not None and bool((self.table == torch.round(self.table)).all()))
         self.exact_arithmetic = bool(
-            self.exact and self.table is not None
-            and bool((self.table == torch.round(self.table)).all())
-            and 4.0 * (longest_pair + 1) * self.maxabs < 2.0 ** (bits - 1))
+            self.exact and integers and 4.0 * (longest_pair + 1) * self.maxabs < 2.0 ** (bits - 1))
         return self.exact_arithmetic
 
     def local(self, codes: torch.Tensor) -> torch.Tensor:
@@ -378,8 +383,36 @@ class _Features:
             return torch.sparse_csr_tensor(crow, feat[order], vals[order], (len(objects), n_features))
 
 
+def _min_over_others(values: torch.Tensor, member: torch.Tensor) -> torch.Tensor:
+    """``out[b] = min(values[a] for member a != b)`` (inf where there is none), in O(k): the
+    smallest member value everywhere but at its own index, which gets the second smallest."""
+    vals = torch.where(member, values, float("inf"))
+    out = torch.full_like(vals, float("inf"))
+    if len(vals) < 2:
+        return out
+    two = torch.topk(vals, 2, largest=False)
+    out.fill_(float(two.values[0]))
+    out[two.indices[0]] = two.values[1]
+    return out
+
+
+def _unit_potentials(costs: SymbolCosts, in_x: torch.Tensor, in_y: torch.Tensor):
+    """:func:`_potentials` where ``C = 1 - I`` (:class:`UnitCost`): every off-diagonal entry is
+    1, so each minimum over a row or column is one over the other symbols of a side, formed
+    by the same float64 operations on the same numbers (the same bits)."""
+    delete, insert, diag = costs.delete, costs.insert, costs.diag
+    q_a = torch.minimum(insert, _min_over_others(1.0 - delete, in_x))
+    p_b = torch.minimum(delete, _min_over_others(1.0 - insert, in_y))
+    col_min = _min_over_others(torch.ones_like(delete), in_x)
+    q_h = torch.minimum(insert, col_min / 2)
+    p_h = torch.minimum(delete, _min_over_others(1.0 - q_h, in_y))
+    return [(p, q, torch.clamp(diag - p - q, max=0.0)) for p, q in ((delete, q_a), (p_b, insert), (p_h, q_h))]
+
+
 def _potentials(costs: SymbolCosts, in_x: torch.Tensor, in_y: torch.Tensor):
     """The choices ``(p, q, min(0, w))`` of :class:`LabelBound` (float64 ``(k,)`` each)."""
+    if costs.unit:
+        return _unit_potentials(costs, in_x, in_y)
     k = costs.k
     inf = float("inf")
     delete, insert, diag = costs.delete, costs.insert, costs.diag
