@@ -97,9 +97,9 @@ struct StridedLabels {
   BEDL_HD int64_t operator[](int64_t j) const { return p[j * stride]; }
 };
 
-// The row widths of the register-row distance kernel, and the smallest that
-// holds sequences y of up to max_n symbols (0: none does, the kernel above runs).
-// (kernels.cu instantiates each width.)
+// The row widths of the register-row distance kernel (kernels.cu instantiates
+// each): the smallest that holds sequences y of up to max_n symbols, 0 where
+// none does (the warp kernel below takes those).
 BEDL_HD int short_sequence_width(int64_t max_n) {
   if (max_n <= 8) return 8;
   if (max_n <= 16) return 16;
