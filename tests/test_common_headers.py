@@ -1,6 +1,7 @@
 """csrc/common is backend-free: its headers compile as CUDA device code (nvcc, where found) and
 as plain C++ without torch; the CPU kernels instantiate them (their bits are checked against
-references everywhere else in the suite)."""
+references everywhere else in the suite). The GPU kernels, which include no torch header,
+compile with nvcc alone too."""
 import os
 import shutil
 import subprocess
@@ -43,3 +44,22 @@ def test_common_headers_compile_as_device_code(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert ".entry" in out.read_text()
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
+@pytest.mark.parametrize("kind, kernels", [
+    ("seq", ["sequence_distances_kernel", "sequence_coopt_kernel", "sequence_soft_kernel",
+             "sequence_short_distances_kernel", "sequence_warp_distances_kernel"]),
+    ("tree", ["tree_distances_kernel", "tree_coopt_kernel", "tree_soft_kernel"])])
+def test_gpu_kernels_compile_as_device_code(tmp_path, kind, kernels):
+    """The CUDA kernels (csrc/cuda/*/kernels.cu include no torch header) compile with nvcc
+    alone, every kernel of each file among the entries: a CUDA build's device code is checked
+    wherever nvcc is, GPU or not."""
+    out = tmp_path / f"{kind}.ptx"
+    proc = subprocess.run(["nvcc", "-std=c++20", "--fmad=false", "--ptx", f"-I{os.path.join(REPO, 'csrc')}",
+                           "-o", str(out), os.path.join(REPO, "csrc", "cuda", kind, "kernels.cu")],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    entries = [line for line in out.read_text().splitlines() if ".entry " in line]  # (internal linkage: no .visible)
+    for name in kernels:
+        assert any(name in line for line in entries), name
