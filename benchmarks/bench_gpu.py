@@ -67,6 +67,8 @@ def timed_once(fn, device, repeat=2):
     """Seconds of the best of ``repeat`` calls after a warm-up, and the last call's result
     (for calls of a second or more)."""
     best, out = float("inf"), fn()
+    if device == "cuda":
+        torch.cuda.synchronize()  # (the warm-up's kernels finish outside the timings)
     for _ in range(repeat):
         start = time.perf_counter()
         out = fn()
@@ -77,13 +79,20 @@ def timed_once(fn, device, repeat=2):
 
 
 def kernel_seconds(fn):
-    """Seconds the GPU spent in kernels during one call of fn (torch's profiler)."""
+    """Seconds the GPU spent in kernels and copies during one call of fn (torch's profiler;
+    NaN where the profiler gives no device times)."""
     fn()
     torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    return sum(e.device_time_total for e in prof.key_averages()) / 1e6
+    try:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+        total = sum(getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
+                    for e in prof.key_averages())
+    except Exception as exc:  # (a profiler problem must not cost the rest of the table)
+        print(f"(profiler: {type(exc).__name__}: {exc})")
+        return float("nan")
+    return total / 1e6 if total else float("nan")
 
 
 def varied_sequences(rng, count, lo, hi, symbols):
