@@ -4,9 +4,11 @@
 # tests that use CUDA tensors or nccl and the GPU benchmark, then the whole suite on
 # that machine's CPU (pytest-xdist where installed). Logs go to $OUT (or ./device-logs).
 # BENCH_ARGS: bench_gpu.py's arguments (default --quick); GOALS_TIMEOUT=S adds the goal-sized
-# table (bench_gpu.py --goals; not yet timed on a GPU); NCU=1 profiles one launch of each goal-sized
-# kernel with Nsight Compute; SUITE_TIMEOUT=0 skips the suite. The first run of a new kernel:
-#   SUITE_TIMEOUT=0 GOALS_TIMEOUT=240 NCU=1 bash tools/device_check.sh
+# table (bench_gpu.py --goals; not yet timed on a GPU); NCU=1 profiles one launch of each
+# goal-sized kernel in NCU_CASES (default "sequences trees"; also trees_p) with Nsight Compute,
+# NCU_TIMEOUT (60) seconds each; SUITE_TIMEOUT=0 skips the suite. The first run of new kernels,
+# about 8 minutes (build 1, tests 1-2, quick table 1, goals at most 3.5, ncu at most 2):
+#   SUITE_TIMEOUT=0 GOALS_TIMEOUT=200 NCU=1 timeout 560 bash tools/device_check.sh
 set -uo pipefail
 out="${OUT:-device-logs}"
 mkdir -p "$out"
@@ -38,8 +40,10 @@ if [ "${GOALS_TIMEOUT:-0}" != 0 ]; then  # GOALS_TIMEOUT=S: the goal-sized table
   echo "goals: $(( $(date +%s) - start )) s"
 fi
 if [ "${NCU:-0}" = 1 ]; then  # NCU=1: Nsight Compute on one launch of each goal-sized kernel
-  for spec in sequences:short_distances trees:tree_distances trees_p:tree_coopt; do
-    timeout 120 ncu --launch-count 1 --kernel-name "regex:${spec#*:}" --section SpeedOfLight \
+  declare -A kernel_of=([sequences]=short_distances [trees]=tree_distances [trees_p]=tree_coopt)
+  for case in ${NCU_CASES:-sequences trees}; do
+    spec="$case:${kernel_of[$case]}"
+    timeout "${NCU_TIMEOUT:-60}" ncu --launch-count 1 --kernel-name "regex:${spec#*:}" --section SpeedOfLight \
       --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
       python3 benchmarks/bench_gpu.py --one "${spec%%:*}" >"$out/ncu_one.log" 2>&1
     echo "== ${spec%%:*}" | tee -a "$out/ncu.log"; cat "$out/ncu_one.log" >>"$out/ncu.log"
