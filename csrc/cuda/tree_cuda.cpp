@@ -69,8 +69,8 @@ gpu::Extents tree_extents(const ted::IndexedTrees& trees, const at::Tensor& px, 
     ext.add(m, n);
     if (extent != nullptr) extent->add(b, m, n);
   }
-  ext.m = [xn, px](int64_t b) { return xn[px.data_ptr<int64_t>()[b]]; };
-  ext.n = [yn, py](int64_t b) { return yn[py.data_ptr<int64_t>()[b]]; };
+  ext.m = [xn, px, at = pxp](int64_t b) { return xn[at[b]]; };
+  ext.n = [yn, py, at = pyp](int64_t b) { return yn[at[b]]; };
   return ext;
 }
 
