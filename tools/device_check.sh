@@ -20,7 +20,7 @@ python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.i
 start=$(date +%s)
 # A build from an earlier call can be carried back in .devso/ (the stripped library and the
 # hash of the sources it was built from): a call whose csrc/ is unchanged skips the build.
-sources_hash=$(find csrc setup.py -type f | sort | xargs cat | sha256sum | cut -c1-16)
+sources_hash=$(find csrc setup.py -type f | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16)  # (C order: the same on every machine)
 if [ -f .devso/_C.so ] && [ "$(cat .devso/sources 2>/dev/null)" = "$sources_hash" ]; then
   cp .devso/_C.so "bedl_torch/_C$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
   echo "build: carried (sources $sources_hash)"
