@@ -102,14 +102,30 @@ def varied_sequences(rng, count, lo, hi, symbols):
     return torch.as_tensor(rng.integers(0, symbols, int(ptr[-1]))), ptr
 
 
+# The goal-sized tree cases: (trees, nodes, with P).
+GOAL_TREES = {"trees": (2000, 30, False), "trees_p": (120, 100, True)}
+
+
+def goal_sequences(rng, S):
+    """The goal's 4,000 sequences of 5-40 symbols (labels, ptr) and all their pairs (px, py)."""
+    labels, ptr = varied_sequences(rng, 4000, 5, 40, S - 1)
+    return (labels, ptr, *all_pairs(4000))
+
+
+def goal_trees(rng, S, count, nodes):
+    """``count`` random trees of ``nodes`` nodes on both sides and all their pairs: the index
+    arguments of ``ted_symbols``."""
+    labels, sizes, ptr = label_trees(rng, count, nodes, S - 1)
+    return (labels, sizes, ptr, labels, sizes, ptr, *all_pairs(count))
+
+
 def goals(rng, S):
     """The GPU issue's goal sizes: the distance matrix of 4,000 sequences of 5-40 symbols
     (float32 and float64, with cell updates per second), of 2,000 trees of 30 nodes (and a
     training step's forward and backward over it), and P of 100-node trees."""
     print("| goal case | CPU s | GPU s | CPU / GPU | GPU G cells/s | same bits |")
     print("|---|---|---|---|---|---|")
-    labels, ptr = varied_sequences(rng, 4000, 5, 40, S - 1)
-    px, py = all_pairs(4000)
+    labels, ptr, px, py = goal_sequences(rng, S)
     lengths = ptr[1:] - ptr[:-1]
     cells = float((lengths[px].double() * lengths[py].double()).sum())
     for dtype in (torch.float32, torch.float64):
@@ -126,10 +142,8 @@ def goals(rng, S):
         print(f"| (GPU busy in kernels and copies, by the profiler: {t_kernel:.4g} s, {cells / t_kernel / 1e9:.1f} G cells/s) "
               "| | | | | |", flush=True)
     table = torch.as_tensor(rng.random((S, S)))
-    for count, nodes, coopt in ((2000, 30, False), (120, 100, True)):
-        tl, ts, tp = label_trees(rng, count, nodes, S - 1)
-        px, py = all_pairs(count)
-        args = (tl, ts, tp, tl, ts, tp, px, py, coopt, 1e-9)
+    for count, nodes, coopt in GOAL_TREES.values():
+        args = (*goal_trees(rng, S, count, nodes), coopt, 1e-9)
         t_cpu, (d_cpu, p_cpu) = timed_once(lambda: _ext.ted_symbols_cpu(table, *args), "cpu")
         args_gpu = tuple(a.cuda() if isinstance(a, torch.Tensor) else a for a in args)
         table_gpu = table.cuda()
@@ -148,17 +162,14 @@ def one_call(case, rng, S):
     4,000 x 4,000 matrix of 5-40 symbols, float32), ``trees`` (2,000 x 2,000 of 30 nodes),
     ``trees_p`` (P of 120 x 120 trees of 100 nodes)."""
     if case == "sequences":
-        labels, ptr = varied_sequences(rng, 4000, 5, 40, S - 1)
-        px, py = all_pairs(4000)
+        labels, ptr, px, py = goal_sequences(rng, S)
         table = torch.as_tensor(rng.random((S, S)), dtype=torch.float32).cuda()
         args = [a.cuda() for a in (labels, ptr, labels, ptr, px, py)]
         _ext.sed_symbols_cpu(table, *args, False, 1e-9)
     else:
-        count, nodes, coopt = (2000, 30, False) if case == "trees" else (120, 100, True)
-        tl, ts, tp = label_trees(rng, count, nodes, S - 1)
-        px, py = all_pairs(count)
+        count, nodes, coopt = GOAL_TREES[case]
         table = torch.as_tensor(rng.random((S, S))).cuda()
-        _ext.ted_symbols_cpu(table, *[a.cuda() for a in (tl, ts, tp, tl, ts, tp, px, py)], coopt, 1e-9)
+        _ext.ted_symbols_cpu(table, *[a.cuda() for a in goal_trees(rng, S, count, nodes)], coopt, 1e-9)
     torch.cuda.synchronize()
 
 

@@ -99,12 +99,20 @@ __global__ void __launch_bounds__(kSequenceBlock)
   }
 }
 
+// The bytes of the symbol table's copy in a block's shared memory: the table's
+// own where it takes at most kShortTableBytes, else 0 (read from global memory).
+template <typename scalar_t>
+int64_t shared_table_bytes(const SymbolSequencePairs<scalar_t>& pairs) {
+  const int64_t bytes = pairs.rows * pairs.cols * static_cast<int64_t>(sizeof(scalar_t));
+  return bytes <= kShortTableBytes ? bytes : 0;
+}
+
 template <int N, typename scalar_t>
 cudaError_t launch_short_width(const SymbolSequencePairs<scalar_t>& pairs, int64_t batch, int64_t blocks,
                                scalar_t* d, cudaStream_t stream) {
-  const int64_t table_bytes = pairs.rows * pairs.cols * static_cast<int64_t>(sizeof(scalar_t));
-  const bool table_in_shared = table_bytes <= kShortTableBytes;
-  const int64_t bytes = short_labels_bytes(N) + (table_in_shared ? table_bytes : 0);
+  const int64_t table_bytes = shared_table_bytes(pairs);
+  const bool table_in_shared = table_bytes > 0;
+  const int64_t bytes = short_labels_bytes(N) + table_bytes;
   const auto kernel = sequence_short_distances_kernel<N, scalar_t>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (err != cudaSuccess) return err;
@@ -165,11 +173,10 @@ cudaError_t launch_sequence_short_distances(const SymbolSequencePairs<scalar_t>&
 template <int N, typename scalar_t>
 cudaError_t launch_warp_width(const SymbolSequencePairs<scalar_t>& pairs, int64_t batch, int64_t blocks,
                               double* boundaries, int64_t boundary_stride, scalar_t* d, cudaStream_t stream) {
-  const int64_t table_bytes = pairs.rows * pairs.cols * static_cast<int64_t>(sizeof(scalar_t));
-  const bool table_in_shared = table_bytes <= kShortTableBytes;
-  const size_t bytes = table_in_shared ? static_cast<size_t>(table_bytes) : 0;
-  sequence_warp_distances_kernel<N, scalar_t><<<static_cast<unsigned>(blocks), kSequenceBlock, bytes, stream>>>(
-      pairs, batch, table_in_shared, boundaries, boundary_stride, d);
+  const int64_t table_bytes = shared_table_bytes(pairs);
+  sequence_warp_distances_kernel<N, scalar_t>
+      <<<static_cast<unsigned>(blocks), kSequenceBlock, static_cast<size_t>(table_bytes), stream>>>(
+          pairs, batch, table_bytes > 0, boundaries, boundary_stride, d);
   return cudaGetLastError();
 }
 
