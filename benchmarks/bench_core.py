@@ -222,6 +222,33 @@ def bench_sequences(rows, quick):
     rows.append(("sequences of length 1000, arbitrary costs: ns per DP cell (distance + P)", tp / cells * 1e9, None))
 
 
+def bench_unit_sequences(rows, quick):
+    """pairwise_distances of sequences under unit costs, 2 threads: the bit-vector path (0/1
+    replacements, unit gaps) against the DP on the same work (the peer: every cost doubled,
+    ``MatrixCost(2 (1 - I))``, which no bit vector takes; its distances are twice the unit
+    ones, checked)."""
+    rng = random.Random(6)
+    old = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        for lo, hi, count in ((5, 60, 300 if quick else 1000), (100, 300, 100 if quick else 300)):
+            seqs = ["".join(rng.choice("abcdefghijklmnop") for _ in range(rng.randint(lo, hi)))
+                    for _ in range(count)]
+            alphabet = sorted(set("".join(seqs)))
+            unit = bt.UnitCost(alphabet)
+            doubled = bt.MatrixCost(alphabet, 2.0 * (1.0 - torch.eye(len(alphabet) + 1, dtype=torch.float64)))
+            with torch.no_grad():
+                assert torch.equal(2 * bt.pairwise_distances(seqs, cost=unit), bt.pairwise_distances(seqs, cost=doubled))
+                best = {}
+                for name, cost in (("unit", unit), ("doubled", doubled), ("unit", unit), ("doubled", doubled)):
+                    best[name] = min(best.get(name, float("inf")),
+                                     timeit(lambda: bt.pairwise_distances(seqs, cost=cost), repeat=2))
+            rows.append((f"{count} sequences of {lo}-{hi} symbols, pairwise matrix, unit costs, 2 threads: s with "
+                         f"bit vectors (peer: the DP, costs doubled)", best["unit"], best["doubled"]))
+    finally:
+        torch.set_num_threads(old)
+
+
 _MEM_SNIPPET = r"""
 import json, resource, sys, time, torch, random
 sys.path.insert(0, {bench_dir!r})
@@ -270,6 +297,7 @@ def main():
     parser.add_argument("--quick", action="store_true", help="fewer pairs and sizes")
     benches = {"pair100": bench_pair_100, "pairwise30": bench_pairwise_30,
                "scaling": bench_thread_scaling, "lanes": bench_lanes, "sequences": bench_sequences,
+               "unit_sequences": bench_unit_sequences,
                "large": bench_large}
     parser.add_argument("--only", nargs="+", choices=sorted(benches), default=list(benches),
                         help="run only these benchmarks")

@@ -81,7 +81,8 @@ py::tuple flat_tree_pairs(const at::Tensor& x_sizes, const at::Tensor& x_ptr, co
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "bedl_torch kernels: the operators live in torch.ops.bedl_torch once this module is loaded";
   m.def("set_simd_enabled", &bedl::set_simd_enabled,
-        "Turn the AVX2 kernels on or off (same results; for tests and benchmarks)", py::arg("on"));
+        "Turn the fast paths on or off: the AVX2 kernels and the bit-vector sequence distances "
+        "under 0/1 costs (same results; for tests and benchmarks)", py::arg("on"));
   m.def("simd_enabled", &bedl::simd_enabled, "Whether the AVX2 kernels run");
   m.def("_flat_tree_pairs", &flat_tree_pairs,
         "The flat tree arrays of the GPU kernels (x: pre_of_post, leftmost, node_ptr, keyroots, key_ptr, "

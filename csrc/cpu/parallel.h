@@ -17,7 +17,8 @@ namespace dp {
 
 // Whether the AVX2 kernels run: the processor has AVX2 and set_simd_enabled
 // has not turned them off (benchmarks and tests compare both paths; they give
-// the same bits).
+// the same bits). The switch alone also gates the bit-vector sequence
+// distances (seq/unit_bits.h), which need no AVX2.
 inline std::atomic<bool>& simd_switch() {
   static std::atomic<bool> on{true};
   return on;

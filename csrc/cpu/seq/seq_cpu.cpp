@@ -1,12 +1,14 @@
 // Entry points of the sequence kernel (distances and co-optimal matrices):
 // checks, dispatch over dtypes, the batch loop, the symbol-table forms. The
 // recurrence is in common/sequence.h, the passes in distance.h and coopt.h
-// (outside.h), the AVX2 lanes in lanes*.
+// (outside.h), the AVX2 lanes in lanes*, distances under 0/1 costs as bit
+// vectors in unit_bits.h.
 #include "../../edit_distance.h"
 #include "../pair_sums.h"
 #include "coopt.h"
 #include "distance.h"
 #include "inputs.h"
+#include "unit_bits.h"
 
 #include <tuple>
 #include <vector>
@@ -129,6 +131,21 @@ void run_symbol_sequences(const SymbolSequences& ss, const std::vector<int64_t>&
                           const dp::DistanceCutoffs* cutoff = nullptr) {
   const int64_t R = ss.in.rows, C = ss.in.cols;
   const scalar_t* t = ss.in.table.data_ptr<scalar_t>();
+  if (!need_coopt && dp::simd_switch().load(std::memory_order_relaxed)) {
+    // 0/1 replacements and unit gaps: bit vectors, 64 cells a step (the same integers).
+    const UnitTable unit = UnitTable::of(t, R, C, ss.in.x_labels, ss.in.y_labels);
+    if (unit.applies) {
+      const int64_t n_pairs = static_cast<int64_t>(order.size());
+      dp::for_each_pair<UnitWorkspace>(n_pairs, std::max<int64_t>(1, ss.rows * ss.cols / 32),
+                                       [&](int64_t k, UnitWorkspace& ws) {
+                                         const int64_t b = order[k];
+                                         const SymbolPair sp = ss.pair(b);
+                                         d[b] = static_cast<scalar_t>(
+                                             unit_distance(unit, R, C, sp.x, sp.m, sp.y, sp.n, ws));
+                                       });
+      return;
+    }
+  }
   auto pair = [&](int64_t k, SedWorkspace& ws) {
     const int64_t b = order[k];
     const SymbolPair sp = ss.pair(b);

@@ -1,0 +1,166 @@
+// Sequence edit distances where every replacement costs 0 or 1 and every
+// deletion and insertion 1 (unit costs, and 0/1 tables that let several
+// symbols match): the DP table's columns as bit vectors of their +1 and -1
+// steps, 64 rows a word (Myers' bit-vector algorithm in Hyyrö's form for the
+// global distance). The distance is an integer, which the DP's sums of 0s and
+// 1s give exactly too: the same bits.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace bedl {
+namespace sed {
+
+// Whether a symbol table qualifies, and where its zeros are. Table layout as
+// the symbol-table kernels read it: x's symbols are rows, y's columns, the
+// last row and column the gap (their shared corner unused).
+struct UnitTable {
+  bool applies = false;
+  // Replacing row symbol r by column symbol c costs 0: c in
+  // row_zeros[row_begin[r] .. row_begin[r + 1]), r in the column's list alike.
+  std::vector<int64_t> row_begin, row_zeros, col_begin, col_zeros;
+
+  // x_labels, y_labels: every label of the call; one that is the gap itself
+  // (unknown="gap": deleting it costs the unused corner) keeps the DP.
+  template <typename scalar_t>
+  static UnitTable of(const scalar_t* t, int64_t rows, int64_t cols, const at::Tensor& x_labels,
+                      const at::Tensor& y_labels) {
+    UnitTable u;
+    const int64_t R = rows - 1, C = cols - 1;  // symbols on each side
+    if (contains(x_labels, R) || contains(y_labels, C)) return u;
+    for (int64_t r = 0; r < R; ++r) {
+      if (t[r * cols + C] != scalar_t(1)) return u;
+    }
+    for (int64_t c = 0; c < C; ++c) {
+      if (t[R * cols + c] != scalar_t(1)) return u;
+    }
+    std::vector<int64_t> col_count(C + 1, 0);
+    u.row_begin.assign(R + 1, 0);
+    for (int64_t r = 0; r < R; ++r) {
+      for (int64_t c = 0; c < C; ++c) {
+        const scalar_t v = t[r * cols + c];
+        if (v == scalar_t(0)) {
+          u.row_zeros.push_back(c);
+          ++col_count[c + 1];
+        } else if (v != scalar_t(1)) {
+          return UnitTable{};
+        }
+      }
+      u.row_begin[r + 1] = static_cast<int64_t>(u.row_zeros.size());
+    }
+    u.col_begin.assign(C + 1, 0);
+    for (int64_t c = 0; c < C; ++c) u.col_begin[c + 1] = u.col_begin[c] + col_count[c + 1];
+    u.col_zeros.resize(u.row_zeros.size());
+    std::vector<int64_t> fill(u.col_begin.begin(), u.col_begin.end() - 1);
+    for (int64_t r = 0; r < R; ++r) {
+      for (int64_t k = u.row_begin[r]; k < u.row_begin[r + 1]; ++k) u.col_zeros[fill[u.row_zeros[k]]++] = r;
+    }
+    u.applies = true;
+    return u;
+  }
+
+ private:
+  static bool contains(const at::Tensor& labels, int64_t value) {
+    const int64_t* p = labels.data_ptr<int64_t>();
+    return std::find(p, p + labels.numel(), value) != p + labels.numel();
+  }
+};
+
+// A thread's buffers, reused across pairs.
+struct UnitWorkspace {
+  std::vector<uint64_t> peq;      // per distinct text symbol: the pattern positions it matches, `words` words
+  std::vector<int64_t> slot;      // text symbol -> its peq slot (-1: none yet); sized to the symbols
+  std::vector<int64_t> touched;   // symbols whose slot is set (reset after the pair)
+  std::vector<uint64_t> vp, vn;   // the current column's +1 and -1 steps
+};
+
+// The edit distance of x (m symbols, table rows) and y (n symbols, table
+// columns) under a qualifying table u. The shorter sequence is the pattern
+// (one bit per symbol); the other is read a symbol at a time.
+inline int64_t unit_distance(const UnitTable& u, int64_t table_rows, int64_t table_cols, const int64_t* x,
+                             int64_t m, const int64_t* y, int64_t n, UnitWorkspace& ws) {
+  if (m == 0) return n;
+  if (n == 0) return m;
+  const bool x_pattern = m <= n;
+  const int64_t plen = x_pattern ? m : n, tlen = x_pattern ? n : m;
+  const int64_t* pattern = x_pattern ? x : y;
+  const int64_t* text = x_pattern ? y : x;
+  // Text symbols are y's (columns) where x is the pattern, else x's (rows).
+  const int64_t text_symbols = x_pattern ? table_cols - 1 : table_rows - 1;
+  const int64_t words = (plen + 63) / 64;
+  if (static_cast<int64_t>(ws.slot.size()) < text_symbols) ws.slot.assign(text_symbols, -1);
+  ws.peq.clear();
+  ws.touched.clear();
+  for (int64_t t = 0; t < tlen; ++t) {
+    const int64_t s = text[t];
+    if (ws.slot[s] < 0) {
+      ws.slot[s] = static_cast<int64_t>(ws.touched.size());
+      ws.touched.push_back(s);
+    }
+  }
+  ws.peq.assign(ws.touched.size() * words, 0);
+  // Pattern position p matches text symbol s where replacing one by the other costs 0.
+  const std::vector<int64_t>& begin = x_pattern ? u.row_begin : u.col_begin;
+  const std::vector<int64_t>& zeros = x_pattern ? u.row_zeros : u.col_zeros;
+  for (int64_t p = 0; p < plen; ++p) {
+    const int64_t sym = pattern[p];
+    for (int64_t k = begin[sym]; k < begin[sym + 1]; ++k) {
+      const int64_t sl = ws.slot[zeros[k]];
+      if (sl >= 0) ws.peq[sl * words + p / 64] |= uint64_t{1} << (p % 64);
+    }
+  }
+  int64_t score = plen;  // the column's last entry: D(pattern, text[0 .. t))
+  const uint64_t last_bit = uint64_t{1} << ((plen - 1) % 64);
+  if (words == 1) {  // (most sequences: one word, no carries between words)
+    uint64_t vp = ~uint64_t{0}, vn = 0;
+    for (int64_t t = 0; t < tlen; ++t) {
+      const uint64_t eq = ws.peq[ws.slot[text[t]]];
+      const uint64_t d0 = (((eq & vp) + vp) ^ vp) | eq | vn;
+      uint64_t hp = vn | ~(d0 | vp);
+      uint64_t hn = vp & d0;
+      score += static_cast<int64_t>((hp & last_bit) != 0) - static_cast<int64_t>((hn & last_bit) != 0);
+      hp = (hp << 1) | 1;
+      hn = hn << 1;
+      vp = hn | ~(d0 | hp);
+      vn = hp & d0;
+    }
+    for (int64_t s : ws.touched) ws.slot[s] = -1;
+    return score;
+  }
+  ws.vp.assign(words, ~uint64_t{0});
+  ws.vn.assign(words, 0);
+  uint64_t* vp = ws.vp.data();
+  uint64_t* vn = ws.vn.data();
+  const int64_t last = words - 1;
+  for (int64_t t = 0; t < tlen; ++t) {
+    const uint64_t* eq = ws.peq.data() + ws.slot[text[t]] * words;
+    uint64_t hp_in = 1, hn_in = 0, carry = 0;  // row 0 steps by +1 (D(empty, text prefix) = its length)
+    for (int64_t w = 0; w < words; ++w) {
+      const uint64_t x_word = eq[w] | vn[w];
+      const uint64_t a = eq[w] & vp[w];
+      const uint64_t s1 = a + vp[w];
+      const uint64_t s2 = s1 + carry;
+      carry = static_cast<uint64_t>(s1 < a) | static_cast<uint64_t>(s2 < s1);
+      const uint64_t d0 = (s2 ^ vp[w]) | x_word;
+      uint64_t hp = vn[w] | ~(d0 | vp[w]);
+      uint64_t hn = vp[w] & d0;
+      if (w == last) score += static_cast<int64_t>((hp & last_bit) != 0) - static_cast<int64_t>((hn & last_bit) != 0);
+      const uint64_t hp_out = hp >> 63, hn_out = hn >> 63;
+      hp = (hp << 1) | hp_in;
+      hn = (hn << 1) | hn_in;
+      hp_in = hp_out;
+      hn_in = hn_out;
+      vp[w] = hn | ~(d0 | hp);
+      vn[w] = hp & d0;
+    }
+  }
+  for (int64_t s : ws.touched) ws.slot[s] = -1;
+  return score;
+}
+
+}  // namespace sed
+}  // namespace bedl
