@@ -236,7 +236,7 @@ def bench_unit_sequences(rows, quick):
                     for _ in range(count)]
             alphabet = sorted(set("".join(seqs)))
             unit = bt.UnitCost(alphabet)
-            doubled = bt.MatrixCost(alphabet, 2.0 * (1.0 - torch.eye(len(alphabet) + 1, dtype=torch.float64)))
+            doubled = bt.costs.MatrixCost(alphabet, 2.0 * (1.0 - torch.eye(len(alphabet) + 1, dtype=torch.float64)))
             with torch.no_grad():
                 assert torch.equal(2 * bt.pairwise_distances(seqs, cost=unit), bt.pairwise_distances(seqs, cost=doubled))
                 best = {}
