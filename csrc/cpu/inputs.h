@@ -347,8 +347,9 @@ struct DistanceCutoffs {
   double max_abs = 0.0;
   bool float32 = false;
 
+  // with_row_min: the passes read row_min (the bit-vector sequence path does not).
   static std::optional<DistanceCutoffs> of(const std::optional<at::Tensor>& max_distance, const SymbolInputs& in,
-                                           bool need_coopt) {
+                                           bool need_coopt, bool with_row_min = true) {
     if (!max_distance.has_value()) return std::nullopt;
     const at::Tensor& md = *max_distance;
     BEDL_CHECK_VALUE(!need_coopt, "max_distance needs need_coopt=False: P needs every cell of a pair");
@@ -363,6 +364,9 @@ struct DistanceCutoffs {
     for (int64_t b = 0; b < in.batch; ++b) {
       BEDL_CHECK_VALUE(!std::isnan(out.t[b]), "max_distance[", b, "] is NaN");
     }
+    out.max_abs = in.max_abs;
+    out.float32 = in.table.scalar_type() == at::kFloat;
+    if (!with_row_min) return out;
     const int64_t rows = in.rows, cols = in.cols;
     out.row_min.assign(rows, 0.0);
     AT_DISPATCH_FLOATING_TYPES(in.table.scalar_type(), "row_min", [&] {
@@ -373,8 +377,6 @@ struct DistanceCutoffs {
         out.row_min[a] = low;
       }
     });
-    out.max_abs = in.max_abs;
-    out.float32 = in.table.scalar_type() == at::kFloat;
     return out;
   }
   bool applies(int64_t b) const { return std::isfinite(t[b]); }

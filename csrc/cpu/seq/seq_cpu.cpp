@@ -124,27 +124,25 @@ double symbol_distance(const scalar_t* t, int64_t R, int64_t C, const SymbolPair
 // The pairs `order` of ss: their distances into d and, with need_coopt,
 // their P, left in ws.p_acc for on_p(b, pair, ws). The lanes take four
 // pairs of `order` at a time. cutoff (distances only): stop pairs beyond
-// their thresholds (the caller marks every pair above its threshold).
+// their thresholds (the caller marks every pair above its threshold). unit
+// (distances only): the call's table where it qualifies for bit vectors.
 template <typename scalar_t, class OnP>
 void run_symbol_sequences(const SymbolSequences& ss, const std::vector<int64_t>& order, double rel_tol,
                           bool need_coopt, scalar_t* d, const OnP& on_p,
-                          const dp::DistanceCutoffs* cutoff = nullptr) {
+                          const dp::DistanceCutoffs* cutoff = nullptr, const UnitTable* unit = nullptr) {
   const int64_t R = ss.in.rows, C = ss.in.cols;
   const scalar_t* t = ss.in.table.data_ptr<scalar_t>();
-  if (!need_coopt && dp::simd_switch().load(std::memory_order_relaxed)) {
-    // 0/1 replacements and unit gaps: bit vectors, 64 cells a step (the same integers).
-    const UnitTable unit = UnitTable::of(t, R, C, ss.in.x_labels, ss.in.y_labels);
-    if (unit.applies) {
-      const int64_t n_pairs = static_cast<int64_t>(order.size());
-      dp::for_each_pair<UnitWorkspace>(n_pairs, std::max<int64_t>(1, ss.rows * ss.cols / 32),
-                                       [&](int64_t k, UnitWorkspace& ws) {
-                                         const int64_t b = order[k];
-                                         const SymbolPair sp = ss.pair(b);
-                                         d[b] = static_cast<scalar_t>(
-                                             unit_distance(unit, R, C, sp.x, sp.m, sp.y, sp.n, ws));
-                                       });
-      return;
-    }
+  if (!need_coopt && unit != nullptr && unit->applies) {
+    // 0/1 replacements and unit gaps: bit vectors, 64 cells a step (the same integers;
+    // the scheduler's cells per pair scaled to match)
+    dp::for_each_pair<UnitWorkspace>(static_cast<int64_t>(order.size()), std::max<int64_t>(1, ss.rows * ss.cols / 32),
+                                     [&](int64_t k, UnitWorkspace& ws) {
+                                       const int64_t b = order[k];
+                                       const SymbolPair sp = ss.pair(b);
+                                       d[b] = static_cast<scalar_t>(unit_distance(*unit, R, C, sp.x, sp.m, sp.y,
+                                                                                  sp.n, ws));
+                                     });
+    return;
   }
   auto pair = [&](int64_t k, SedWorkspace& ws) {
     const int64_t b = order[k];
@@ -225,7 +223,8 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_cost
   const dp::SymbolInputs& in = ss.in;
   const int64_t batch = in.batch, rows = ss.rows, cols = ss.cols;
   const at::Tensor& table = in.table;
-  const std::optional<dp::DistanceCutoffs> cutoff = dp::DistanceCutoffs::of(max_distance, in, need_coopt);
+  const UnitTable unit = need_coopt ? UnitTable{} : UnitTable::of(in);
+  const std::optional<dp::DistanceCutoffs> cutoff = dp::DistanceCutoffs::of(max_distance, in, need_coopt, !unit.applies);
   if (need_coopt) ss.check_memory("P");
   at::Tensor dist = at::empty({batch}, table.options());
   at::Tensor coopt = need_coopt ? at::zeros({batch, rows, cols}, table.options())
@@ -237,7 +236,7 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_cost
                          [&](int64_t b, const SymbolPair& sp, SedWorkspace& ws) {
                            write_p(ws, sp.m, sp.n, p + b * rows * cols, cols);
                          },
-                         cutoff ? &*cutoff : nullptr);
+                         cutoff ? &*cutoff : nullptr, &unit);
     if (cutoff) cutoff->mark_beyond(dist.data_ptr<scalar_t>());
   });
   return {dist, coopt};
@@ -255,12 +254,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sed_symbols_sums_cpu(
   const bool with_sums = out.plan(order, list_bounds(ss, labels), max_entries);
   if (with_sums) ss.check_memory("P (for the gradient's lists)");
   at::Tensor dist = at::empty({in.batch}, in.table.options());
+  const UnitTable unit = with_sums ? UnitTable{} : UnitTable::of(in);
   AT_DISPATCH_FLOATING_TYPES(in.table.scalar_type(), "sed_symbols_sums_cpu", [&] {
     ss.check_overflow<scalar_t>(in.max_abs);
     run_symbol_sequences(ss, order, rel_tol, with_sums, dist.data_ptr<scalar_t>(),
                          [&](int64_t b, const SymbolPair& sp, SedWorkspace& ws) {
                            list_sequence_pair(ss, labels, b, sp, ws, out);
-                         });
+                         },
+                         nullptr, &unit);
   });
   return out.with_distances(dist, with_sums);
 }

@@ -6,11 +6,15 @@
 // 1s give exactly too: the same bits.
 #pragma once
 
+#include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <vector>
+
+#include "../inputs.h"
+#include "../parallel.h"
 
 namespace bedl {
 namespace sed {
@@ -24,14 +28,23 @@ struct UnitTable {
   // row_zeros[row_begin[r] .. row_begin[r + 1]), r in the column's list alike.
   std::vector<int64_t> row_begin, row_zeros, col_begin, col_zeros;
 
-  // x_labels, y_labels: every label of the call; one that is the gap itself
-  // (unknown="gap": deleting it costs the unused corner) keeps the DP.
+  // A distances-only call's table (applies: false where the fast paths are
+  // off). A label that is the gap itself (unknown="gap": deleting it costs
+  // the unused corner) keeps the DP.
+  static UnitTable of(const dp::SymbolInputs& in) {
+    if (!dp::simd_switch().load(std::memory_order_relaxed)) return {};
+    if (contains(in.x_labels, in.rows - 1) || contains(in.y_labels, in.cols - 1)) return {};
+    UnitTable u;
+    AT_DISPATCH_FLOATING_TYPES(in.table.scalar_type(), "unit_table",
+                               [&] { u = scan(in.table.data_ptr<scalar_t>(), in.rows, in.cols); });
+    return u;
+  }
+
+ private:
   template <typename scalar_t>
-  static UnitTable of(const scalar_t* t, int64_t rows, int64_t cols, const at::Tensor& x_labels,
-                      const at::Tensor& y_labels) {
+  static UnitTable scan(const scalar_t* t, int64_t rows, int64_t cols) {
     UnitTable u;
     const int64_t R = rows - 1, C = cols - 1;  // symbols on each side
-    if (contains(x_labels, R) || contains(y_labels, C)) return u;
     for (int64_t r = 0; r < R; ++r) {
       if (t[r * cols + C] != scalar_t(1)) return u;
     }
@@ -62,8 +75,6 @@ struct UnitTable {
     u.applies = true;
     return u;
   }
-
- private:
   static bool contains(const at::Tensor& labels, int64_t value) {
     const int64_t* p = labels.data_ptr<int64_t>();
     return std::find(p, p + labels.numel(), value) != p + labels.numel();
@@ -77,6 +88,28 @@ struct UnitWorkspace {
   std::vector<int64_t> touched;   // symbols whose slot is set (reset after the pair)
   std::vector<uint64_t> vp, vn;   // the current column's +1 and -1 steps
 };
+
+// One word of a text symbol's column step (Hyyro): vp and vn, the word's
+// rows' +1 and -1 vertical steps, updated in place; carry, hp_in and hn_in
+// pass from the word below to the word above (the sum's carry and the
+// horizontal steps shifted in; below the lowest word 0, 1 and 0: row 0 steps
+// by +1). hp and hn: the word's horizontal steps before the shift (those of
+// the pattern's last row move the score).
+inline void column_word(uint64_t eq, uint64_t& vp, uint64_t& vn, uint64_t& carry, uint64_t& hp_in, uint64_t& hn_in,
+                        uint64_t& hp, uint64_t& hn) {
+  const uint64_t a = eq & vp;
+  const uint64_t s1 = a + vp;
+  const uint64_t s2 = s1 + carry;
+  carry = static_cast<uint64_t>(s1 < a) | static_cast<uint64_t>(s2 < s1);
+  const uint64_t d0 = (s2 ^ vp) | eq | vn;
+  hp = vn | ~(d0 | vp);
+  hn = vp & d0;
+  const uint64_t hp_shifted = (hp << 1) | hp_in, hn_shifted = (hn << 1) | hn_in;
+  hp_in = hp >> 63;
+  hn_in = hn >> 63;
+  vp = hn_shifted | ~(d0 | hp_shifted);
+  vn = hp_shifted & d0;
+}
 
 // The edit distance of x (m symbols, table rows) and y (n symbols, table
 // columns) under a qualifying table u. The shorter sequence is the pattern
@@ -115,47 +148,25 @@ inline int64_t unit_distance(const UnitTable& u, int64_t table_rows, int64_t tab
   }
   int64_t score = plen;  // the column's last entry: D(pattern, text[0 .. t))
   const uint64_t last_bit = uint64_t{1} << ((plen - 1) % 64);
-  if (words == 1) {  // (most sequences: one word, no carries between words)
+  auto moves = [&](uint64_t hp, uint64_t hn) {
+    return static_cast<int64_t>((hp & last_bit) != 0) - static_cast<int64_t>((hn & last_bit) != 0);
+  };
+  uint64_t hp, hn;
+  if (words == 1) {  // (most sequences: one word, its vectors in registers)
     uint64_t vp = ~uint64_t{0}, vn = 0;
     for (int64_t t = 0; t < tlen; ++t) {
-      const uint64_t eq = ws.peq[ws.slot[text[t]]];
-      const uint64_t d0 = (((eq & vp) + vp) ^ vp) | eq | vn;
-      uint64_t hp = vn | ~(d0 | vp);
-      uint64_t hn = vp & d0;
-      score += static_cast<int64_t>((hp & last_bit) != 0) - static_cast<int64_t>((hn & last_bit) != 0);
-      hp = (hp << 1) | 1;
-      hn = hn << 1;
-      vp = hn | ~(d0 | hp);
-      vn = hp & d0;
+      uint64_t carry = 0, hp_in = 1, hn_in = 0;
+      column_word(ws.peq[ws.slot[text[t]]], vp, vn, carry, hp_in, hn_in, hp, hn);
+      score += moves(hp, hn);
     }
-    for (int64_t s : ws.touched) ws.slot[s] = -1;
-    return score;
-  }
-  ws.vp.assign(words, ~uint64_t{0});
-  ws.vn.assign(words, 0);
-  uint64_t* vp = ws.vp.data();
-  uint64_t* vn = ws.vn.data();
-  const int64_t last = words - 1;
-  for (int64_t t = 0; t < tlen; ++t) {
-    const uint64_t* eq = ws.peq.data() + ws.slot[text[t]] * words;
-    uint64_t hp_in = 1, hn_in = 0, carry = 0;  // row 0 steps by +1 (D(empty, text prefix) = its length)
-    for (int64_t w = 0; w < words; ++w) {
-      const uint64_t x_word = eq[w] | vn[w];
-      const uint64_t a = eq[w] & vp[w];
-      const uint64_t s1 = a + vp[w];
-      const uint64_t s2 = s1 + carry;
-      carry = static_cast<uint64_t>(s1 < a) | static_cast<uint64_t>(s2 < s1);
-      const uint64_t d0 = (s2 ^ vp[w]) | x_word;
-      uint64_t hp = vn[w] | ~(d0 | vp[w]);
-      uint64_t hn = vp[w] & d0;
-      if (w == last) score += static_cast<int64_t>((hp & last_bit) != 0) - static_cast<int64_t>((hn & last_bit) != 0);
-      const uint64_t hp_out = hp >> 63, hn_out = hn >> 63;
-      hp = (hp << 1) | hp_in;
-      hn = (hn << 1) | hn_in;
-      hp_in = hp_out;
-      hn_in = hn_out;
-      vp[w] = hn | ~(d0 | hp);
-      vn[w] = hp & d0;
+  } else {
+    ws.vp.assign(words, ~uint64_t{0});
+    ws.vn.assign(words, 0);
+    for (int64_t t = 0; t < tlen; ++t) {
+      const uint64_t* eq = ws.peq.data() + ws.slot[text[t]] * words;
+      uint64_t carry = 0, hp_in = 1, hn_in = 0;
+      for (int64_t w = 0; w < words; ++w) column_word(eq[w], ws.vp[w], ws.vn[w], carry, hp_in, hn_in, hp, hn);
+      score += moves(hp, hn);  // (the last word's)
     }
   }
   for (int64_t s : ws.touched) ws.slot[s] = -1;
