@@ -29,6 +29,8 @@ ted_cpu = _ops.ted
 sed_cpu = _ops.sed
 ted_symbols_cpu = _ops.ted_symbols
 sed_symbols_cpu = _ops.sed_symbols
+# int64 distances (B,) of sequences under unit costs between the labels themselves (no table)
+sed_unit_cpu = _ops.sed_unit
 # the (S, S) gradient of sum_b pair_weights[b] * distance_b in the symbol table
 ted_symbols_grad_cpu = _ops.ted_symbols_grad
 sed_symbols_grad_cpu = _ops.sed_symbols_grad
@@ -90,6 +92,11 @@ def _ted_symbols_fake(table, x_labels, x_sizes, x_ptr, y_labels, y_sizes, y_ptr,
 def _sed_symbols_fake(table, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, need_coopt, rel_tol,
                       max_distance=None):
     return _symbol_outputs(table, pair_x.shape[0], need_coopt)
+
+
+@torch.library.register_fake("bedl_torch::sed_unit")
+def _sed_unit_fake(x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y):
+    return x_labels.new_empty((pair_x.shape[0],))
 
 
 @torch.library.register_fake("bedl_torch::ted_symbols_grad")

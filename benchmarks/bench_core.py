@@ -222,6 +222,10 @@ def bench_sequences(rows, quick):
     rows.append(("sequences of length 1000, arbitrary costs: ns per DP cell (distance + P)", tp / cells * 1e9, None))
 
 
+class _TiledUnitCost(bt.UnitCost):
+    """UnitCost's costs through the symbol-table path (the table-free op takes UnitCost itself)."""
+
+
 def bench_unit_sequences(rows, quick):
     """pairwise_distances of sequences under unit costs, 2 threads: the bit-vector path (0/1
     replacements, unit gaps) against the DP on the same work (the peer: every cost doubled,
@@ -245,6 +249,21 @@ def bench_unit_sequences(rows, quick):
                                      timeit(lambda: bt.pairwise_distances(seqs, cost=cost), repeat=2))
             rows.append((f"{count} sequences of {lo}-{hi} symbols, pairwise matrix, unit costs, 2 threads: s with "
                          f"bit vectors (peer: the DP, costs doubled)", best["unit"], best["doubled"]))
+        # A vocabulary beyond UnitCost's whole table: the table-free op against the tiles of local
+        # tables that any other module takes (the peer: a subclass, same costs, which the op skips).
+        vocab = [f"w{i}" for i in range(10_000)]
+        weights = [1.0 / (r + 1) for r in range(len(vocab))]  # Zipf-like word frequencies
+        count = 500 if quick else 2000
+        sentences = [rng.choices(vocab, weights, k=rng.randint(5, 40)) for _ in range(count)]
+        unit, tiled = bt.UnitCost(vocab), _TiledUnitCost(vocab)
+        with torch.no_grad():
+            assert torch.equal(bt.pairwise_distances(sentences, cost=unit), bt.pairwise_distances(sentences, cost=tiled))
+            best = {}
+            for name, cost in (("unit", unit), ("tiled", tiled), ("unit", unit), ("tiled", tiled)):
+                best[name] = min(best.get(name, float("inf")),
+                                 timeit(lambda: bt.pairwise_distances(sentences, cost=cost), repeat=2))
+        rows.append((f"{count} sentences of 5-40 words over a 10,000-word vocabulary, pairwise matrix, unit costs, "
+                     f"2 threads: s without a table (peer: tiles of local tables)", best["unit"], best["tiled"]))
     finally:
         torch.set_num_threads(old)
 

@@ -21,6 +21,8 @@ TORCH_LIBRARY(bedl_torch, m) {
   m.def("sed(Tensor costs, Tensor x_len, Tensor y_len, bool need_coopt, float rel_tol) -> (Tensor, Tensor)");
   m.def("sed_symbols(Tensor symbol_costs, Tensor x_labels, Tensor x_ptr, Tensor y_labels, Tensor y_ptr, "
         "Tensor pair_x, Tensor pair_y, bool need_coopt, float rel_tol, Tensor? max_distance=None) -> (Tensor, Tensor)");
+  m.def("sed_unit(Tensor x_labels, Tensor x_ptr, Tensor y_labels, Tensor y_ptr, Tensor pair_x, Tensor pair_y) "
+        "-> Tensor");
   m.def("ted_symbols_grad(Tensor symbol_costs, Tensor x_labels, Tensor x_sizes, Tensor x_ptr, "
         "Tensor y_labels, Tensor y_sizes, Tensor y_ptr, Tensor pair_x, Tensor pair_y, "
         "Tensor pair_weights, float rel_tol) -> Tensor");
@@ -43,6 +45,7 @@ TORCH_LIBRARY_IMPL(bedl_torch, CPU, m) {
   m.impl("ted_symbols", &bedl::ted_symbols_cpu);
   m.impl("sed", &bedl::sed_cpu);
   m.impl("sed_symbols", &bedl::sed_symbols_cpu);
+  m.impl("sed_unit", &bedl::sed_unit_cpu);
   m.impl("ted_symbols_grad", &bedl::ted_symbols_grad_cpu);
   m.impl("sed_symbols_grad", &bedl::sed_symbols_grad_cpu);
   m.impl("ted_symbols_sums", &bedl::ted_symbols_sums_cpu);

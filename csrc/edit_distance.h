@@ -68,6 +68,11 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_cost
                                                    double rel_tol,
                                                    const std::optional<at::Tensor>& max_distance);
 
+// Sequence edit distances (int64) under unit costs between the labels
+// themselves (a label matches only an equal one; labels >= 0), no table.
+at::Tensor sed_unit_cpu(const at::Tensor& x_labels, const at::Tensor& x_ptr, const at::Tensor& y_labels,
+                        const at::Tensor& y_ptr, const at::Tensor& pair_x, const at::Tensor& pair_y);
+
 // The gradient of sum_b pair_weights[b] * distance_b with respect to the
 // (rows, cols) symbol table, for the pairs of ted_symbols_cpu (sed_symbols_cpu): the
 // weighted co-optimal matrices summed by (x label, y label), deletions in the

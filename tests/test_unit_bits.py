@@ -153,3 +153,101 @@ def test_gap_labels_keep_the_dp():
     assert torch.equal(fast, expected)
     assert torch.equal(fast, slow)
     assert expected[0] == 0.0  # ([0, gap, 1] against [0, 1]: the gap-labelled element deleted for free)
+
+
+# ---------------------------------------------------------------------------
+# Unit costs between the labels themselves, without a table (sed_unit)
+# ---------------------------------------------------------------------------
+
+
+def _unit_reference(x, y):
+    """The unit-cost edit distance of two label lists by the textbook DP (equal labels match)."""
+    prev = list(range(len(y) + 1))
+    for i in range(1, len(x) + 1):
+        cur = [i] + [0] * len(y)
+        for j in range(1, len(y) + 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x[i - 1] != y[j - 1]))
+        prev = cur
+    return prev[-1]
+
+
+def _unit_op(xs, ys, pairs):
+    x_lab, x_ptr = _flat(xs)
+    y_lab, y_ptr = _flat(ys)
+    px = torch.tensor([a for a, _ in pairs], dtype=torch.int64)
+    py = torch.tensor([b for _, b in pairs], dtype=torch.int64)
+    return torch.ops.bedl_torch.sed_unit(x_lab, x_ptr, y_lab, y_ptr, px, py)
+
+
+def test_table_free_unit_distances_equal_the_dp():
+    """Labels far apart (up to 10^6, no table could hold them) and few distinct ones repeated,
+    at lengths around the word boundaries; x and y as patterns in turn (the shorter one)."""
+    rng = np.random.default_rng(21)
+    words = rng.choice(1_000_000, size=12, replace=False)
+    xs = [list(words[rng.integers(0, 12, size=L)]) for L in LENGTHS]
+    ys = [list(words[rng.integers(0, 5, size=L)]) for L in (0, 3, 64, 65, 140)] + [[int(words[0])] * 129]
+    pairs = [(a, b) for a in range(len(xs)) for b in range(len(ys))]
+    got = _unit_op(xs, ys, pairs)
+    assert got.dtype == torch.int64
+    assert got.tolist() == [_unit_reference(xs[a], ys[b]) for a, b in pairs]
+
+
+def test_table_free_unit_op_passes_opcheck():
+    xs, ys = [[3, 1, 4, 1, 5], [], [9, 2, 6]], [[1, 4], [5, 9, 2, 6, 5, 3]]
+    x_lab, x_ptr = _flat(xs)
+    y_lab, y_ptr = _flat(ys)
+    args = (x_lab, x_ptr, y_lab, y_ptr, torch.tensor([0, 1, 2, 0]), torch.tensor([1, 0, 1, 0]))
+    torch.library.opcheck(torch.ops.bedl_torch.sed_unit, args)
+
+
+@pytest.mark.parametrize("case,error,message", [
+    ("negative", ValueError, r"x_labels\[1\] = -3 is not a label"),
+    ("ptr", ValueError, r"y_ptr must start at 0 and end at the number of labels \(2\)"),
+    ("pair", ValueError, r"pair_y\[0\] = 5 is not a sequence index \(1 y sequences\)"),
+    ("dtype", TypeError, r"x_labels must be int64"),
+])
+def test_table_free_unit_op_rejects_bad_input(case, error, message):
+    x_lab, x_ptr = torch.tensor([1, -3 if case == "negative" else 2]), torch.tensor([0, 2])
+    y_lab, y_ptr = torch.tensor([1, 2]), torch.tensor([0, 3 if case == "ptr" else 2])
+    px, py = torch.tensor([0]), torch.tensor([5 if case == "pair" else 0])
+    if case == "dtype":
+        x_lab = x_lab.to(torch.int32)
+    with pytest.raises(error, match=message):
+        torch.ops.bedl_torch.sed_unit(x_lab, x_ptr, y_lab, y_ptr, px, py)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
+def test_large_vocabularies_under_unit_cost_need_no_table(dtype, monkeypatch):
+    """UnitCost over more symbols than its whole table holds (so far: tiles of local tables):
+    the matrix and the search take the table-free op, with the DP's values (the reference
+    here) and the DP kernel's bits (the fast paths off); unknown="gap" keeps the tables."""
+    rng = np.random.default_rng(4)
+    vocab = [f"w{i}" for i in range(bt.UnitCost.table_limit + 500)]
+    seqs = [list(rng.choice(vocab, size=L)) for L in (0, 1, 30, 64, 65, 90)]
+    seqs += [seqs[3][:40] + ["w1"] * 30, list(rng.choice(vocab[:20], size=70))]
+    cost = bt.UnitCost(vocab, dtype=dtype)
+    calls = []
+    op = _ext.sed_unit_cpu
+    monkeypatch.setattr(_ext, "sed_unit_cpu", lambda *a: calls.append(len(a[-1])) or op(*a))
+    fast = bt.pairwise_distances(seqs, cost=cost)
+    expected = torch.tensor([[_unit_reference(x, y) for y in seqs] for x in seqs], dtype=dtype)
+    assert torch.equal(fast, expected)
+    if _simd_requested():
+        assert calls, "the table-free op was not used"
+    d, i = bt.kneighbors(seqs, k=3, cost=cost)
+    masked = expected.double().clone().fill_diagonal_(math.inf)
+    order = torch.argsort(masked, dim=1, stable=True)[:, :3]
+    assert torch.equal(i, order) and torch.equal(d, masked.gather(1, order))
+    try:
+        _ext.set_simd_enabled(False)
+        calls.clear()
+        slow = bt.pairwise_distances(seqs, cost=cost)
+        assert not calls
+    finally:
+        _ext.set_simd_enabled(_simd_requested())
+    assert torch.equal(fast, slow)
+    unknown = [s + ["never-seen"] for s in seqs[:3]]
+    calls.clear()
+    gapped = bt.pairwise_distances(unknown, cost=cost, unknown="gap")
+    assert not calls
+    assert torch.equal(gapped, expected[:3, :3])  # the unknown label is deleted for free

@@ -22,6 +22,7 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 import torch
 
+from .. import _ext
 from ..costs import SymbolCost, UnitCost
 from ..labels import alphabet_of
 from ..validation import check_cost_module
@@ -118,6 +119,9 @@ def table_pair_distances(x_table: FlatTable, y_table: FlatTable, ii: torch.Tenso
 
 def _table_pair_distances(x_table, y_table, ii, jj, cost, mode, ref, rel_tol, unknown,
                           chunk_size, temperature, max_distance=None):
+    unit = _unit_sequence_distances(x_table, y_table, ii, jj, cost, mode, unknown)
+    if unit is not None:
+        return unit
     # One symbol table for all pairs (a module's whole table, or one over the symbols of X
     # and Y); where that one would be too large, tiles of pairs with a table each.
     view = matrix_view(x_table, y_table, cost, unknown) if mode != "soft" else None
@@ -148,6 +152,25 @@ def _table_pair_distances(x_table, y_table, ii, jj, cost, mode, ref, rel_tol, un
                                         mode, rel_tol, unknown, chunk_size, temperature))
         del view, ref_view  # one tile's tables at a time (unless autograd keeps them)
     return tuple(torch.cat(t) for t in zip(*parts))
+
+
+def _unit_sequence_distances(x_table, y_table, ii, jj, cost, mode, unknown):
+    """``(ii, jj, values)`` of sequence pairs under :class:`UnitCost` itself (exact mode, CPU),
+    computed on bit vectors between the labels themselves (``sed_unit``): no symbol table, so
+    vocabularies beyond ``UnitCost.table_limit`` need no tiles; the same integers as the
+    table kernels. None where that does not apply: other modules or modes, trees, a label
+    that is the gap itself (``unknown="gap"``), or the fast paths switched off
+    (``set_simd_enabled(False)``, which keeps the DP)."""
+    if (mode != "exact" or type(cost) is not UnitCost or cost.device.type != "cpu" or not len(ii)
+            or x_table.kind != "sequence" or y_table.kind != "sequence" or not _ext.simd_enabled()):
+        return None
+    x_labels, y_labels = x_table.flat_labels(cost, unknown), y_table.flat_labels(cost, unknown)
+    gap = cost.gap_index
+    if bool((x_labels == gap).any()) or bool((y_labels == gap).any()):
+        return None
+    ii, jj = ii.to(torch.long), jj.to(torch.long)
+    values = _ext.sed_unit_cpu(x_labels, x_table.ptr, y_labels, y_table.ptr, ii, jj)
+    return ii, jj, values.to(cost.dtype)
 
 
 def _chunked_distances(x_table, y_table, ii, jj, cost, view, ref, ref_view, mode, rel_tol,

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <vector>
 
 #include "../inputs.h"
@@ -37,6 +38,22 @@ struct UnitTable {
     UnitTable u;
     AT_DISPATCH_FLOATING_TYPES(in.table.scalar_type(), "unit_table",
                                [&] { u = scan(in.table.data_ptr<scalar_t>(), in.rows, in.cols); });
+    return u;
+  }
+
+  // Unit costs between labels themselves, without a table: labels are
+  // 0 .. symbols - 1 on both sides, and a label matches only itself.
+  static UnitTable identity(int64_t symbols) {
+    UnitTable u;
+    for (auto* begin : {&u.row_begin, &u.col_begin}) {
+      begin->resize(symbols + 1);
+      std::iota(begin->begin(), begin->end(), int64_t{0});
+    }
+    for (auto* zeros : {&u.row_zeros, &u.col_zeros}) {
+      zeros->resize(symbols);
+      std::iota(zeros->begin(), zeros->end(), int64_t{0});
+    }
+    u.applies = true;
     return u;
   }
 
@@ -151,7 +168,7 @@ inline int64_t unit_distance(const UnitTable& u, int64_t table_rows, int64_t tab
   auto moves = [&](uint64_t hp, uint64_t hn) {
     return static_cast<int64_t>((hp & last_bit) != 0) - static_cast<int64_t>((hn & last_bit) != 0);
   };
-  uint64_t hp, hn;
+  uint64_t hp = 0, hn = 0;
   if (words == 1) {  // (most sequences: one word, its vectors in registers)
     uint64_t vp = ~uint64_t{0}, vn = 0;
     for (int64_t t = 0; t < tlen; ++t) {
