@@ -204,12 +204,18 @@ def test_traversal_bound_rejects_sequences():
 
 def test_bounds_read_costs_in_blocks_for_many_symbols(monkeypatch):
     """Alphabets whose symbols in use exceed the whole-table limit: the potentials are taken
-    over blocks of rows, and many label features make the product sparse, with the same
-    result."""
+    over blocks of rows (choices A and B: the half choice needs a second pass over the
+    blocks), and many label features make the product sparse, with the whole table's result
+    for those two choices."""
     rng = np.random.default_rng(11)
     X = random_sequences(rng, 14, alphabet=ALPHABET)
     cost = make_cost("signed", rng)
-    whole = label_lower_bound(X, cost=cost)
+    all_three = label_lower_bound(X, cost=cost)
+    potentials = bounds_module._potentials
+    with monkeypatch.context() as m:
+        m.setattr(bounds_module, "_potentials", lambda *a: potentials(*a)[:2])
+        whole = label_lower_bound(X, cost=cost)
+    assert bool((whole <= all_three).all()) and bool((whole < all_three).any())  # (H decides some here)
     up = mapping_upper_bound(X, cost=cost)
     monkeypatch.setattr(bounds_module, "_DENSE_FEATURES", 1)  # the sparse product too
     monkeypatch.setattr(bounds_module, "_TABLE_SYMBOLS", 3)
@@ -521,6 +527,26 @@ def test_exact_arithmetic_ties_by_index(low):
     assert not SearchProblem(X, None, make_cost("integer", rng)).exact_arithmetic  # no whole table
     check_search(X, None, cost, rng, ks=[1, 4, 9], radii=[0.0, 3.0], block_size=13)
     check_search(X, None, None, rng, ks=[2, 7], radii=[2.0], block_size=9)
+
+
+@pytest.mark.parametrize("bounds", [(), ("upper",)], ids=["none", "upper-only"])
+def test_knn_without_a_lower_bound_computes_every_pair_in_one_call(monkeypatch, bounds):
+    """Without the label and traversal bounds nothing can be pruned: each block's entries are
+    computed in one exact call (each kernel pair once), not round by round."""
+    from bedl_torch.search import problem as problem_module
+
+    calls = []
+    exact = problem_module.SearchProblem.exact
+    monkeypatch.setattr(problem_module.SearchProblem, "exact",
+                        lambda self, a, b, **kw: calls.append(len(a)) or exact(self, a, b, **kw))
+    rng = np.random.default_rng(44)
+    X = random_trees(rng, 16, max_nodes=8)
+    D = exact_matrix(X, None, None)
+    d, i, stats = kneighbors(X, k=3, bounds=bounds, block_size=6, return_stats=True)
+    want = reference_knn(D, 3, True)
+    assert torch.equal(d, want[0]) and torch.equal(i, want[1])
+    assert len(calls) == 3  # blocks of 6, 6 and 4 rows
+    assert stats["exact_computed"] == sum(calls) == 16 * 15 // 2  # pairs handed on are not recomputed
 
 
 @pytest.mark.parametrize("share", [0.0, 2.0])

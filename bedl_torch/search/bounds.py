@@ -215,7 +215,10 @@ class LabelBound:
 
     * A: ``p = C[., gap]``, ``q[b] = min(C[gap, b], min_{a != b} C[a, b] - p[a])``;
     * B: ``q = C[gap, .]``, ``p[a] = min(C[a, gap], min_{b != a} C[a, b] - q[b])``;
-    * half: ``q[b] = min(C[gap, b], min_{a != b} C[a, b] / 2)``, then ``p`` as in B for it.
+    * half: ``q[b] = min(C[gap, b], min_{a != b} C[a, b] / 2)``, then ``p`` as in B for it;
+      only where the module has a whole table: it takes a second pass over the costs, which
+      modules without one compute block by block (cosine costs over 7,487 SST words: 0.4 s,
+      for 0.1% more entries decided).
 
     (Each ``p`` or ``q`` is the largest the constraints allow given the other.) Under unit
     costs A gives ``|x| - |x & y|`` and B ``|y| - |x & y|``: their maximum is the classic
@@ -428,8 +431,11 @@ def _potentials(costs: SymbolCosts, in_x: torch.Tensor, in_y: torch.Tensor):
         rows_x = torch.where(in_x[idx], 0.0, inf)[:, None]
         masked = block + off_diag + rows_x
         q_a = torch.minimum(q_a, (masked - delete[idx][:, None]).min(0).values)
-        col_min = torch.minimum(col_min, masked.min(0).values)
+        if costs.table is not None:
+            col_min = torch.minimum(col_min, masked.min(0).values)
         p_b[idx] = torch.minimum(p_b[idx], (block + off_diag + cols_y[None, :] - insert[None, :]).min(1).values)
+    if costs.table is None:  # (no whole table: choice H's second pass over the cost blocks)
+        return [(p, q, torch.clamp(diag - p - q, max=0.0)) for p, q in ((delete, q_a), (p_b, insert))]
     q_h = torch.minimum(insert, col_min / 2)
     p_h = delete.clone()
     for s, block in costs.row_blocks():

@@ -183,7 +183,11 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
             # bound keeps the open entries, bound <= threshold, first in the selection)
             cur.masked_fill_((cur == thr[:, None]) & (all_cols > thr_i[:, None]), math.inf)
         dense = False
-        if not dense_done and bool((best_i[:, -1] != _NO_INDEX).all()):
+        if not dense_done and problem.label is None and problem.traversal is None:
+            # no lower bound (bounds without "label" and "traversal"): nothing can be pruned, so
+            # every entry is computed exactly in one call, the matrix's way
+            open_mask, dense, dense_done = ~final, True, True
+        elif not dense_done and bool((best_i[:, -1] != _NO_INDEX).all()):
             # every row has k exact distances: where the bounds still leave most of the
             # undecided entries open, they do not pay; compute all open entries exactly in
             # one call (the matrix's way) instead of refining them round by round
