@@ -549,6 +549,36 @@ def test_knn_without_a_lower_bound_computes_every_pair_in_one_call(monkeypatch, 
     assert stats["exact_computed"] == sum(calls) == 16 * 15 // 2  # pairs handed on are not recomputed
 
 
+@pytest.mark.parametrize("near_free", [True, False], ids=["near-free-replacements", "unit"])
+def test_sequence_probe_chooses_one_call_where_the_label_bound_cannot_prune(monkeypatch, near_free):
+    """Sequences (the label bound alone): a probe of a block's rows decides before any round.
+    Sequences of one length whose replacements cost almost nothing leave the label bound near
+    0, so every entry stays open: after the probe, one exact call of every pair. Unit costs
+    prune most entries: rounds. Both answer as the matrix does."""
+    from bedl_torch.search import problem as problem_module
+
+    rng = np.random.default_rng(45)
+    X = [random_sequence(8, ALPHABET, rng) for _ in range(40)] if near_free else random_sequences(rng, 40, 12)
+    if near_free:
+        m = np.full((len(ALPHABET) + 1,) * 2, 0.01)
+        np.fill_diagonal(m, 0.0)
+        m[-1, :], m[:, -1] = 1.0, 1.0
+        cost = MatrixCost(ALPHABET, m)
+    else:
+        cost = bt.UnitCost(ALPHABET)
+    calls = []
+    exact = problem_module.SearchProblem.exact
+    monkeypatch.setattr(problem_module.SearchProblem, "exact",
+                        lambda self, a, b, **kw: calls.append(len(a)) or exact(self, a, b, **kw))
+    d, i = kneighbors(X, k=2, cost=cost)
+    want = reference_knn(exact_matrix(X, None, cost), 2, True)
+    assert torch.equal(d, want[0]) and torch.equal(i, want[1])
+    if near_free:
+        assert calls == [40 * 39 // 2]
+    else:
+        assert len(calls) > 1 and sum(calls) < 40 * 39 // 2
+
+
 @pytest.mark.parametrize("share", [0.0, 2.0])
 def test_dense_finish_and_rounds_alone_agree(monkeypatch, share):
     """Once every row has k exact distances, k-NN computes all open entries at once when the

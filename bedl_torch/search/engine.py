@@ -18,6 +18,11 @@ The engine works on blocks of query rows (objects of X) against all of Y:
    equals the ``k``-th distance is pruned too when its index comes after the ``k``-th's: it
    cannot win the tie.
 
+Where the bounds cannot pay, k-NN computes a block's open entries in one exact call (the
+matrix's work in bounded memory): without a lower bound at all; for sequences (the label
+bound alone) when a probe of a few rows expects most entries to stay open; and once every row
+has ``k`` exact distances, when most undecided entries are still open.
+
 Range search (:func:`radius_block`) applies the same bounds with the fixed threshold
 ``radius``.
 
@@ -61,6 +66,10 @@ _MAX_WIDTH = 128
 # Once every row of a k-NN block has k exact distances: if more than this share of the
 # undecided entries is still open (bound <= threshold), all of them are computed exactly at once.
 _DENSE_SHARE = 0.5
+# Sequences (the label bound alone): before the first round, rows of a block probed for that
+# share, each with the exact distances of its candidates of smallest bound.
+_PROBE_ROWS = 16
+_PROBE_PER_K = 4
 
 
 def block_rows(problem: SearchProblem, block_size: Optional[int]) -> int:
@@ -102,6 +111,45 @@ def _merge_into(best_d, best_i, rl, c, v, k):
     d, i = d.gather(1, o), i.gather(1, o)
     o = torch.argsort(d, dim=1, stable=True)[:, :k]
     best_d[touched], best_i[touched] = d.gather(1, o), i.gather(1, o)
+
+
+def _merge_rows_into(best_d, best_i, rl, c, v, k, ny):
+    """:func:`_merge_into` for many entries per row (a dense call): each row's entries and its
+    ``k`` best scattered into one ``(rows, ny)`` matrix, NaN where there is none, and one stable
+    sort per row (columns in index order: ties by index; NaN sorts after +inf)."""
+    B = best_d.shape[0]
+    cd = torch.full((B, ny), math.nan, dtype=torch.float64)
+    cd[rl, c] = v
+    have = best_i != _NO_INDEX
+    cd[torch.arange(B)[:, None].expand_as(best_i)[have], best_i[have]] = best_d[have]
+    d, i = torch.sort(cd, dim=1, stable=True)
+    kk = min(k, ny)
+    d, i = d[:, :kk], i[:, :kk]
+    none = torch.isnan(d)
+    best_d[:, :kk] = d.masked_fill(none, math.inf)
+    best_i[:, :kk] = i.masked_fill(none, _NO_INDEX)
+
+
+def _bounds_leave_most_open(problem: SearchProblem, rows: torch.Tensor, cur: torch.Tensor, k: int) -> bool:
+    """Whether the label bound is expected to leave more than ``_DENSE_SHARE`` of a block's
+    entries open. Probe rows (evenly spaced) get their ``_PROBE_PER_K * k`` candidates of
+    smallest bound computed exactly (:meth:`SearchProblem.estimate`); the ``k``-th of those is
+    at least a row's final ``k``-th distance, so the share of the probe rows' entries whose
+    bound is at most it is at least the share that stays open there."""
+    B, ny = cur.shape
+    probe = torch.unique(torch.linspace(0, B - 1, steps=min(B, _PROBE_ROWS)).round().long())
+    vals, cols = torch.topk(cur[probe], min(ny, _PROBE_PER_K * k), dim=1, largest=False)
+    usable = torch.isfinite(vals)  # (the row's own entry, and closed ones, are +inf)
+    if int(usable.sum(1).min()) < k:
+        return False
+    pr = probe[:, None].expand_as(cols)[usable]
+    a, b = problem.kernel_pairs(rows[pr], cols[usable])
+    exact = torch.full(vals.shape, math.inf, dtype=torch.float64)
+    exact[usable] = problem.estimate(a, b)
+    kth = torch.kthvalue(exact, k, dim=1).values
+    candidates = torch.isfinite(cur[probe])
+    open_ = (cur[probe] <= kth[:, None]) & candidates
+    return int(open_.sum()) > _DENSE_SHARE * int(candidates.sum())
 
 
 def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
@@ -175,7 +223,7 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
     live = torch.ones(B, dtype=torch.bool)
     handed = []
     width = k
-    dense_done = False
+    dense_done = probed = False
     while True:
         if problem.exact_arithmetic:
             # bounds and distances are exact: an entry whose bound equals the k-th distance
@@ -187,6 +235,13 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
             # no lower bound (bounds without "label" and "traversal"): nothing can be pruned, so
             # every entry is computed exactly in one call, the matrix's way
             open_mask, dense, dense_done = ~final, True, True
+        elif (not dense_done and not probed and problem.traversal is None
+              and B * ny >= _PROBE_ROWS * k * _PROBE_PER_K * 8
+              and _bounds_leave_most_open(problem, rows, cur, k)):
+            # the label bound alone, and a probe expects it to leave most entries open: all at
+            # once, without a first round (where costs come in tiles, each exact call builds
+            # every tile's costs)
+            open_mask, dense, dense_done = ~final, True, True
         elif not dense_done and bool((best_i[:, -1] != _NO_INDEX).all()):
             # every row has k exact distances: where the bounds still leave most of the
             # undecided entries open, they do not pay; compute all open entries exactly in
@@ -194,6 +249,7 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
             open_mask = (cur <= thr[:, None]) & ~final
             dense = int(open_mask.sum()) > _DENSE_SHARE * int((~final).sum())
             dense_done = True
+        probed = True
         if dense:
             rl, c = torch.nonzero(open_mask, as_tuple=True)
             lv = torch.full_like(rl, len(steps) - 1, dtype=level.dtype)
@@ -265,7 +321,10 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
                 ents_v.append(pv)
                 later = sc >= r1
                 handed.append((sc[later], rows[sr][later], v[later]))
-            _merge_into(best_d, best_i, torch.cat(ents_r), torch.cat(ents_c), torch.cat(ents_v), k)
+            if dense:
+                _merge_rows_into(best_d, best_i, torch.cat(ents_r), torch.cat(ents_c), torch.cat(ents_v), k, ny)
+            else:
+                _merge_into(best_d, best_i, torch.cat(ents_r), torch.cat(ents_c), torch.cat(ents_v), k)
         lower_threshold()
     open_ = cand & ~final
     stats["exact"] = int((cand & final).sum())

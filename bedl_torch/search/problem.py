@@ -203,6 +203,12 @@ class SearchProblem:
         return self._values(self.x_table, self.y_table, a, b, distinct, cover=self._cover,
                             threshold=threshold)
 
+    def estimate(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """The exact distances of the kernel pairs ``(a, b)`` (distinct), for decisions about
+        how to search only: without :meth:`exact`'s covering pairs, so where costs come in
+        tiles their last bits may differ from the matrix's."""
+        return self._values(self.x_table, self.y_table, a, b, distinct=True)
+
     def traversal_values(self, a: torch.Tensor, b: torch.Tensor, order: str,
                          distinct: bool = False, threshold: Optional[torch.Tensor] = None) -> torch.Tensor:
         """The preorder (``order="pre"``) or postorder sequence edit distance of the kernel
