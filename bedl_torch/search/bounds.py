@@ -423,27 +423,31 @@ def _potentials(costs: SymbolCosts, in_x: torch.Tensor, in_y: torch.Tensor):
     p_b = delete.clone()      # choice B: min over b in Y, b != a, of C[a, b] - insert[b]
     col_min = torch.full((k,), inf, dtype=torch.float64)  # min over a in X, a != b, of C[a, b]
     cols_y = torch.where(in_y, 0.0, inf)
+    # (each block's masked costs in one copy, the shifts added in place: C - d computed as
+    # C + (0 - d), the same bits)
+    shift_y = cols_y - insert  # +inf off Y
     for s, block in costs.row_blocks():
         r = block.shape[0]
         idx = torch.arange(s, s + r)
-        off_diag = torch.zeros_like(block)
-        off_diag[torch.arange(r), idx] = inf
-        rows_x = torch.where(in_x[idx], 0.0, inf)[:, None]
-        masked = block + off_diag + rows_x
-        q_a = torch.minimum(q_a, (masked - delete[idx][:, None]).min(0).values)
+        masked = block.clone()
+        masked[torch.arange(r), idx] = inf  # a != b
+        p_b[idx] = torch.minimum(p_b[idx], (masked + shift_y[None, :]).amin(1))
+        masked += torch.where(in_x[idx], 0.0, inf)[:, None]  # +inf off X
         if costs.table is not None:
-            col_min = torch.minimum(col_min, masked.min(0).values)
-        p_b[idx] = torch.minimum(p_b[idx], (block + off_diag + cols_y[None, :] - insert[None, :]).min(1).values)
+            col_min = torch.minimum(col_min, masked.amin(0))
+        masked -= delete[idx][:, None]
+        q_a = torch.minimum(q_a, masked.amin(0))
     if costs.table is None:  # (no whole table: choice H's second pass over the cost blocks)
         return [(p, q, torch.clamp(diag - p - q, max=0.0)) for p, q in ((delete, q_a), (p_b, insert))]
     q_h = torch.minimum(insert, col_min / 2)
     p_h = delete.clone()
+    shift_h = cols_y - q_h
     for s, block in costs.row_blocks():
         r = block.shape[0]
         idx = torch.arange(s, s + r)
-        off_diag = torch.zeros_like(block)
-        off_diag[torch.arange(r), idx] = inf
-        p_h[idx] = torch.minimum(p_h[idx], (block + off_diag + cols_y[None, :] - q_h[None, :]).min(1).values)
+        masked = block + shift_h[None, :]
+        masked[torch.arange(r), idx] = inf
+        p_h[idx] = torch.minimum(p_h[idx], masked.amin(1))
     out = []
     for p, q in ((delete, q_a), (p_b, insert), (p_h, q_h)):
         w = torch.clamp(diag - p - q, max=0.0)
