@@ -227,6 +227,24 @@ def test_bounds_read_costs_in_blocks_for_many_symbols(monkeypatch):
     assert torch.allclose(mapping_upper_bound(X, cost=cost), up, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("bounds", [("label", "traversal", "upper"), ("upper",), ()],
+                         ids=["all", "upper-only", "none"])
+def test_costs_read_in_blocks_must_be_finite(monkeypatch, bounds):
+    """A cost module without a whole table whose only non-finite cost lies between two
+    symbols (not a deletion, insertion or the diagonal): the largest cost, taken in the label
+    bound's pass over the blocks or in a pass of its own, or the kernels' own check, names it."""
+    cost = MatrixCost(ALPHABET, np.ones((len(ALPHABET) + 1,) * 2) - np.eye(len(ALPHABET) + 1))
+    cost.matrix[1, 3] = math.inf  # (after the constructor's own check)
+    monkeypatch.setattr(bounds_module, "_TABLE_SYMBOLS", 3)
+    monkeypatch.setattr(bounds_module, "_ROW_BLOCK", 2)
+    monkeypatch.setattr(bounds_module, "table_of", lambda c: None)
+    X = ["abcd", "bdd", "ea", "cc"]
+    with pytest.raises(ValueError, match="NaN or inf"):
+        kneighbors(X, k=2, cost=cost, bounds=bounds)
+    with pytest.raises(ValueError, match="NaN or inf"):
+        radius_neighbors(X, radius=1.0, cost=cost, bounds=bounds)
+
+
 @pytest.mark.parametrize("whole_table", [True, False])
 def test_unit_potentials_equal_the_general_ones(monkeypatch, whole_table):
     """Under UnitCost the label bound's potentials come from per-side minima in O(k), not from

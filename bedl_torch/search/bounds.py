@@ -99,23 +99,42 @@ class SymbolCosts:
                 self.diag = self.table.diagonal().clone()
                 self.delete = self.table[:, -1].clone()
                 self.insert = self.table[-1, :].clone()
-                self.maxabs = float(self.table.abs().max())
+                self._maxabs = float(self.table.abs().max())
             else:
                 g = torch.full((k,), gap, dtype=torch.long)
                 self.diag = _cpu64(pair_costs_of(cost, self.used, self.used))
                 self.delete = _cpu64(pair_costs_of(cost, self.used, g))
                 self.insert = _cpu64(pair_costs_of(cost, g, self.used))
                 if self.unit:  # the kernels read these very 0s and 1s
-                    self.exact, self.maxabs = True, 1.0 if k > 1 else 0.0
-                else:
-                    maxabs = 0.0
-                    for _, block in self.row_blocks():
-                        maxabs = max(maxabs, float(block.abs().max()))
-                    self.maxabs = maxabs
-        if not all(torch.isfinite(t).all() for t in (self.diag, self.delete, self.insert)) or \
-                not (self.maxabs < float("inf")):
-            raise ValueError(f"{type(cost).__name__} costs must be finite (NaN or inf found)")
+                    self.exact, self._maxabs = True, 1.0 if k > 1 else 0.0
+                else:  # (a pass over every block: taken when first needed, or by the label bound's)
+                    self._maxabs = None
+        if not all(torch.isfinite(t).all() for t in (self.diag, self.delete, self.insert)):
+            raise ValueError(f"{type(self.cost).__name__} costs must be finite (NaN or inf found)")
+        if self._maxabs is not None:
+            self._check_maxabs()
         self.exact_arithmetic = False
+
+    @property
+    def maxabs(self) -> float:
+        """The largest absolute cost among the symbols in use (the gap's included)."""
+        if self._maxabs is None:
+            maxabs = 0.0
+            for _, block in self.row_blocks():
+                maxabs = max(maxabs, float(block.abs().max()))
+            self.note_block_maxabs(maxabs)
+        return self._maxabs
+
+    def note_block_maxabs(self, maxabs: float) -> None:
+        """Takes the largest absolute cost found by a pass over every row block (the label
+        bound's potentials make one), so that :attr:`maxabs` needs no pass of its own."""
+        if self._maxabs is None:
+            self._maxabs = maxabs
+            self._check_maxabs()
+
+    def _check_maxabs(self) -> None:
+        if not (self._maxabs < float("inf")):
+            raise ValueError(f"{type(self.cost).__name__} costs must be finite (NaN or inf found)")
 
     def check_exact_arithmetic(self, longest_pair: int) -> bool:
         """Whether every value the kernels and the bounds form is exact, for pairs of at most
@@ -426,7 +445,10 @@ def _potentials(costs: SymbolCosts, in_x: torch.Tensor, in_y: torch.Tensor):
     # (each block's masked costs in one copy, the shifts added in place: C - d computed as
     # C + (0 - d), the same bits)
     shift_y = cols_y - insert  # +inf off Y
+    maxabs = 0.0
     for s, block in costs.row_blocks():
+        if costs.table is None:
+            maxabs = max(maxabs, float(block.abs().max()))
         r = block.shape[0]
         idx = torch.arange(s, s + r)
         masked = block.clone()
@@ -438,6 +460,7 @@ def _potentials(costs: SymbolCosts, in_x: torch.Tensor, in_y: torch.Tensor):
         masked -= delete[idx][:, None]
         q_a = torch.minimum(q_a, masked.amin(0))
     if costs.table is None:  # (no whole table: choice H's second pass over the cost blocks)
+        costs.note_block_maxabs(maxabs)
         return [(p, q, torch.clamp(diag - p - q, max=0.0)) for p, q in ((delete, q_a), (p_b, insert))]
     q_h = torch.minimum(insert, col_min / 2)
     p_h = delete.clone()
