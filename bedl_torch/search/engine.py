@@ -130,16 +130,17 @@ def _merge_rows_into(best_d, best_i, rl, c, v, k, ny):
     best_i[:, :kk] = i.masked_fill(none, _NO_INDEX)
 
 
-def _bounds_leave_most_open(problem: SearchProblem, rows: torch.Tensor, cur: torch.Tensor, k: int) -> bool:
+def _bounds_leave_most_open(problem: SearchProblem, rows: torch.Tensor, cand: torch.Tensor, k: int) -> bool:
     """Whether the label bound is expected to leave more than ``_DENSE_SHARE`` of a block's
-    entries open. Probe rows (evenly spaced) get their ``_PROBE_PER_K * k`` candidates of
-    smallest bound computed exactly (:meth:`SearchProblem.estimate`); the ``k``-th of those is
-    at least a row's final ``k``-th distance, so the share of the probe rows' entries whose
-    bound is at most it is at least the share that stays open there."""
-    B, ny = cur.shape
+    entries open. Probe rows (evenly spaced) get their bounds and the exact distances of their
+    ``_PROBE_PER_K * k`` candidates of smallest bound (:meth:`SearchProblem.estimate`); the
+    ``k``-th of those is at least a row's final ``k``-th distance, so the share of the probe
+    rows' entries whose bound is at most it is at least the share that stays open there."""
+    B, ny = cand.shape
     probe = torch.unique(torch.linspace(0, B - 1, steps=min(B, _PROBE_ROWS)).round().long())
-    vals, cols = torch.topk(cur[probe], min(ny, _PROBE_PER_K * k), dim=1, largest=False)
-    usable = torch.isfinite(vals)  # (the row's own entry, and closed ones, are +inf)
+    lower = problem.lower_block(rows[probe]).masked_fill(~cand[probe], math.inf)
+    vals, cols = torch.topk(lower, min(ny, _PROBE_PER_K * k), dim=1, largest=False)
+    usable = torch.isfinite(vals)  # (the row's own entry is +inf)
     if int(usable.sum(1).min()) < k:
         return False
     pr = probe[:, None].expand_as(cols)[usable]
@@ -147,9 +148,8 @@ def _bounds_leave_most_open(problem: SearchProblem, rows: torch.Tensor, cur: tor
     exact = torch.full(vals.shape, math.inf, dtype=torch.float64)
     exact[usable] = problem.estimate(a, b)
     kth = torch.kthvalue(exact, k, dim=1).values
-    candidates = torch.isfinite(cur[probe])
-    open_ = (cur[probe] <= kth[:, None]) & candidates
-    return int(open_.sum()) > _DENSE_SHARE * int(candidates.sum())
+    open_ = (lower <= kth[:, None]) & cand[probe]
+    return int(open_.sum()) > _DENSE_SHARE * int(cand[probe].sum())
 
 
 def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
@@ -165,7 +165,9 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
     ``k``-th; ``width`` doubles from ``k`` up to 128. A row is finished when no open entry's
     bound is at most its threshold. Once every row has ``k`` exact distances, if more than
     half of the undecided entries are still open (the bounds do not pay, e.g. costs whose
-    replacements can be nearly free), they are all computed exactly in one call.
+    replacements can be nearly free), they are all computed exactly in one call; so is the
+    whole block from the start where there is no lower bound, or (sequences) where a probe of
+    a few rows expects the label bound to leave most entries open.
 
     Args:
         problem: the prepared search. k: neighbours per row (``<=`` the candidates per row).
@@ -192,14 +194,25 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
              torch.zeros(0, dtype=torch.float64))
     if B == 0 or ny == 0:
         return best_d, best_i, empty, stats
-    cur = problem.lower_block(rows).masked_fill(~cand, math.inf)
+    # Without a lower bound, or (sequences: the label bound alone) where a probe expects the
+    # bound to leave most entries open, the block is computed in one exact call, the matrix's
+    # way, without the bounds of the whole block or a first round (where costs come in tiles,
+    # each exact call builds every tile's costs).
+    dense_first = problem.label is None and problem.traversal is None
+    if (not dense_first and problem.traversal is None and B * ny >= _PROBE_ROWS * k * _PROBE_PER_K * 8
+            and _bounds_leave_most_open(problem, rows, cand, k)):
+        dense_first = True
+    if dense_first:
+        cur = torch.full((B, ny), -math.inf, dtype=torch.float64).masked_fill(~cand, math.inf)
+    else:
+        cur = problem.lower_block(rows).masked_fill(~cand, math.inf)
     level = torch.zeros(B, ny, dtype=torch.int8)
     final = ~cand
     # the row's threshold (distance, index): an entry can still enter the k best only if
     # its (distance, index) is below it; an upper bound carries no index
     thr = torch.full((B,), math.inf, dtype=torch.float64)
     thr_i = torch.full((B,), _NO_INDEX, dtype=torch.int64)
-    if problem.upper is not None:
+    if problem.upper is not None and not dense_first:
         thr = torch.kthvalue(problem.upper_block(rows).masked_fill(~cand, math.inf), k, dim=1).values
     all_cols = torch.arange(ny)[None, :]
 
@@ -223,7 +236,7 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
     live = torch.ones(B, dtype=torch.bool)
     handed = []
     width = k
-    dense_done = probed = False
+    dense_done = False
     while True:
         if problem.exact_arithmetic:
             # bounds and distances are exact: an entry whose bound equals the k-th distance
@@ -231,16 +244,7 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
             # bound keeps the open entries, bound <= threshold, first in the selection)
             cur.masked_fill_((cur == thr[:, None]) & (all_cols > thr_i[:, None]), math.inf)
         dense = False
-        if not dense_done and problem.label is None and problem.traversal is None:
-            # no lower bound (bounds without "label" and "traversal"): nothing can be pruned, so
-            # every entry is computed exactly in one call, the matrix's way
-            open_mask, dense, dense_done = ~final, True, True
-        elif (not dense_done and not probed and problem.traversal is None
-              and B * ny >= _PROBE_ROWS * k * _PROBE_PER_K * 8
-              and _bounds_leave_most_open(problem, rows, cur, k)):
-            # the label bound alone, and a probe expects it to leave most entries open: all at
-            # once, without a first round (where costs come in tiles, each exact call builds
-            # every tile's costs)
+        if not dense_done and dense_first:
             open_mask, dense, dense_done = ~final, True, True
         elif not dense_done and bool((best_i[:, -1] != _NO_INDEX).all()):
             # every row has k exact distances: where the bounds still leave most of the
@@ -249,7 +253,6 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
             open_mask = (cur <= thr[:, None]) & ~final
             dense = int(open_mask.sum()) > _DENSE_SHARE * int((~final).sum())
             dense_done = True
-        probed = True
         if dense:
             rl, c = torch.nonzero(open_mask, as_tuple=True)
             lv = torch.full_like(rl, len(steps) - 1, dtype=level.dtype)
