@@ -204,10 +204,10 @@ class SearchProblem:
                             threshold=threshold)
 
     def estimate(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        """The exact distances of the kernel pairs ``(a, b)`` (distinct), for decisions about
-        how to search only: without :meth:`exact`'s covering pairs, so where costs come in
-        tiles their last bits may differ from the matrix's."""
-        return self._values(self.x_table, self.y_table, a, b, distinct=True)
+        """The exact distances of the kernel pairs ``(a, b)`` (repeats computed once), for
+        decisions about how to search only: without :meth:`exact`'s covering pairs, so where
+        costs come in tiles their last bits may differ from the matrix's."""
+        return self._values(self.x_table, self.y_table, a, b)
 
     def traversal_values(self, a: torch.Tensor, b: torch.Tensor, order: str,
                          distinct: bool = False, threshold: Optional[torch.Tensor] = None) -> torch.Tensor:
