@@ -195,14 +195,15 @@ class SymbolCosts:
         if self.exact_arithmetic:
             return torch.zeros((m + n).shape, dtype=torch.float64)  # (torch.broadcast_shapes imports sympy: seconds)
         tau = 0.0 if self.exact else (1e-9 if self.eps < 1e-10 else 1e-4)
+        total = None
         if m.is_floating_point() or n.is_floating_point():
             L = m.to(torch.float64) + n.to(torch.float64) + 1.0
-            return self.maxabs * (2.0 * L * L * self.eps + L * tau) + 1e-300
-        # integer sizes: the margin of every length once, then looked up (the same numbers, one
-        # gather instead of six passes over a block of pairs)
-        total = m + n
-        L = torch.arange(int(total.max()) + 1 if total.numel() else 1, dtype=torch.float64) + 1.0
-        return (self.maxabs * (2.0 * L * L * self.eps + L * tau) + 1e-300)[total]
+        else:  # integer sizes: the margin of every length once, then looked up (the same
+            # numbers, one gather instead of six passes over a block of pairs)
+            total = m + n
+            L = torch.arange(int(total.max()) + 1 if total.numel() else 1, dtype=torch.float64) + 1.0
+        margins = self.maxabs * (2.0 * L * L * self.eps + L * tau) + 1e-300
+        return margins if total is None else margins[total]
 
 
 def _cpu64(t: torch.Tensor) -> torch.Tensor:

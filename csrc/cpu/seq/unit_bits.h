@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <numeric>
 #include <vector>
 
 #include "../inputs.h"
@@ -25,7 +24,9 @@ namespace sed {
 // last row and column the gap (their shared corner unused).
 struct UnitTable {
   bool applies = false;
-  // Replacing row symbol r by column symbol c costs 0: c in
+  // Unit costs between the labels themselves (no table): a label matches only itself.
+  bool identity = false;
+  // Otherwise replacing row symbol r by column symbol c costs 0: c in
   // row_zeros[row_begin[r] .. row_begin[r + 1]), r in the column's list alike.
   std::vector<int64_t> row_begin, row_zeros, col_begin, col_zeros;
 
@@ -41,19 +42,11 @@ struct UnitTable {
     return u;
   }
 
-  // Unit costs between labels themselves, without a table: labels are
-  // 0 .. symbols - 1 on both sides, and a label matches only itself.
-  static UnitTable identity(int64_t symbols) {
+  // Unit costs between the labels themselves (labels 0 .. symbols - 1 on both
+  // sides, table_rows = table_cols = symbols + 1 for unit_distance).
+  static UnitTable labels_match_themselves() {
     UnitTable u;
-    for (auto* begin : {&u.row_begin, &u.col_begin}) {
-      begin->resize(symbols + 1);
-      std::iota(begin->begin(), begin->end(), int64_t{0});
-    }
-    for (auto* zeros : {&u.row_zeros, &u.col_zeros}) {
-      zeros->resize(symbols);
-      std::iota(zeros->begin(), zeros->end(), int64_t{0});
-    }
-    u.applies = true;
+    u.applies = u.identity = true;
     return u;
   }
 
@@ -158,9 +151,15 @@ inline int64_t unit_distance(const UnitTable& u, int64_t table_rows, int64_t tab
   const std::vector<int64_t>& zeros = x_pattern ? u.row_zeros : u.col_zeros;
   for (int64_t p = 0; p < plen; ++p) {
     const int64_t sym = pattern[p];
+    const uint64_t bit = uint64_t{1} << (p % 64);
+    if (u.identity) {
+      const int64_t sl = ws.slot[sym];
+      if (sl >= 0) ws.peq[sl * words + p / 64] |= bit;
+      continue;
+    }
     for (int64_t k = begin[sym]; k < begin[sym + 1]; ++k) {
       const int64_t sl = ws.slot[zeros[k]];
-      if (sl >= 0) ws.peq[sl * words + p / 64] |= uint64_t{1} << (p % 64);
+      if (sl >= 0) ws.peq[sl * words + p / 64] |= bit;
     }
   }
   int64_t score = plen;  // the column's last entry: D(pattern, text[0 .. t))

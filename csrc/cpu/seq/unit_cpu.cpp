@@ -49,7 +49,7 @@ at::Tensor sed_unit_cpu(const at::Tensor& x_labels_in, const at::Tensor& x_ptr_i
   const int64_t *px = pair_x.data_ptr<int64_t>(), *py = pair_y.data_ptr<int64_t>();
   dp::check_pair_indices(px, py, batch, nx, ny, "sequence");
   const int64_t symbols = std::max(label_extent(x_labels, "x_labels"), label_extent(y_labels, "y_labels"));
-  const sed::UnitTable unit = sed::UnitTable::identity(symbols);
+  const sed::UnitTable unit = sed::UnitTable::labels_match_themselves();
   const int64_t *xl = x_labels.data_ptr<int64_t>(), *yl = y_labels.data_ptr<int64_t>();
   const int64_t *xp = x_ptr.data_ptr<int64_t>(), *yp = y_ptr.data_ptr<int64_t>();
   at::Tensor dist = at::empty({batch}, x_labels.options());
