@@ -220,3 +220,33 @@ def test_kernel_checks_labels_and_table_shape():
         _ext.sed_symbols_cpu(torch.full((3, 3), float("inf")), good, ptr, good, ptr, pair, pair, False, 1e-9)
     with pytest.raises(ValueError, match="pair_y"):
         _ext.sed_symbols_cpu(t, good, ptr, good, ptr, pair, torch.tensor([1]), False, 1e-9)
+
+
+@pytest.mark.parametrize("op", ["ted_symbols_cpu", "ted_cpu"])
+def test_kernels_check_every_tree_but_index_only_the_used(op):
+    """A call indexes only the trees its pairs use (a few pairs from a large table), but
+    checks every tree's subtree sizes: a malformed tree no pair uses is still a ValueError
+    naming it, and the distances of the used trees do not depend on the others."""
+    # trees: a(b, c) | a | b(a) ; the third one's sizes changed below
+    sizes = torch.tensor([3, 1, 1, 1, 2, 1], dtype=torch.long)
+    ptr = torch.tensor([0, 3, 4, 6], dtype=torch.long)
+    labels = torch.tensor([0, 1, 2, 0, 1, 0], dtype=torch.long)
+    table = 1.0 - torch.eye(4, dtype=torch.float64)  # 3 symbols + gap, unit costs
+    pair_x, pair_y = torch.tensor([0, 1]), torch.tensor([1, 0])
+
+    def run(sz, p=ptr):
+        if op == "ted_symbols_cpu":
+            lab = labels[: len(sz)]
+            return _ext.ted_symbols_cpu(table, lab, sz, p, lab, sz, p, pair_x, pair_y, False, 1e-9)[0]
+        costs = torch.rand(2, 4, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+        return _ext.ted_cpu(costs, sz, p, sz, p, pair_x, pair_y, False, 1e-9)[0]
+
+    assert torch.equal(run(sizes), run(sizes[:4], ptr[:3]))  # the same without the third tree
+    if op == "ted_symbols_cpu":
+        assert run(sizes).tolist() == [2.0, 2.0]  # a(b, c) vs a: delete b and c
+    for bad, message in (([2, 2], "y tree 2: subtree size 2 of node 1 is out of range"),
+                         ([1, 1], "x tree 2: the root's subtree size is 1 but the tree has 2 nodes")):
+        wrong = sizes.clone()
+        wrong[4:] = torch.tensor(bad)
+        with pytest.raises(ValueError, match=re.escape(message.replace("y tree", "x tree"))):
+            run(wrong)

@@ -37,8 +37,11 @@ struct OrientedTree {
 // ValueError naming the tree and node if they do not describe a tree.
 OrientedTree index_tree(const int64_t* size, int64_t n, int64_t tree_id, const char* side);
 
-// Every tree of a (sizes, ptr) table.
-std::vector<OrientedTree> index_trees(const at::Tensor& sizes, const at::Tensor& ptr, const char* side);
+// The trees of a (sizes, ptr) table, every one checked. used (optional, one
+// flag per tree): only the flagged trees are indexed, the others left empty
+// (n = 0), so a call of a few pairs from a large table does not index it all.
+std::vector<OrientedTree> index_trees(const at::Tensor& sizes, const at::Tensor& ptr, const char* side,
+                                      const uint8_t* used = nullptr);
 
 // The trees of both sides. A pairwise matrix of one collection passes the
 // same tree tensors as x and y: they are indexed once.
@@ -48,8 +51,14 @@ struct IndexedTrees {
   const std::vector<OrientedTree>& ys() const { return same ? xs : ys_own; }
 };
 
+// Every tree of both sides indexed.
 IndexedTrees index_both(const at::Tensor& x_sizes, const at::Tensor& x_ptr, const at::Tensor& y_sizes,
                         const at::Tensor& y_ptr);
+
+// The trees that the pairs (px[b], py[b]) use indexed, every tree checked;
+// the pair indices are checked first (ValueError naming the pair).
+IndexedTrees index_pairs(const at::Tensor& x_sizes, const at::Tensor& x_ptr, const at::Tensor& y_sizes,
+                         const at::Tensor& y_ptr, const int64_t* px, const int64_t* py, int64_t batch);
 
 // Checks the pair indices against the tree tables (serially, so errors name the pair).
 void check_pairs(const std::vector<OrientedTree>& xs, const std::vector<OrientedTree>& ys,

@@ -31,12 +31,11 @@ IndexedTrees check_padded_tree_pairs(const at::Tensor& costs, const at::Tensor& 
   dp::check_index(pair_x, "pair_x", batch);
   dp::check_index(pair_y, "pair_y", batch);
   check_scalars();
-  IndexedTrees trees = index_both(x_sizes, x_ptr, y_sizes, y_ptr);
   pair_x = pair_x.contiguous();
   pair_y = pair_y.contiguous();
   const int64_t* px = pair_x.data_ptr<int64_t>();
   const int64_t* py = pair_y.data_ptr<int64_t>();
-  check_pairs(trees.xs, trees.ys(), px, py, batch);
+  IndexedTrees trees = index_pairs(x_sizes, x_ptr, y_sizes, y_ptr, px, py, batch);
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t m = trees.xs[px[b]].left.n, n = trees.ys()[py[b]].left.n;
     BEDL_CHECK_VALUE(m + 1 <= rows && n + 1 <= cols, "pair ", b, " has trees of ", m, " and ", n,
@@ -87,10 +86,9 @@ struct SymbolTrees : dp::BatchExtent {
       : in(dp::check_symbol_inputs(symbol_costs, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, rel_tol)) {
     dp::check_index(x_sizes, "x_sizes", in.x_labels.size(0));
     dp::check_index(y_sizes, "y_sizes", in.y_labels.size(0));
-    trees = index_both(x_sizes, x_ptr, y_sizes, y_ptr);
     const int64_t* px_p = in.pair_x.data_ptr<int64_t>();
     const int64_t* py_p = in.pair_y.data_ptr<int64_t>();
-    check_pairs(trees.xs, trees.ys(), px_p, py_p, in.batch);
+    trees = index_pairs(x_sizes, x_ptr, y_sizes, y_ptr, px_p, py_p, in.batch);
     for (int64_t b = 0; b < in.batch; ++b) {
       const int64_t m = trees.xs[px_p[b]].left.n, n = trees.ys()[py_p[b]].left.n;
       add(b, m, n);
