@@ -611,6 +611,24 @@ def test_dense_finish_and_rounds_alone_agree(monkeypatch, share):
         check_search(X[:6], X[6:], cost, rng, ks=[3], radii=[], block_size=4)
 
 
+@pytest.mark.parametrize("k", [1, 3, 7])
+def test_k_smallest_orders_by_value_then_column(k):
+    """The dense merge's selection against a sort of each row's entries by (value, column):
+    integer values (many ties), missing (+inf) entries, rows with fewer than k present."""
+    from bedl_torch.search.engine import _NO_INDEX, _k_smallest
+
+    g = torch.Generator().manual_seed(k)
+    M = torch.randint(0, 4, (9, 7), generator=g).double()
+    M[torch.rand(9, 7, generator=g) < 0.3] = math.inf
+    M[0] = math.inf
+    M[1, 1:] = math.inf
+    d, i = _k_smallest(M, k)
+    for r in range(9):
+        want = sorted((float(M[r, c]), c) for c in range(7) if math.isfinite(M[r, c]))[:k]
+        want += [(math.inf, _NO_INDEX)] * (k - len(want))
+        assert list(zip(d[r].tolist(), i[r].tolist())) == want
+
+
 def test_searches_import_no_heavy_module_when_called():
     """The first search of a process imports none of torch's compiler stack (torch.broadcast_shapes,
     once used for the margin, imported sympy and torch's symbolic shapes: seconds on the first

@@ -113,21 +113,72 @@ def _merge_into(best_d, best_i, rl, c, v, k):
     best_d[touched], best_i[touched] = d.gather(1, o), i.gather(1, o)
 
 
-def _merge_rows_into(best_d, best_i, rl, c, v, k, ny):
-    """:func:`_merge_into` for many entries per row (a dense call): each row's entries and its
-    ``k`` best scattered into one ``(rows, ny)`` matrix, NaN where there is none, and one stable
-    sort per row (columns in index order: ties by index; NaN sorts after +inf)."""
-    B = best_d.shape[0]
-    cd = torch.full((B, ny), math.nan, dtype=torch.float64)
-    cd[rl, c] = v
-    have = best_i != _NO_INDEX
-    cd[torch.arange(B)[:, None].expand_as(best_i)[have], best_i[have]] = best_d[have]
-    d, i = torch.sort(cd, dim=1, stable=True)
+def _k_smallest(M: torch.Tensor, k: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Each row's ``k`` smallest entries of ``M`` by (value, column), as ``(values, columns)``;
+    ``+inf`` entries count as missing (column ``_NO_INDEX``). The ``k``-th value of a row
+    (``topk``) selects every entry at or below it, ties included, and only those are ordered."""
+    B, ny = M.shape
     kk = min(k, ny)
-    d, i = d[:, :kk], i[:, :kk]
-    none = torch.isnan(d)
-    best_d[:, :kk] = d.masked_fill(none, math.inf)
-    best_i[:, :kk] = i.masked_fill(none, _NO_INDEX)
+    kth = torch.topk(M, kk, dim=1, largest=False, sorted=True).values[:, -1:]
+    r, c = torch.nonzero(M <= kth, as_tuple=True)  # row-major: columns ascending within a row
+    v = M[r, c]
+    o = torch.argsort(v, stable=True)
+    o = o[torch.argsort(r[o], stable=True)]  # by (row, value, column)
+    r, c, v = r[o], c[o], v[o]
+    counts = torch.bincount(r, minlength=B)
+    pos = torch.arange(len(r)) - (torch.cumsum(counts, 0) - counts)[r]
+    keep = pos < kk
+    d = torch.full((B, kk), math.inf, dtype=torch.float64)
+    i = torch.full((B, kk), _NO_INDEX, dtype=torch.int64)
+    d[r[keep], pos[keep]] = v[keep]
+    i[r[keep], pos[keep]] = c[keep]
+    i.masked_fill_(torch.isinf(d), _NO_INDEX)
+    return d, i
+
+
+def _dense_exact(problem: SearchProblem, rows: torch.Tensor, r0: int, r1: int, open_mask: torch.Tensor,
+                 thr: torch.Tensor, final: torch.Tensor, cur: torch.Tensor, best_d: torch.Tensor,
+                 best_i: torch.Tensor, k: int, stats: dict, handed: list) -> None:
+    """Every open entry of a k-NN block computed in one exact call, the matrix's way: in a
+    symmetric problem an entry ``(r, c)`` whose partner ``(c, r)`` is open in the block with
+    ``c < r`` is left to the partner. The values, their partners' copies and each row's ``k``
+    best go into one ``(rows, ny)`` matrix, whose ``k`` smallest by (distance, index) per row
+    become the ``k`` best."""
+    B, ny = open_mask.shape
+    take = open_mask
+    if problem.symmetric:
+        square = open_mask[:, r0:r1]
+        take = open_mask.clone()
+        take[:, r0:r1] &= ~torch.tril(square & square.T, -1)
+    rl, c = torch.nonzero(take, as_tuple=True)
+    a, b = problem.kernel_pairs(rows[rl], c)
+    pair_thr = None
+    if not bool(torch.isinf(thr).all()):
+        pair_thr = thr[rl]
+        if problem.symmetric:
+            # the value also serves the partner entry (c, r): within the block its row's
+            # threshold may be larger; a later block's row needs the exact value
+            inb = (c >= r0) & (c < r1)
+            pair_thr[inb] = torch.maximum(pair_thr[inb], thr[c[inb] - r0])
+            pair_thr[c >= r1] = math.inf
+    v = problem.exact(a, b, threshold=pair_thr, distinct=True)
+    stats["exact_computed"] += len(a)
+    M = torch.full((B, ny), math.inf, dtype=torch.float64)
+    M[rl, c] = v
+    final[rl, c] = True
+    if problem.symmetric:
+        # partners within the block: at most one of (r, c) and (c, r) was computed
+        square = M[:, r0:r1]
+        M[:, r0:r1] = torch.minimum(square, square.T)
+        final[:, r0:r1] |= take[:, r0:r1].T
+        later = c >= r1
+        handed.append((c[later], rows[rl[later]], v[later]))
+    cur.masked_fill_(final, math.inf)
+    have = best_i != _NO_INDEX
+    M[torch.arange(B)[:, None].expand_as(best_i)[have], best_i[have]] = best_d[have]
+    d, i = _k_smallest(M, k)
+    best_d[:, : d.shape[1]] = d
+    best_i[:, : i.shape[1]] = i
 
 
 def _bounds_leave_most_open(problem: SearchProblem, rows: torch.Tensor, cand: torch.Tensor, k: int) -> bool:
@@ -254,23 +305,23 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
             dense = int(open_mask.sum()) > _DENSE_SHARE * int((~final).sum())
             dense_done = True
         if dense:
-            rl, c = torch.nonzero(open_mask, as_tuple=True)
-            lv = torch.full_like(rl, len(steps) - 1, dtype=level.dtype)
-        else:
-            # (a row without an open entry at or below its threshold never gets one again:
-            # thresholds only fall and bounds only rise)
-            rows_live = torch.nonzero(live).reshape(-1)
-            if len(rows_live) == 0:
-                break
-            vals, cols = torch.topk(cur[rows_live], min(width, ny), dim=1, largest=False, sorted=False)
-            act = (vals <= thr[rows_live, None]) & ~final[rows_live[:, None], cols]
-            live[rows_live[~act.any(1)]] = False
-            if not act.any():
-                break
-            rl = rows_live[:, None].expand_as(cols)[act]
-            c = cols[act]
-            lv = level[rl, c]
-            width = min(2 * width, _MAX_WIDTH)
+            _dense_exact(problem, rows, r0, r1, open_mask, thr, final, cur, best_d, best_i, k, stats, handed)
+            lower_threshold()
+            continue
+        # (a row without an open entry at or below its threshold never gets one again:
+        # thresholds only fall and bounds only rise)
+        rows_live = torch.nonzero(live).reshape(-1)
+        if len(rows_live) == 0:
+            break
+        vals, cols = torch.topk(cur[rows_live], min(width, ny), dim=1, largest=False, sorted=False)
+        act = (vals <= thr[rows_live, None]) & ~final[rows_live[:, None], cols]
+        live[rows_live[~act.any(1)]] = False
+        if not act.any():
+            break
+        rl = rows_live[:, None].expand_as(cols)[act]
+        c = cols[act]
+        lv = level[rl, c]
+        width = min(2 * width, _MAX_WIDTH)
         for step, what in enumerate(steps):
             sel = lv == step
             if not sel.any():
@@ -324,10 +375,7 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
                 ents_v.append(pv)
                 later = sc >= r1
                 handed.append((sc[later], rows[sr][later], v[later]))
-            if dense:
-                _merge_rows_into(best_d, best_i, torch.cat(ents_r), torch.cat(ents_c), torch.cat(ents_v), k, ny)
-            else:
-                _merge_into(best_d, best_i, torch.cat(ents_r), torch.cat(ents_c), torch.cat(ents_v), k)
+            _merge_into(best_d, best_i, torch.cat(ents_r), torch.cat(ents_c), torch.cat(ents_v), k)
         lower_threshold()
     open_ = cand & ~final
     stats["exact"] = int((cand & final).sum())
