@@ -572,7 +572,8 @@ def test_sequence_probe_chooses_one_call_where_the_label_bound_cannot_prune(monk
     """Sequences (the label bound alone): a probe of a block's rows decides before any round.
     Sequences of one length whose replacements cost almost nothing leave the label bound near
     0, so every entry stays open: after the probe, one exact call of every pair. Unit costs
-    prune most entries: rounds. Both answer as the matrix does."""
+    (from a table: not the bit-vector path, whose short sequences skip the probe) prune most
+    entries: rounds. Both answer as the matrix does."""
     from bedl_torch.search import problem as problem_module
 
     rng = np.random.default_rng(45)
@@ -583,7 +584,7 @@ def test_sequence_probe_chooses_one_call_where_the_label_bound_cannot_prune(monk
         m[-1, :], m[:, -1] = 1.0, 1.0
         cost = MatrixCost(ALPHABET, m)
     else:
-        cost = bt.UnitCost(ALPHABET)
+        cost = MatrixCost(ALPHABET, 1.0 - np.eye(len(ALPHABET) + 1))
     calls = []
     exact = problem_module.SearchProblem.exact
     monkeypatch.setattr(problem_module.SearchProblem, "exact",
@@ -595,6 +596,41 @@ def test_sequence_probe_chooses_one_call_where_the_label_bound_cannot_prune(monk
         assert calls == [40 * 39 // 2]
     else:
         assert len(calls) > 1 and sum(calls) < 40 * 39 // 2
+
+
+@pytest.mark.parametrize("length", [12, 150])
+def test_short_unit_cost_sequences_take_one_call(monkeypatch, length):
+    """Under UnitCost, sequences whose exact distances run on bit vectors with about one word
+    per step (mean ceil(|x| / 64) |y| <= CHEAP_WORD_STEPS) cost about what a round spends per
+    entry: k-NN computes each block in one exact call. Longer ones go round by round. With
+    the fast paths off (the DP, no bit vectors) short ones go round by round too."""
+    from bedl_torch import _ext
+    from bedl_torch.search import problem as problem_module
+
+    rng = np.random.default_rng(46)
+    X = [random_sequence(length - int(rng.integers(0, 3)), ALPHABET, rng) for _ in range(30)]
+    cost = bt.UnitCost(ALPHABET)
+    calls = []
+    exact = problem_module.SearchProblem.exact
+    monkeypatch.setattr(problem_module.SearchProblem, "exact",
+                        lambda self, a, b, **kw: calls.append(len(a)) or exact(self, a, b, **kw))
+    want = reference_knn(exact_matrix(X, None, cost), 3, True)
+    before = _ext.simd_enabled()
+    for simd in (True, False):
+        calls.clear()
+        _ext.set_simd_enabled(simd)
+        try:
+            on = _ext.simd_enabled()  # (False without AVX2 or where the run switched them off)
+            d, i = kneighbors(X, k=3, cost=cost)
+            cheap = SearchProblem(X, None, cost).cheap_exact
+        finally:
+            _ext.set_simd_enabled(before)
+        assert torch.equal(d, want[0]) and torch.equal(i, want[1])
+        assert cheap == (on and length == 12)
+        if cheap:
+            assert calls == [30 * 29 // 2]
+        else:
+            assert len(calls) > 1
 
 
 @pytest.mark.parametrize("share", [0.0, 2.0])

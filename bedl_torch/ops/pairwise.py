@@ -154,6 +154,16 @@ def _table_pair_distances(x_table, y_table, ii, jj, cost, mode, ref, rel_tol, un
     return tuple(torch.cat(t) for t in zip(*parts))
 
 
+def unit_sequence_path(x_table, y_table, cost, mode: str, unknown: str) -> bool:
+    """Whether sequence pairs of these tables take the bit-vector path (``sed_unit``): see
+    :func:`_unit_sequence_distances`."""
+    if (mode != "exact" or type(cost) is not UnitCost or cost.device.type != "cpu"
+            or x_table.kind != "sequence" or y_table.kind != "sequence" or not _ext.simd_enabled()):
+        return False
+    gap = cost.gap_index
+    return not any(bool((t.flat_labels(cost, unknown) == gap).any()) for t in (x_table, y_table))
+
+
 def _unit_sequence_distances(x_table, y_table, ii, jj, cost, mode, unknown):
     """``(ii, jj, values)`` of sequence pairs under :class:`UnitCost` itself (exact mode, CPU),
     computed on bit vectors between the labels themselves (``sed_unit``): no symbol table, so
@@ -161,13 +171,9 @@ def _unit_sequence_distances(x_table, y_table, ii, jj, cost, mode, unknown):
     table kernels. None where that does not apply: other modules or modes, trees, a label
     that is the gap itself (``unknown="gap"``), or the fast paths switched off
     (``set_simd_enabled(False)``, which keeps the DP)."""
-    if (mode != "exact" or type(cost) is not UnitCost or cost.device.type != "cpu" or not len(ii)
-            or x_table.kind != "sequence" or y_table.kind != "sequence" or not _ext.simd_enabled()):
+    if not len(ii) or not unit_sequence_path(x_table, y_table, cost, mode, unknown):
         return None
     x_labels, y_labels = x_table.flat_labels(cost, unknown), y_table.flat_labels(cost, unknown)
-    gap = cost.gap_index
-    if bool((x_labels == gap).any()) or bool((y_labels == gap).any()):
-        return None
     ii, jj = ii.to(torch.long), jj.to(torch.long)
     values = _ext.sed_unit_cpu(x_labels, x_table.ptr, y_labels, y_table.ptr, ii, jj)
     return ii, jj, values.to(cost.dtype)

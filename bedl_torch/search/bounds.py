@@ -619,14 +619,18 @@ class FirstPairUpper:
         bounds ``d(x[cols[j]], y[rows[i]])`` instead (as for :meth:`LabelBound.block`)."""
         if cols is None:
             cols = torch.arange(len(self.y.total))
-        xo, yo = (rows[:, None], cols[None, :]) if not swap else (cols[None, :], rows[:, None])
-        xo, yo = torch.broadcast_tensors(xo, yo)
-        base = self.x.total[xo] + self.y.total[yo]
-        fx, fy = self.x.first[xo], self.y.first[yo]
-        rep = self.costs.entries(fx.reshape(-1), fy.reshape(-1)).reshape(fx.shape)
-        gain = torch.clamp(rep - self.costs.delete[fx] - self.costs.insert[fy], max=0.0)
-        both = self.x.nonempty[xo] & self.y.nonempty[yo]
-        return base + torch.where(both, gain, torch.zeros_like(gain))
+        xs, ys = (rows, cols) if not swap else (cols, rows)
+        # the first pair's gain over distinct first symbols (few: roots, first words), then
+        # per pair by gathering
+        ux, ix = torch.unique(self.x.first[xs], return_inverse=True)
+        uy, iy = torch.unique(self.y.first[ys], return_inverse=True)
+        rep = self.costs.entries(ux[:, None].expand(len(ux), len(uy)), uy[None, :].expand(len(ux), len(uy)))
+        gain = torch.clamp(rep - self.costs.delete[ux][:, None] - self.costs.insert[uy][None, :], max=0.0)
+        # (an empty object's first symbol is the gap: no pair of roots)
+        gain[ux == len(self.costs.delete) - 1, :] = 0.0
+        gain[:, uy == len(self.costs.insert) - 1] = 0.0
+        out = (self.x.total[xs][:, None] + self.y.total[ys][None, :]) + gain[ix][:, iy]
+        return out if not swap else out.T
 
 
 class _Ends:

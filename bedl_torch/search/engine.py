@@ -245,11 +245,12 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
              torch.zeros(0, dtype=torch.float64))
     if B == 0 or ny == 0:
         return best_d, best_i, empty, stats
-    # Without a lower bound, or (sequences: the label bound alone) where a probe expects the
+    # Without a lower bound, where an exact distance costs about what a round spends per entry
+    # (problem.cheap_exact), or (sequences: the label bound alone) where a probe expects the
     # bound to leave most entries open, the block is computed in one exact call, the matrix's
     # way, without the bounds of the whole block or a first round (where costs come in tiles,
     # each exact call builds every tile's costs).
-    dense_first = problem.label is None and problem.traversal is None
+    dense_first = (problem.label is None and problem.traversal is None) or problem.cheap_exact
     if (not dense_first and problem.traversal is None and B * ny >= _PROBE_ROWS * k * _PROBE_PER_K * 8
             and _bounds_leave_most_open(problem, rows, cand, k)):
         dense_first = True
