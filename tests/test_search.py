@@ -162,6 +162,27 @@ def test_label_bound_orientations_share_their_products():
     assert not torch.equal(straight, straight.T)  # (asymmetric: the orientation matters)
 
 
+def test_label_bound_swap_invariance():
+    """A bound whose choices of potentials come in swapped pairs is the same in both
+    orientations (the engine then skips the second): unit costs are; asymmetric costs are
+    not; symmetric costs may be (their "half" choice need not be symmetric), and where they
+    are the orientations agree; two different collections never are."""
+    rng = np.random.default_rng(12)
+    X = random_trees(rng, 14)
+    s = len(ALPHABET) + 1
+    m = rng.integers(-1, 4, size=(s, s)).astype(np.float64)
+    rows = torch.arange(len(X))
+    for cost, invariant in ((None, True), (MatrixCost(ALPHABET, m + m.T), None), (MatrixCost(ALPHABET, m), False)):
+        label = SearchProblem(X, None, cost, symmetric=False).label
+        assert invariant is None or label.swap_invariant == invariant
+        straight, swapped = label.both_orientations(rows)
+        if label.swap_invariant:
+            assert torch.equal(straight, swapped)
+        if invariant is False:
+            assert not torch.equal(straight, swapped)
+    assert not SearchProblem(X[:7], X[7:], None).label.swap_invariant
+
+
 def test_label_bound_is_histogram_intersection_under_unit_costs():
     rng = np.random.default_rng(3)
     X = random_trees(rng, 15) + [bt.Tree(*star_tree(7, "a"))]

@@ -284,6 +284,7 @@ class LabelBound:
                 self.weights.append(w)
         self.x = _Features(x_codes, x_ptr, k)
         self.y = _Features(y_codes, y_ptr, k)
+        self._swap_invariant = None
         levels = torch.maximum(self.x.max_count, self.y.max_count)
         self.offset = torch.cumsum(levels, 0) - levels
         self.n_features = int(levels.sum())
@@ -308,6 +309,19 @@ class LabelBound:
         weighted intersections do not depend on the orientation)."""
         return self._blocks(rows, cols, (False, True))
 
+    @property
+    def swap_invariant(self) -> bool:
+        """Whether ``block(rows, cols, swap=True)`` equals ``block(rows, cols)`` (the same
+        collection on both sides): every choice ``(p, q)`` comes with ``(q, p)`` and the same
+        weights, as under unit costs or any costs whose potentials came out symmetric."""
+        if self._swap_invariant is None:
+            same = self.x is self.y or (torch.equal(self.x.ptr, self.y.ptr) and torch.equal(self.x.codes, self.y.codes))
+            self._swap_invariant = same and all(
+                any(torch.equal(p, q2) and torch.equal(q, p2) and self.which[v] == self.which[u]
+                    for u, (p2, q2, _) in enumerate(self.variants))
+                for v, (p, q, _) in enumerate(self.variants))
+        return self._swap_invariant
+
     def _blocks(self, rows, cols, orientations) -> List[torch.Tensor]:
         if cols is None:
             cols = torch.arange(len(self.y.ptr) - 1)
@@ -315,13 +329,17 @@ class LabelBound:
         outs = []
         for swap in orientations:
             out = None
-            for v, (P, Q) in enumerate(zip(self.P, self.Q)):
-                if swap:
-                    lb = Q[rows][:, None] + P[cols][None, :]
-                else:
-                    lb = P[rows][:, None] + Q[cols][None, :]
-                lb = lb + W[self.which[v]]
-                out = lb if out is None else torch.maximum(out, lb)
+            for which, Wi in enumerate(W):
+                # max over the variants of one weight vector, then its products added once
+                # (rounding is monotone: the same numbers as adding them to every variant)
+                lb = None
+                for v, (P, Q) in enumerate(zip(self.P, self.Q)):
+                    if self.which[v] != which:
+                        continue
+                    sums = Q[rows][:, None] + P[cols][None, :] if swap else P[rows][:, None] + Q[cols][None, :]
+                    lb = sums if lb is None else torch.maximum(lb, sums, out=lb)
+                lb += Wi
+                out = lb if out is None else torch.maximum(out, lb, out=out)
             outs.append(out)
         return outs
 

@@ -241,8 +241,10 @@ class SearchProblem:
         cols = torch.arange(self.ny)
         if self.label is None:
             return torch.full((len(rows), self.ny), -math.inf, dtype=torch.float64)
-        below = cols[None, :] < rows[:, None] if self.symmetric else None
-        if below is not None and below.any():  # an entry below the diagonal is the kernel pair (col, row)
+        # (an entry below the diagonal is the kernel pair (col, row), unless the bound is the
+        # same in both orientations)
+        below = cols[None, :] < rows[:, None] if self.symmetric and not self.label.swap_invariant else None
+        if below is not None and below.any():
             lb, swapped = self.label.both_orientations(rows, cols)
             lb = torch.where(below, swapped, lb)
         else:
