@@ -294,7 +294,13 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
             # bounds and distances are exact: an entry whose bound equals the k-th distance
             # and whose index comes after the k-th's cannot win the tie; close it (an infinite
             # bound keeps the open entries, bound <= threshold, first in the selection)
-            cur.masked_fill_((cur == thr[:, None]) & (all_cols > thr_i[:, None]), math.inf)
+            # (rows still searched whose threshold is a distance with an index)
+            tied = torch.nonzero(live & (thr_i != _NO_INDEX)).reshape(-1)
+            if len(tied) == B:
+                cur.masked_fill_((cur == thr[:, None]) & (all_cols > thr_i[:, None]), math.inf)
+            elif len(tied):
+                sub = cur[tied]
+                cur[tied] = sub.masked_fill_((sub == thr[tied, None]) & (all_cols > thr_i[tied, None]), math.inf)
         dense = False
         if not dense_done and dense_first:
             open_mask, dense, dense_done = ~final, True, True
@@ -314,7 +320,8 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
         rows_live = torch.nonzero(live).reshape(-1)
         if len(rows_live) == 0:
             break
-        vals, cols = torch.topk(cur[rows_live], min(width, ny), dim=1, largest=False, sorted=False)
+        vals, cols = torch.topk(cur if len(rows_live) == B else cur[rows_live], min(width, ny), dim=1,
+                                largest=False, sorted=False)
         act = (vals <= thr[rows_live, None]) & ~final[rows_live[:, None], cols]
         live[rows_live[~act.any(1)]] = False
         if not act.any():
