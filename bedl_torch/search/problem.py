@@ -185,13 +185,12 @@ class SearchProblem:
             if unused_y.any():
                 extra.append(int(torch.argmin(x_table.lengths)) * ny + torch.nonzero(unused_y).reshape(-1))
             if extra:
-                extra = torch.cat([torch.as_tensor(e).reshape(-1) for e in extra])
-                merged = torch.cat([key, extra])
+                # (a covering pair has an object that no pair has on its side: it is none of
+                # the pairs, so only the covering pairs themselves may repeat)
+                extra = torch.unique(torch.cat([torch.as_tensor(e).reshape(-1) for e in extra]))
+                key = torch.cat([key, extra])
                 if limits is not None:  # (a covering pair's value is not used: stop it at once)
                     limits = torch.cat([limits, torch.full((len(extra),), -math.inf, dtype=torch.float64)])
-                key, first = _unique_first(merged)
-                if limits is not None:
-                    limits = limits[first]
         kw = dict(self.kw)
         if limits is not None:
             kw["max_distance"] = limits
@@ -200,8 +199,14 @@ class SearchProblem:
         v = v.detach().to("cpu", torch.float64)
         okey = oa * ny + ob
         if not torch.equal(okey, want):  # regrouped (tiles, chunks) or covered
-            order = torch.argsort(okey)
-            v = v[order][torch.searchsorted(okey[order], want)]
+            if len(x_table) * ny <= 4 * len(okey) + 1024:
+                # (keys are distinct: a position per key, read back in the order wanted)
+                at = torch.empty(len(x_table) * ny, dtype=torch.long)
+                at[okey] = torch.arange(len(okey))
+                v = v[at[want]]
+            else:
+                order = torch.argsort(okey)
+                v = v[order][torch.searchsorted(okey[order], want)]
         return v if inverse is None else v[inverse]
 
     def exact(self, a: torch.Tensor, b: torch.Tensor, threshold: Optional[torch.Tensor] = None,
@@ -286,13 +291,3 @@ class SearchProblem:
             rl, c, thr = rl[keep], c[keep], thr[keep]
         stats["decided_by_traversal"] += sum(len(p) for p in pruned_r)
         return rl, c, torch.cat(pruned_r) if pruned_r else rl[:0], torch.cat(pruned_c) if pruned_c else c[:0]
-
-
-def _unique_first(keys: torch.Tensor):
-    """The sorted distinct ``keys`` and, for each, the position of its first occurrence."""
-    uniq, inverse = torch.unique(keys, return_inverse=True)
-    first = torch.full((len(uniq),), len(keys), dtype=torch.long).scatter_reduce(
-        0, inverse, torch.arange(len(keys)), reduce="amin")
-    return uniq, first
-
-
