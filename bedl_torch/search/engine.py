@@ -19,9 +19,11 @@ The engine works on blocks of query rows (objects of X) against all of Y:
    cannot win the tie.
 
 Where the bounds cannot pay, k-NN computes a block's open entries in one exact call (the
-matrix's work in bounded memory): without a lower bound at all; for sequences (the label
-bound alone) when a probe of a few rows expects most entries to stay open; and once every row
-has ``k`` exact distances, when most undecided entries are still open.
+matrix's work in bounded memory): without a lower bound at all; where one exact distance costs
+about what a round spends per entry (:attr:`SearchProblem.cheap_exact`: short sequences under
+unit costs on bit vectors); for sequences (the label bound alone) when a probe of a few rows
+expects most entries to stay open; and once every row has ``k`` exact distances, when most
+undecided entries are still open.
 
 Range search (:func:`radius_block`) applies the same bounds with the fixed threshold
 ``radius``.
@@ -217,8 +219,9 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
     bound is at most its threshold. Once every row has ``k`` exact distances, if more than
     half of the undecided entries are still open (the bounds do not pay, e.g. costs whose
     replacements can be nearly free), they are all computed exactly in one call; so is the
-    whole block from the start where there is no lower bound, or (sequences) where a probe of
-    a few rows expects the label bound to leave most entries open.
+    whole block from the start where there is no lower bound, where exact distances are about
+    as cheap as a round's work per entry (``problem.cheap_exact``), or (sequences) where a
+    probe of a few rows expects the label bound to leave most entries open.
 
     Args:
         problem: the prepared search. k: neighbours per row (``<=`` the candidates per row).
