@@ -181,6 +181,12 @@ def test_label_bound_swap_invariance():
         if invariant is False:
             assert not torch.equal(straight, swapped)
     assert not SearchProblem(X[:7], X[7:], None).label.swap_invariant
+    # a symmetric table serves both orientations too (its label bound need not be the same
+    # numbers in both): the search answers as the matrix does
+    sym = MatrixCost(ALPHABET, m + m.T)
+    assert SearchProblem(X, None, sym).costs.table_symmetric
+    assert not SearchProblem(X, None, MatrixCost(ALPHABET, m)).costs.table_symmetric
+    check_search(X, None, sym, rng, ks=[1, 5], radii=[0.0, 2.0], block_size=5)
 
 
 def test_label_bound_is_histogram_intersection_under_unit_costs():

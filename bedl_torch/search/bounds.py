@@ -114,6 +114,16 @@ class SymbolCosts:
         if self._maxabs is not None:
             self._check_maxabs()
         self.exact_arithmetic = False
+        self._table_symmetric = None
+
+    @property
+    def table_symmetric(self) -> bool:
+        """Whether the costs the bounds read form a table equal to its transpose, bit for bit
+        (then a bound of ``d(x, y)`` bounds ``d(y, x)`` as well, to the rounding the margin
+        allows); False without a table."""
+        if self._table_symmetric is None:
+            self._table_symmetric = self.table is not None and torch.equal(self.table, self.table.T)
+        return self._table_symmetric
 
     @property
     def maxabs(self) -> float:

@@ -246,9 +246,11 @@ class SearchProblem:
         cols = torch.arange(self.ny)
         if self.label is None:
             return torch.full((len(rows), self.ny), -math.inf, dtype=torch.float64)
-        # (an entry below the diagonal is the kernel pair (col, row), unless the bound is the
-        # same in both orientations)
-        below = cols[None, :] < rows[:, None] if self.symmetric and not self.label.swap_invariant else None
+        # An entry below the diagonal is the kernel pair (col, row). Either orientation's bound
+        # serves where both are the same numbers, or where the costs read are a symmetric table:
+        # d(x, y) and d(y, x) are then one minimum, their computed values within the margin.
+        one = self.label.swap_invariant or self.costs.table_symmetric
+        below = cols[None, :] < rows[:, None] if self.symmetric and not one else None
         if below is not None and below.any():
             lb, swapped = self.label.both_orientations(rows, cols)
             lb = torch.where(below, swapped, lb)
