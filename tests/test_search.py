@@ -537,6 +537,12 @@ def test_tiled_costs_give_the_matrix_bits(monkeypatch):
     assert problem.costs.table is None and problem._cover
     check_search(X, None, cost, rng, ks=[3], radii=[3.0], block_size=12)
     check_search(X[:12], X[12:], cost, rng, ks=[2], radii=[3.0], block_size=5)
+    # a symmetric module: the label bound in one orientation (its costs are not the kernels'
+    # numbers, so the margin allows for their rounding either way)
+    m = rng.uniform(-0.2, 1.0, size=(401, 401))
+    sym = MatrixCost(words, m + m.T)
+    assert sym.symmetric and not SearchProblem(X, None, sym).costs.exact
+    check_search(X, None, sym, rng, ks=[1, 3], radii=[1.0, 3.0], block_size=12)
 
 
 class IntegerTable(bt.SymbolCost):

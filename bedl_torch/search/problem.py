@@ -248,9 +248,13 @@ class SearchProblem:
         if self.label is None:
             return torch.full((len(rows), self.ny), -math.inf, dtype=torch.float64)
         # An entry below the diagonal is the kernel pair (col, row). Either orientation's bound
-        # serves where both are the same numbers, or where the costs read are a symmetric table:
-        # d(x, y) and d(y, x) are then one minimum, their computed values within the margin.
-        one = self.label.swap_invariant or self.costs.table_symmetric
+        # serves where both are the same numbers, or where the costs read are a symmetric table
+        # (d(x, y) and d(y, x) are then one minimum, their computed values within the margin),
+        # or where they are not the kernels' numbers and the module declares its costs
+        # symmetric: its two orientations differ by its rounding, within the margin's allowance
+        # for such costs (as for the upper bound).
+        one = (self.label.swap_invariant or self.costs.table_symmetric
+               or (not self.costs.exact and bool(getattr(self.cost, "symmetric", False))))
         below = cols[None, :] < rows[:, None] if self.symmetric and not one else None
         if below is not None and below.any():
             lb, swapped = self.label.both_orientations(rows, cols)
