@@ -666,6 +666,42 @@ def test_short_unit_cost_sequences_take_one_call(monkeypatch, length):
             assert len(calls) > 1
 
 
+def test_probe_bounds_hold_and_read_only_their_rows(monkeypatch):
+    """The probe's label bound (a few rows of X against Y, potentials from those rows' symbols'
+    cost rows only) never exceeds the exact distance; with X's own symbols, reading only their
+    rows gives the full pass's numbers. A block that the probe sends to one exact call never
+    builds the problem's label bound (no pass over every cost row)."""
+    monkeypatch.setattr(bounds_module, "_TABLE_SYMBOLS", 4)
+    monkeypatch.setattr(bounds_module, "_ROW_BLOCK", 3)
+    monkeypatch.setattr(bounds_module, "table_of", lambda c: None)
+    rng = np.random.default_rng(47)
+    m = rng.uniform(0.0, 1.0, size=(len(ALPHABET) + 1,) * 2)
+    cost = MatrixCost(ALPHABET, m + m.T)
+    X = random_sequences(rng, 12, 9, alphabet=ALPHABET[:3])
+    Y = random_sequences(rng, 10, 9)
+    problem = SearchProblem(X, Y, cost)
+    assert problem.costs.table is None
+    D = exact_matrix(X, Y, cost)
+    rows = torch.tensor([1, 4, 7])
+    assert bool((problem.probe_lower(rows) <= D[rows] + 1e-12).all())
+    assert problem._label is None
+    lx, ly = problem._label_codes
+    ptr = problem.x_table.ptr
+    full = bounds_module.LabelBound(problem.costs, lx, ptr, ly, problem.y_table.ptr)
+    only = bounds_module.LabelBound(problem.costs, lx, ptr, ly, problem.y_table.ptr, x_rows_only=True)
+    assert torch.equal(full.block(torch.arange(len(X))), only.block(torch.arange(len(X))))
+    # near-free replacements: the probe sends the block to one call, the label bound unbuilt
+    Z = [random_sequence(8, ALPHABET, rng) for _ in range(40)]
+    near = np.full((len(ALPHABET) + 1,) * 2, 0.01)
+    np.fill_diagonal(near, 0.0)
+    near[-1, :], near[:, -1] = 1.0, 1.0
+    problem = SearchProblem(Z, None, MatrixCost(ALPHABET, near))
+    d, i, _, stats = knn_block(problem, 0, len(Z), 2)
+    want = reference_knn(exact_matrix(Z, None, MatrixCost(ALPHABET, near)), 2, True)
+    assert torch.equal(d, want[0]) and torch.equal(i, want[1])
+    assert stats["exact_computed"] == 40 * 39 // 2 and problem._label is None
+
+
 @pytest.mark.parametrize("share", [0.0, 2.0])
 def test_dense_finish_and_rounds_alone_agree(monkeypatch, share):
     """Once every row has k exact distances, k-NN computes all open entries at once when the

@@ -164,15 +164,16 @@ class SymbolCosts:
         """Alphabet indices -> local indices."""
         return self.lookup[codes]
 
-    def row_blocks(self, block: int = _ROW_BLOCK):
-        """``(start, C[start:stop, :])`` over all local rows, float64 blocks."""
+    def row_blocks(self, block: int = _ROW_BLOCK, rows: Optional[torch.Tensor] = None):
+        """``(idx, C[idx, :])`` over all local rows (or the local rows ``rows``, ascending),
+        ``idx`` their local indices, float64 blocks."""
         if self.table is not None:
-            yield 0, self.table
+            yield (torch.arange(self.k), self.table) if rows is None else (rows, self.table[rows])
             return
         with torch.no_grad():
-            for s in range(0, self.k, block):
-                rows = self.used[s:s + block]
-                yield s, _cpu64(block_of(self.cost, rows, self.used))
+            for s in range(0, self.k if rows is None else len(rows), block):
+                idx = torch.arange(s, min(s + block, self.k)) if rows is None else rows[s:s + block]
+                yield idx, _cpu64(block_of(self.cost, self.used[idx], self.used))
 
     def entries(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """``C[a, b]`` for local index tensors of one shape."""
@@ -270,17 +271,20 @@ class LabelBound:
         costs: :class:`SymbolCosts` over the symbols of both collections.
         x_codes, y_codes: local symbol indices of every node, concatenated; x_ptr, y_ptr: int64
             ``(n + 1,)`` object boundaries.
+        x_rows_only: read only the cost rows of X's symbols for the potentials (a few objects
+            of X against all of Y: the same bounds in this orientation, without a pass over the
+            whole vocabulary; ``swap=True`` is then not available).
     """
 
     def __init__(self, costs: SymbolCosts, x_codes: torch.Tensor, x_ptr: torch.Tensor,
-                 y_codes: torch.Tensor, y_ptr: torch.Tensor):
+                 y_codes: torch.Tensor, y_ptr: torch.Tensor, x_rows_only: bool = False):
         self.costs = costs
         k = costs.k
         in_x = torch.zeros(k, dtype=torch.bool)
         in_x[x_codes] = True
         in_y = torch.zeros(k, dtype=torch.bool)
         in_y[y_codes] = True
-        self.variants = _potentials(costs, in_x, in_y)
+        self.variants = _potentials(costs, in_x, in_y, x_rows_only)
         # distinct weight vectors: one matrix product each
         self.weights: List[torch.Tensor] = []
         self.which: List[int] = []
@@ -466,10 +470,13 @@ def _unit_potentials(costs: SymbolCosts, in_x: torch.Tensor, in_y: torch.Tensor)
     return [(p, q, torch.clamp(diag - p - q, max=0.0)) for p, q in ((delete, q_a), (p_b, insert), (p_h, q_h))]
 
 
-def _potentials(costs: SymbolCosts, in_x: torch.Tensor, in_y: torch.Tensor):
-    """The choices ``(p, q, min(0, w))`` of :class:`LabelBound` (float64 ``(k,)`` each)."""
+def _potentials(costs: SymbolCosts, in_x: torch.Tensor, in_y: torch.Tensor, x_rows_only: bool = False):
+    """The choices ``(p, q, min(0, w))`` of :class:`LabelBound` (float64 ``(k,)`` each).
+    ``x_rows_only``: read only the cost rows of X's symbols (``p`` is then valid on those alone,
+    and the pass notes no largest cost): enough for bounds of X's objects against Y's."""
     if costs.unit:
         return _unit_potentials(costs, in_x, in_y)
+    rows = torch.nonzero(in_x).reshape(-1) if x_rows_only else None
     k = costs.k
     inf = float("inf")
     delete, insert, diag = costs.delete, costs.insert, costs.diag
@@ -481,11 +488,10 @@ def _potentials(costs: SymbolCosts, in_x: torch.Tensor, in_y: torch.Tensor):
     # C + (0 - d), the same bits)
     shift_y = cols_y - insert  # +inf off Y
     maxabs = 0.0
-    for s, block in costs.row_blocks():
+    for idx, block in costs.row_blocks(rows=rows):
         if costs.table is None:
             maxabs = max(maxabs, float(block.abs().max()))
         r = block.shape[0]
-        idx = torch.arange(s, s + r)
         masked = block.clone()
         masked[torch.arange(r), idx] = inf  # a != b
         p_b[idx] = torch.minimum(p_b[idx], (masked + shift_y[None, :]).amin(1))
@@ -495,14 +501,14 @@ def _potentials(costs: SymbolCosts, in_x: torch.Tensor, in_y: torch.Tensor):
         masked -= delete[idx][:, None]
         q_a = torch.minimum(q_a, masked.amin(0))
     if costs.table is None:  # (no whole table: choice H's second pass over the cost blocks)
-        costs.note_block_maxabs(maxabs)
+        if rows is None:
+            costs.note_block_maxabs(maxabs)
         return [(p, q, torch.clamp(diag - p - q, max=0.0)) for p, q in ((delete, q_a), (p_b, insert))]
     q_h = torch.minimum(insert, col_min / 2)
     p_h = delete.clone()
     shift_h = cols_y - q_h
-    for s, block in costs.row_blocks():
+    for idx, block in costs.row_blocks(rows=rows):
         r = block.shape[0]
-        idx = torch.arange(s, s + r)
         masked = block + shift_h[None, :]
         masked[torch.arange(r), idx] = inf
         p_h[idx] = torch.minimum(p_h[idx], masked.amin(1))

@@ -191,7 +191,7 @@ def _bounds_leave_most_open(problem: SearchProblem, rows: torch.Tensor, cand: to
     rows' entries whose bound is at most it is at least the share that stays open there."""
     B, ny = cand.shape
     probe = torch.unique(torch.linspace(0, B - 1, steps=min(B, _PROBE_ROWS)).round().long())
-    lower = problem.lower_block(rows[probe]).masked_fill(~cand[probe], math.inf)
+    lower = problem.probe_lower(rows[probe]).masked_fill(~cand[probe], math.inf)
     vals, cols = torch.topk(lower, min(ny, _PROBE_PER_K * k), dim=1, largest=False)
     usable = torch.isfinite(vals)  # (the row's own entry is +inf)
     if int(usable.sum(1).min()) < k:
@@ -253,7 +253,7 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
     # bound to leave most entries open, the block is computed in one exact call, the matrix's
     # way, without the bounds of the whole block or a first round (where costs come in tiles,
     # each exact call builds every tile's costs).
-    dense_first = (problem.label is None and problem.traversal is None) or problem.cheap_exact
+    dense_first = (not problem.has_label and problem.traversal is None) or problem.cheap_exact
     if (not dense_first and problem.traversal is None and B * ny >= _PROBE_ROWS * k * _PROBE_PER_K * 8
             and _bounds_leave_most_open(problem, rows, cand, k)):
         dense_first = True

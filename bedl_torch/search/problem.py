@@ -122,8 +122,10 @@ class SearchProblem:
         # Without a whole table and with more symbols than one local table holds, the kernels'
         # costs may depend on which objects a call uses (see _values); unit costs are exact.
         self._cover = self.costs.table is None and type(cost) is not UnitCost
-        self.label = (LabelBound(self.costs, lx, self.x_table.ptr, ly, self.y_table.ptr)
-                      if "label" in bounds else None)
+        # (the label bound is built when first asked for: a k-NN block that a probe sends to
+        # one exact call needs only the probe rows' bounds, which skip the vocabulary's pass)
+        self.has_label = "label" in bounds
+        self._label, self._label_codes = None, (lx, ly)
         self.upper = (FirstPairUpper(self.costs, lx, self.x_table.ptr, ly, self.y_table.ptr)
                       if "upper" in bounds else None)
         self.traversal = None
@@ -239,13 +241,40 @@ class SearchProblem:
         tx, ty = self.traversal[order]
         return self._values(tx, ty, a, b, distinct, threshold=threshold)
 
+    @property
+    def label(self) -> Optional[LabelBound]:
+        """The label bound (None where ``bounds`` leaves it out), built on first use."""
+        if self._label is None and self.has_label:
+            lx, ly = self._label_codes
+            self._label = LabelBound(self.costs, lx, self.x_table.ptr, ly, self.y_table.ptr)
+        return self._label
+
     # -- bound blocks ----------------------------------------------------------
+
+    def probe_lower(self, rows: torch.Tensor) -> torch.Tensor:
+        """The label bounds ``(len(rows), ny)`` of the entries ``(rows[i], j)`` without rounding
+        margins, for decisions about how to search only: from :attr:`label` where it is built,
+        else from a label bound of these rows' objects against Y (its potentials constrained by
+        their symbols alone and read from those symbols' cost rows only: valid for these rows,
+        not the same numbers as :attr:`label`'s)."""
+        if self._label is not None:
+            return self._label.block(rows)
+        lx, ly = self._label_codes
+        ptr = self.x_table.ptr
+        lengths = ptr[rows + 1] - ptr[rows]
+        sub_ptr = torch.zeros(len(rows) + 1, dtype=torch.long)
+        torch.cumsum(lengths, 0, out=sub_ptr[1:])
+        nodes = torch.cat([torch.arange(int(ptr[r]), int(ptr[r + 1])) for r in rows.tolist()]) \
+            if len(rows) else torch.zeros(0, dtype=torch.long)
+        probe = LabelBound(self.costs, lx[nodes], sub_ptr, ly, self.y_table.ptr, x_rows_only=True)
+        return probe.block(torch.arange(len(rows)))
+
 
     def lower_block(self, rows: torch.Tensor) -> torch.Tensor:
         """Lower bounds minus rounding margins ``(len(rows), ny)`` of the entries
         ``(rows[i], j)`` (``-inf`` without the label bound)."""
         cols = torch.arange(self.ny)
-        if self.label is None:
+        if not self.has_label:
             return torch.full((len(rows), self.ny), -math.inf, dtype=torch.float64)
         # An entry below the diagonal is the kernel pair (col, row). Either orientation's bound
         # serves where both are the same numbers, or where the costs read are a symmetric table
