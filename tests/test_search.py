@@ -702,6 +702,25 @@ def test_probe_bounds_hold_and_read_only_their_rows(monkeypatch):
     assert stats["exact_computed"] == 40 * 39 // 2 and problem._label is None
 
 
+@pytest.mark.parametrize("whole_table", [True, False])
+def test_probe_of_empty_objects(monkeypatch, whole_table):
+    """Probe rows that are all empty have no symbols: their bound reads no cost row (and the
+    search answers as the matrix does)."""
+    if not whole_table:
+        monkeypatch.setattr(bounds_module, "_TABLE_SYMBOLS", 2)
+        monkeypatch.setattr(bounds_module, "table_of", lambda c: None)
+    rng = np.random.default_rng(48)
+    m = rng.uniform(0.0, 1.0, size=(len(ALPHABET) + 1,) * 2)
+    cost = MatrixCost(ALPHABET, m + m.T)
+    X = [[] for _ in range(40)] + random_sequences(rng, 4, 6)
+    problem = SearchProblem(X, None, cost)
+    assert (problem.costs.table is not None) == whole_table
+    rows = torch.arange(3)
+    lower = problem.probe_lower(rows)
+    assert bool(torch.isfinite(lower).all()) and bool((lower <= exact_matrix(X, None, cost)[rows] + 1e-12).all())
+    check_search(X, None, cost, rng, ks=[1, 3], radii=[0.5])
+
+
 @pytest.mark.parametrize("share", [0.0, 2.0])
 def test_dense_finish_and_rounds_alone_agree(monkeypatch, share):
     """Once every row has k exact distances, k-NN computes all open entries at once when the

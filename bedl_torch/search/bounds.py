@@ -167,6 +167,8 @@ class SymbolCosts:
     def row_blocks(self, block: int = _ROW_BLOCK, rows: Optional[torch.Tensor] = None):
         """``(idx, C[idx, :])`` over all local rows (or the local rows ``rows``, ascending),
         ``idx`` their local indices, float64 blocks."""
+        if rows is not None and len(rows) == 0:
+            return
         if self.table is not None:
             yield (torch.arange(self.k), self.table) if rows is None else (rows, self.table[rows])
             return
