@@ -40,8 +40,7 @@ def merge_stats(*parts: Dict[str, int]) -> Dict[str, int]:
 
 
 # Mean bit-vector steps per pair (``ceil(|x| / 64) |y|``) up to which k-NN computes unit-cost
-# sequences in one exact call (2,000 SST sentences, joined in twos and fours: one call was
-# 0.44 s against 0.89 s in rounds at 19 words, 0.54 against 0.67 at 39, 1.29 against 1.23 at 77).
+# sequences in one exact call (measured in docs/search.md).
 CHEAP_WORD_STEPS = 100
 
 

@@ -233,6 +233,19 @@ struct BatchExtent {
   }
 };
 
+// The label and pair index tensors of a labels-and-pairs call (symbol-table
+// kernels, the table-free unit op, the CUDA glue): int64, 1-D, pair_y as long
+// as pair_x.
+inline void check_label_indices(const at::Tensor& x_labels, const at::Tensor& x_ptr, const at::Tensor& y_labels,
+                                const at::Tensor& y_ptr, const at::Tensor& pair_x, const at::Tensor& pair_y) {
+  check_index(x_labels, "x_labels", -1);
+  check_index(y_labels, "y_labels", -1);
+  check_index(x_ptr, "x_ptr", -1);
+  check_index(y_ptr, "y_ptr", -1);
+  check_index(pair_x, "pair_x", -1);
+  check_index(pair_y, "pair_y", pair_x.size(0));
+}
+
 // The arguments the symbol-table kernels share, checked and made contiguous.
 struct SymbolInputs {
   at::Tensor table, x_labels, y_labels, x_ptr, y_ptr, pair_x, pair_y;
@@ -245,12 +258,7 @@ inline SymbolInputs check_symbol_inputs(const at::Tensor& table, const at::Tenso
                                         const at::Tensor& y_ptr, const at::Tensor& pair_x,
                                         const at::Tensor& pair_y, double rel_tol) {
   const double max_abs = check_symbol_costs(table);
-  check_index(x_labels, "x_labels", -1);
-  check_index(y_labels, "y_labels", -1);
-  check_index(x_ptr, "x_ptr", -1);
-  check_index(y_ptr, "y_ptr", -1);
-  check_index(pair_x, "pair_x", -1);
-  check_index(pair_y, "pair_y", pair_x.size(0));
+  check_label_indices(x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y);
   check_rel_tol(rel_tol);
   SymbolInputs in{table.contiguous(),  x_labels.contiguous(), y_labels.contiguous(),
                   x_ptr.contiguous(),  y_ptr.contiguous(),    pair_x.contiguous(),

@@ -91,12 +91,7 @@ struct SymbolIndices {
       : given{x_labels_in, x_ptr_in, y_labels_in, y_ptr_in, pair_x_in, pair_y_in} {
     const at::Tensor xl = on_host(x_labels_in), yl = on_host(y_labels_in), xp = on_host(x_ptr_in),
                      yp = on_host(y_ptr_in), px = on_host(pair_x_in), py = on_host(pair_y_in);
-    dp::check_index(xl, "x_labels", -1);
-    dp::check_index(yl, "y_labels", -1);
-    dp::check_index(xp, "x_ptr", -1);
-    dp::check_index(yp, "y_ptr", -1);
-    dp::check_index(px, "pair_x", -1);
-    dp::check_index(py, "pair_y", px.size(0));
+    dp::check_label_indices(xl, xp, yl, yp, px, py);
     dp::check_rel_tol(rel_tol);
     x_labels = xl.contiguous();
     y_labels = yl.contiguous();

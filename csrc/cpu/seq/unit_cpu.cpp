@@ -34,12 +34,7 @@ int64_t longest(const int64_t* ptr, int64_t count) {
 
 at::Tensor sed_unit_cpu(const at::Tensor& x_labels_in, const at::Tensor& x_ptr_in, const at::Tensor& y_labels_in,
                         const at::Tensor& y_ptr_in, const at::Tensor& pair_x_in, const at::Tensor& pair_y_in) {
-  dp::check_index(x_labels_in, "x_labels", -1);
-  dp::check_index(y_labels_in, "y_labels", -1);
-  dp::check_index(x_ptr_in, "x_ptr", -1);
-  dp::check_index(y_ptr_in, "y_ptr", -1);
-  dp::check_index(pair_x_in, "pair_x", -1);
-  dp::check_index(pair_y_in, "pair_y", pair_x_in.size(0));
+  dp::check_label_indices(x_labels_in, x_ptr_in, y_labels_in, y_ptr_in, pair_x_in, pair_y_in);
   const at::Tensor x_labels = x_labels_in.contiguous(), y_labels = y_labels_in.contiguous();
   const at::Tensor x_ptr = x_ptr_in.contiguous(), y_ptr = y_ptr_in.contiguous();
   const at::Tensor pair_x = pair_x_in.contiguous(), pair_y = pair_y_in.contiguous();
