@@ -342,6 +342,22 @@ def _check_mode(mode: str, temperature, modes: Sequence[str]) -> Optional[float]
     return None
 
 
+def problem_inputs(X, Y, cost: Optional[SymbolCost], symmetric: Optional[bool]):
+    """The objects and costs of a matrix or a search, as both take them: ``X`` and ``Y`` as lists
+    (``Y=None``: ``X`` itself), the cost module (default: unit costs over their labels; else
+    checked) and whether the problem is symmetric (default: ``Y=None`` and ``cost.symmetric``)."""
+    same = Y is None
+    X = list(X)
+    Y = X if same else list(Y)
+    if cost is None:
+        cost = UnitCost(alphabet_of(X, Y))
+    else:
+        check_cost_module(cost)
+    if symmetric is None:
+        symmetric = same and bool(getattr(cost, "symmetric", False))
+    return X, Y, cost, bool(symmetric)
+
+
 class PairwisePlan:
     """The distance matrix of ``X`` and ``Y`` (``Y=None``: ``X``) under a cost module, checked
     and planned once: :meth:`pairs` to compute, :meth:`values` of pairs, :meth:`assemble` into
@@ -371,18 +387,10 @@ class PairwisePlan:
         self.temperature = _check_mode(mode, temperature, modes)
         self.same = Y is None
         if tables is not None:
-            X, Y = tables[0].objects, tables[1].objects
-        X = list(X)
-        Y = X if self.same else list(Y)
-        if cost is None:
-            cost = UnitCost(alphabet_of(X, Y))
-        else:
-            check_cost_module(cost)
+            X, Y = tables[0].objects, None if self.same else tables[1].objects
+        X, Y, cost, symmetric = problem_inputs(X, Y, cost, symmetric)
         if reference_cost is not None:
             check_cost_module(reference_cost, "reference_cost")
-        if symmetric is None:
-            symmetric = self.same and getattr(cost, "symmetric", False)
-        symmetric = bool(symmetric)
         if symmetric and not self.same and len(X) != len(Y):
             raise ValueError("symmetric=True needs a square matrix")
         if chunk_size is not None and chunk_size < 1:

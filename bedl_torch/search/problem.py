@@ -11,10 +11,8 @@ from typing import Dict, Optional, Sequence, Tuple
 import torch
 
 from ..costs import SymbolCost, UnitCost
-from ..labels import alphabet_of
 from ..ops import FlatTable, table_pair_distances
-from ..ops.pairwise import unit_sequence_path
-from ..validation import check_cost_module
+from ..ops.pairwise import problem_inputs, unit_sequence_path
 from .bounds import FirstPairUpper, LabelBound, SymbolCosts, postorder_labels
 
 __all__ = ["SearchProblem", "BOUNDS", "STAT_KEYS", "new_stats", "merge_stats"]
@@ -76,15 +74,7 @@ class SearchProblem:
                                        or chunk_size < 1):
             raise ValueError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
         self.same = Y is None
-        X = list(X)
-        Y = X if self.same else list(Y)
-        if cost is None:
-            cost = UnitCost(alphabet_of(X, Y))
-        else:
-            check_cost_module(cost)
-        if symmetric is None:
-            symmetric = self.same and bool(getattr(cost, "symmetric", False))
-        symmetric = bool(symmetric)
+        X, Y, cost, symmetric = problem_inputs(X, Y, cost, symmetric)
         if symmetric and not self.same:
             raise ValueError("symmetric=True needs Y=None (a search of X against itself)")
         self.X, self.Y, self.cost, self.symmetric = X, Y, cost, symmetric
