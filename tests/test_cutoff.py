@@ -89,6 +89,35 @@ def test_cutoff_keeps_exactly_the_pairs_within(kind, costs, dtype, simd):
         _ext.set_simd_enabled(prev)
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("costs", ["unit", "integer", "signed", "arbitrary"])
+def test_tree_cutoff_per_pair_thresholds_in_lane_groups(costs, dtype):
+    """Pairs of 15-40-node trees that share x (the AVX2 kernel's groups of four; the scalar
+    kernel's cutoff in the final table), each with a threshold of its own below, at or above its
+    distance, or +inf: the unthresholded bits within, +inf beyond, on both kernels. (A kernel that
+    skips tables for some lanes of a group must still compute every table some lane needs.)"""
+    rng = np.random.default_rng([11, len(costs)])
+    xs, ys = _objects("tree", 3, 15, 40, rng), _objects("tree", 9, 15, 40, rng)
+    table = _table(costs, rng, dtype)
+    args = _inputs(xs, ys, "tree")
+    prev = _ext.simd_enabled()
+    try:
+        for simd in (True, False):
+            _ext.set_simd_enabled(simd)
+            full = _run("tree", table, args)
+            values = full.double()
+            spread = values.abs().max() + 1
+            for shift in (-0.3, -0.05, 0.0, 0.05, 0.3):
+                limits = values + shift * spread * torch.tensor(rng.random(len(values)))
+                limits[rng.random(len(values)) < 0.15] = math.inf
+                got = _run("tree", table, args, limits)
+                within = values <= limits
+                assert torch.equal(got[within], full[within])
+                assert torch.isinf(got[~within]).all() and (got[~within] > 0).all()
+    finally:
+        _ext.set_simd_enabled(prev)
+
+
 @pytest.mark.parametrize("kind", ["tree", "sequence"])
 def test_cutoff_bad_input(kind):
     rng = np.random.default_rng(0)
