@@ -138,6 +138,20 @@ def _k_smallest(M: torch.Tensor, k: int) -> Tuple[torch.Tensor, torch.Tensor]:
     return d, i
 
 
+def _pair_thresholds(problem: SearchProblem, thr: torch.Tensor, r: torch.Tensor, c: torch.Tensor, r0: int,
+                     r1: int) -> torch.Tensor:
+    """The thresholds of the kernel pairs of entries ``(r, c)`` (``r`` block rows): the row's,
+    and in a symmetric problem, where the value also serves the partner entry ``(c, r)``, the
+    larger of both rows' within the block and ``+inf`` for a later block's row (which needs the
+    exact value)."""
+    out = thr[r]
+    if problem.symmetric:
+        inb = (c >= r0) & (c < r1)
+        out[inb] = torch.maximum(out[inb], thr[c[inb] - r0])
+        out[c >= r1] = math.inf
+    return out
+
+
 def _dense_exact(problem: SearchProblem, rows: torch.Tensor, r0: int, r1: int, open_mask: torch.Tensor,
                  thr: torch.Tensor, final: torch.Tensor, cur: torch.Tensor, best_d: torch.Tensor,
                  best_i: torch.Tensor, k: int, stats: dict, handed: list) -> None:
@@ -154,15 +168,7 @@ def _dense_exact(problem: SearchProblem, rows: torch.Tensor, r0: int, r1: int, o
         take[:, r0:r1] &= ~torch.tril(square & square.T, -1)
     rl, c = torch.nonzero(take, as_tuple=True)
     a, b = problem.kernel_pairs(rows[rl], c)
-    pair_thr = None
-    if not bool(torch.isinf(thr).all()):
-        pair_thr = thr[rl]
-        if problem.symmetric:
-            # the value also serves the partner entry (c, r): within the block its row's
-            # threshold may be larger; a later block's row needs the exact value
-            inb = (c >= r0) & (c < r1)
-            pair_thr[inb] = torch.maximum(pair_thr[inb], thr[c[inb] - r0])
-            pair_thr[c >= r1] = math.inf
+    pair_thr = None if bool(torch.isinf(thr).all()) else _pair_thresholds(problem, thr, rl, c, r0, r1)
     v = problem.exact(a, b, threshold=pair_thr, distinct=True)
     stats["exact_computed"] += len(a)
     M = torch.full((B, ny), math.inf, dtype=torch.float64)
@@ -351,13 +357,7 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
                 del mark
             a, b = problem.kernel_pairs(rows[sr], sc)
             n_pairs = len(a)
-            pair_thr = thr[sr]
-            if inb is not None:
-                # the value also serves the partner entry (c, r): within the block its row's
-                # threshold may be larger; a later block's row needs the exact value
-                pair_thr = pair_thr.clone()
-                pair_thr[inb] = torch.maximum(pair_thr[inb], thr[(sc[inb] - r0)])
-                pair_thr[sc >= r1] = math.inf
+            pair_thr = _pair_thresholds(problem, thr, sr, sc, r0, r1)
             if what != "exact":
                 margin = problem.margin(a, b)
                 # a bound above the pair's threshold comes back as inf: the entry is pruned

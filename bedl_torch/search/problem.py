@@ -258,7 +258,6 @@ class SearchProblem:
         probe = LabelBound(self.costs, lx[nodes], sub_ptr, ly, self.y_table.ptr, x_rows_only=True)
         return probe.block(torch.arange(len(rows)))
 
-
     def lower_block(self, rows: torch.Tensor) -> torch.Tensor:
         """Lower bounds minus rounding margins ``(len(rows), ny)`` of the entries
         ``(rows[i], j)`` (``-inf`` without the label bound)."""

@@ -51,7 +51,8 @@ struct IndexedTrees {
   const std::vector<OrientedTree>& ys() const { return same ? xs : ys_own; }
 };
 
-// Every tree of both sides indexed.
+// Every tree of both sides indexed (the GPU's flat arrays lay out every tree;
+// the CPU kernels take index_pairs).
 IndexedTrees index_both(const at::Tensor& x_sizes, const at::Tensor& x_ptr, const at::Tensor& y_sizes,
                         const at::Tensor& y_ptr);
 
