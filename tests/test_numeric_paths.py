@@ -34,7 +34,9 @@ def test_avx2_environment_names_every_library():
     env = numerics.avx2_environment({"PATH": "/bin", "MKL_CBWR": "AUTO"})
     assert env["PATH"] == "/bin"
     assert env["ATEN_CPU_CAPABILITY"] == "avx2"
-    assert env["MKL_CBWR"] == "AVX2"  # overrides the caller's
+    # overrides the caller's; COMPATIBLE, since MKL runs its AUTO dispatch on non-Intel
+    # processors for any other branch but AUTO
+    assert env["MKL_CBWR"] == "COMPATIBLE"
     assert env["OPENBLAS_CORETYPE"] == "Haswell"
     assert env[numerics.MARKER] == "avx2"
     from numpy._core import _multiarray_umath as umath
@@ -64,6 +66,7 @@ def test_experiment_reexecutes_on_the_avx2_paths(tmp_path):
     assert paths["torch_capability"] == "AVX2"
     assert paths["numpy_avx512"] == []
     assert paths["environment"]["OPENBLAS_CORETYPE"] == "Haswell"
+    assert paths["environment"]["MKL_CBWR"] == "COMPATIBLE"
     assert session["command"].startswith("python -m bedl_torch experiment strings")
 
 

@@ -1,5 +1,6 @@
 """One instruction-set path for the numerical libraries, so that a protocol run gives the same
-bits on every x86-64 processor with AVX2 (AMD or Intel, with or without AVX-512).
+bits on every x86-64 processor with AVX2 (AMD or Intel, with or without AVX-512): AVX2 for
+torch, oneDNN, OpenBLAS and numpy, MKL's vendor-neutral COMPATIBLE branch.
 
 torch, MKL, OpenBLAS and numpy choose their vectorised code by the processor. On AVX-512
 machines they take other paths than on AVX2 machines, their results differ in the last bits,
@@ -25,7 +26,10 @@ MARKER = "BEDL_TORCH_NUMERIC_PATHS"
 #: added by :func:`avx2_environment` from the features the installed numpy dispatches to
 AVX2_PATHS: Dict[str, str] = {
     "ATEN_CPU_CAPABILITY": "avx2",   # torch's vectorised kernels
-    "MKL_CBWR": "AVX2",              # MKL (torch's BLAS and LAPACK): the AVX2 code branch
+    # MKL (torch's BLAS and LAPACK): its branch for "Intel and compatible" processors. MKL
+    # honours its AVX2 branch on Intel processors only and runs its AUTO dispatch elsewhere
+    # (AMD), so COMPATIBLE (SSE2) is the one branch that is the same code on both.
+    "MKL_CBWR": "COMPATIBLE",
     "ONEDNN_MAX_CPU_ISA": "AVX2",     # oneDNN (torch's mkldnn kernels)
     "OPENBLAS_CORETYPE": "Haswell",  # numpy's and scipy's OpenBLAS: the AVX2 kernels
 }
