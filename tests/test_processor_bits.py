@@ -16,6 +16,7 @@ import sys
 import torch
 
 import bedl_torch as bt
+from test_symbol_grad import TableCost  # a whole symbol table handed to the kernels
 
 #: sha256 of each case's outputs (first 16 hex digits), computed on an Intel Xeon (AVX-512)
 #: with the AVX2 paths on and off; the same on every x86-64 processor by the contract
@@ -144,35 +145,13 @@ def case_outputs():
             table = torch.tensor([[rnd.randint(-2, 5) / 4 + rnd.getrandbits(10) / 2 ** 12
                                    for _ in range(8)] for _ in range(8)], dtype=dtype)
             for name, cost in (("unit", bt.UnitCost(alphabet, dtype=dtype)),
-                               ("table", _TableCost(alphabet, table))):
+                               ("table", TableCost(alphabet, table))):
                 tag = f"{kind}/{str(dtype)[6:]}/symbols/{name}"
                 with torch.no_grad():
                     out[f"{tag}/pairwise"] = _digest([bt.pairwise_distances(X, X[:5], cost)])
                 d, P = bt.PairBatch(X[:6], X[6:]).coopt(cost)
                 out[f"{tag}/coopt"] = _digest([d, *P])
     return out
-
-
-class _TableCost(bt.SymbolCost):
-    """A fixed symbol table (gap last), handed to the kernels as it is."""
-
-    def __init__(self, alphabet, table):
-        super().__init__(alphabet)
-        self.register_buffer("table", table)
-
-    @property
-    def dtype(self):
-        return self.table.dtype
-
-    @property
-    def device(self):
-        return self.table.device
-
-    def symbol_table(self):
-        return self.table
-
-    def forward(self, x_idx, y_idx):
-        return self.table[x_idx[:, :, None], y_idx[:, None, :]]
 
 
 def test_kernel_outputs_have_the_written_digests():
