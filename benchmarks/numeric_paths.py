@@ -46,7 +46,7 @@ def compare(reference, variants):
         var, paths = _records(path)
         common = sorted(set(ref) & set(var))
         folds = sorted({k[2] for k in common})
-        differ = [k for k in common if ref[k][0] != var[k][0] or not _same_value(ref[k][1], var[k][1])]
+        differ = [k for k in common if not _same_value(ref[k][0], var[k][0]) or not _same_value(ref[k][1], var[k][1])]
         by_cell = defaultdict(lambda: ([], []))
         for k in common:
             by_cell[(k[0], k[1])][0].append(ref[k][0])
