@@ -304,6 +304,8 @@ def test_render_cells_from_a_hand_written_results_file(tmp_path):
     assert ("- Wall-clock time: 5400 s (1.50 h), 2026-11-26T14:39:42Z to 2026-11-26T16:09:42Z; "
             "load averages (1/5/15 min) at start 0.41, 1.04, 1.46, at end 2.1, 2, 1.9") in lines
     assert "commit `01d56dd2ef71`" in page and "AMD EPYC" in page
+    assert ("- Numerical paths: not recorded (a run from before the protocol held the numerical "
+            "libraries to fixed paths: each library chose its own on that machine)") in lines
     assert "| KNN: neighbours | 1 (2), 3 (1) | 1 (2), 3 (1) |" in lines
     assert "| SVM: bandwidth | 0.1 (2), 10 (1) | 0.1 (2), 10 (1) |" in lines
     assert "| metric learner: f in lambda or beta = 2 K m f | - | 0.0001 (3) |" in lines
@@ -321,6 +323,21 @@ def test_render_cells_from_a_hand_written_results_file(tmp_path):
     assert compact["fold_info"][1]["bedl_pseudo"]["beta"] == 0.393333  # 6 digits
     assert render_paper_table(load_runs(tmp_path / "compact"), notes,
                               command="render it") == page
+
+
+def test_render_names_the_numeric_paths_of_each_session(tmp_path):
+    held = {"mode": "avx2", "environment": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE",
+                                            "NPY_DISABLE_CPU_FEATURES": "X86_V4"}}
+    sessions = [{"numeric_paths": held, "threads": 2}, {"numeric_paths": held, "threads": 2},
+                {"numeric_paths": {"mode": "native"}, "threads": 16}]
+    run = _fixture_results()
+    run["environment"] = {"sessions": sessions}
+    (tmp_path / "strings").mkdir()
+    (tmp_path / "strings/results.json").write_text(json.dumps(run))
+    lines = render_paper_table(load_runs(tmp_path), "", command="render it").splitlines()
+    # one entry per distinct description, in the sessions' order; numpy's list is left out
+    assert ("- Numerical paths: held to fixed paths (ATEN_CPU_CAPABILITY=avx2, MKL_CBWR=COMPATIBLE), "
+            "2 threads; native (each library chose its own: `--native-paths`), 16 threads") in lines
 
 
 def test_flags_compare_with_the_paper_std():

@@ -202,6 +202,27 @@ def _machine(env: dict) -> str:
     return text
 
 
+def _numeric_paths(env: dict) -> str:
+    """The numerical libraries' paths and threads the run's sessions recorded (``numerics``):
+    the variables that held them, or that the run predates the record."""
+    texts = []
+    for s in env.get("sessions") or [{}]:
+        paths = s.get("numeric_paths")
+        if not paths:
+            text = ("not recorded (a run from before the protocol held the numerical libraries to "
+                    "fixed paths: each library chose its own on that machine)")
+        elif paths.get("mode") == "avx2":
+            held = ", ".join(f"{k}={v}" for k, v in (paths.get("environment") or {}).items()
+                             if k != "NPY_DISABLE_CPU_FEATURES")
+            text = f"held to fixed paths ({held})"
+        else:
+            text = "native (each library chose its own: `--native-paths`)"
+        if s.get("threads"):
+            text += f", {s['threads']} threads"
+        texts.append(text)
+    return "; ".join(dict.fromkeys(texts))
+
+
 def _loads(values) -> str:
     return ", ".join(f"{v:g}" for v in values) if values else "not recorded"
 
@@ -361,7 +382,8 @@ def render_paper_table(runs: Dict[str, dict], notes: Optional[str] = None,
                 f"- Command: `{command_for(run['config'])}`",
                 f"- Folds: {_folds_text(run)}" + (" (interrupted)" if run.get("interrupted")
                                                    else ""),
-                f"- Machine: {_machine(env)}", *_wall_clock(env)]
+                f"- Machine: {_machine(env)}", f"- Numerical paths: {_numeric_paths(env)}",
+                *_wall_clock(env)]
         out += ["", *_table(ds, run, flags[ds]), "", "Chosen hyper-parameters:", "",
                 *_hyper_parameters(run), ""]
         if run.get("notes"):
