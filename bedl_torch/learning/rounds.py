@@ -72,19 +72,12 @@ class FitRounds:
                 if self.verbose:
                     print(f"[BEDL] round {rnd}: {stop}; stop")
                 break
-            loss0, loss1, n_eval = self._metric_step(cost, params, data, protos)
-            self.n_rounds_ += 1
-            if not self.loss_history_:
-                self.loss_history_.append(loss0)
-            self.loss_history_.append(loss1)
-            self.n_evals_.append(n_eval)
-            if not loss1 < loss0:
+            step = self._recorded_metric_step(cost, params, data, protos, rnd)
+            if step is None:
                 # the solver could not improve the metric: the distances, hence the
                 # prototypes, stay as they are
-                self.stop_reason_ = "metric not improved"
-                if self.verbose:
-                    print(f"[BEDL] round {rnd}: metric not improved ({loss0:.6g}); stop")
                 break
+            loss0, loss1, n_eval = step
             if self.verbose:
                 what = "initial prototypes" if rnd == 0 else f"{n_moved} prototype(s) moved"
                 print(
@@ -148,17 +141,10 @@ class FitRounds:
                 if self.verbose:
                     print(f"[BEDL] round {rnd}: {stop} ({objective:.6g}); stop")
                 break
-            loss0, loss1, n_eval = self._metric_step(cost, params, data, refs)
-            self.n_rounds_ += 1
-            if not self.loss_history_:
-                self.loss_history_.append(loss0)
-            self.loss_history_.append(loss1)
-            self.n_evals_.append(n_eval)
-            if not loss1 < loss0:
-                self.stop_reason_ = "metric not improved"
-                if self.verbose:
-                    print(f"[BEDL] round {rnd}: metric not improved ({loss0:.6g}); stop")
+            step = self._recorded_metric_step(cost, params, data, refs, rnd)
+            if step is None:
                 break
+            loss0, loss1, n_eval = step
             if self.verbose:
                 print(f"[BEDL] round {rnd}: NCA objective {objective:.6g}; step {loss0:.6g} -> "
                       f"{loss1:.6g} in {n_eval} evaluations ({time.perf_counter() - t_round:.3f} s)")
@@ -203,6 +189,22 @@ class FitRounds:
                               split=ranks if ranks.size > 1 else None)[0]
 
     # -- the metric step ------------------------------------------------------
+
+    def _recorded_metric_step(self, cost, params, data: FitData, prototypes, rnd: int):
+        """:meth:`_metric_step`, counted and recorded in the histories; ``None`` (with the stop
+        reason set) where it did not lower the loss, else ``(loss0, loss1, n_eval)``."""
+        loss0, loss1, n_eval = self._metric_step(cost, params, data, prototypes)
+        self.n_rounds_ += 1
+        if not self.loss_history_:
+            self.loss_history_.append(loss0)
+        self.loss_history_.append(loss1)
+        self.n_evals_.append(n_eval)
+        if not loss1 < loss0:
+            self.stop_reason_ = "metric not improved"
+            if self.verbose:
+                print(f"[BEDL] round {rnd}: metric not improved ({loss0:.6g}); stop")
+            return None
+        return loss0, loss1, n_eval
 
     def _metric_step(self, cost, params, data: FitData, prototypes):
         """One L-BFGS run over ``params`` (the learned parameters of ``cost``) on the loss of

@@ -18,6 +18,20 @@ __all__ = ["edit_distance", "coopt_matrix", "pseudo_edit_distance", "edit_distan
            "coopt_matrix_batch", "soft_edit_distance", "soft_edit_distance_batch"]
 
 
+def _single_pair(x, y, costs) -> PairBatch:
+    """The batch of the one pair ``(x, y)``, after checking that ``costs`` is its
+    ``(|x|+1, |y|+1)`` cost matrix."""
+    batch = PairBatch([x], [y])
+    check_costs(costs, finite=False)
+    expected = (len(x) + 1, len(y) + 1)
+    if tuple(costs.shape) != expected:
+        raise ValueError(
+            f"costs must have shape (|x|+1, |y|+1) = {expected} (last row insertions, last column "
+            f"deletions), got {tuple(costs.shape)}"
+        )
+    return batch
+
+
 def soft_edit_distance(x, y, costs: torch.Tensor, temperature: float) -> torch.Tensor:
     """Soft edit distance ``-T log sum_M exp(-cost(M) / T)`` over all valid mappings ``M``.
 
@@ -42,14 +56,7 @@ def soft_edit_distance(x, y, costs: torch.Tensor, temperature: float) -> torch.T
             number. ValueError: wrong cost shape, NaN or inf costs, a temperature that is not
             finite and > 0, costs too large for the temperature.
     """
-    batch = PairBatch([x], [y])
-    check_costs(costs, finite=False)
-    expected = (len(x) + 1, len(y) + 1)
-    if tuple(costs.shape) != expected:
-        raise ValueError(
-            f"costs must have shape (|x|+1, |y|+1) = {expected} (last row insertions, last column "
-            f"deletions), got {tuple(costs.shape)}"
-        )
+    batch = _single_pair(x, y, costs)
     return SoftEditDistanceFn.apply(costs[None], batch, check_temperature(temperature))[0]
 
 
@@ -66,14 +73,7 @@ def soft_edit_distance_batch(xs: Sequence, ys: Sequence, costs, temperature: flo
 
 
 def _single(x, y, costs, rel_tol, want_coopt):
-    batch = PairBatch([x], [y])
-    check_costs(costs, finite=False)
-    expected = (len(x) + 1, len(y) + 1)
-    if tuple(costs.shape) != expected:
-        raise ValueError(
-            f"costs must have shape (|x|+1, |y|+1) = {expected} (last row insertions, last column "
-            f"deletions), got {tuple(costs.shape)}"
-        )
+    batch = _single_pair(x, y, costs)
     tol = check_rel_tol(rel_tol, costs.dtype)
     d, p = EditDistanceFn.apply(costs[None], batch, tol, want_coopt)
     return d[0], (p[0] if want_coopt else None)
