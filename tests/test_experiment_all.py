@@ -227,6 +227,34 @@ def test_config_mismatch_names_the_fields(tmp_path, capsys):
     assert main(args + ["--restart"]) == 0 and _read(out / "results.json")["folds_done"] == 2
 
 
+def test_resume_on_other_numeric_paths_is_refused(tmp_path, capsys):
+    out = tmp_path / "cystic"
+    args = ["experiment", "cystic", *TINY, "--max-items", "20", "--metrics", "initial",
+            "--out", str(out)]
+    assert main(args + ["--max-folds", "1"]) == 0
+    data = _read(out / "results.json")
+    # as if fold 0 had run on the protocol's fixed paths (this process runs on its native ones)
+    now = protocol.runs.describe_paths()
+    assert now["mode"] == "native"
+    data["environment"]["sessions"][0]["numeric_paths"] = {
+        "mode": "avx2", "environment": {**now["environment"], "MKL_CBWR": "AVX2-ish"}}
+    text = json.dumps(data)
+    (out / "results.json").write_text(text)
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "other numerical paths" in err and "mode: avx2 -> native" in err
+    mkl_now = now["environment"].get("MKL_CBWR", "unset")
+    assert f"MKL_CBWR: AVX2-ish -> {mkl_now}" in err and "--restart" in err
+    assert err.count(" -> ") == 2  # only what differs
+    assert (out / "results.json").read_text() == text
+    # sessions from before the record are not checked
+    assert protocol.runs.paths_differences([{"commit": "abc"}], {"mode": "native"}) == []
+    assert protocol.runs.paths_differences(
+        [{"numeric_paths": {"mode": "native"}}, {"numeric_paths": {"mode": "avx2", "environment": {"A": "1"}}}],
+        {"mode": "avx2", "environment": {"A": "1"}}) == []
+
+
 def test_config_differences():
     a = protocol.ExperimentConfig("strings").resolved().to_dict()
     b = protocol.ExperimentConfig("strings", n_jobs=4, max_folds=2, progress=False,

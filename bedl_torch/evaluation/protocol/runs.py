@@ -141,8 +141,8 @@ def load_previous(out_dir, config: ExperimentConfig, restart: bool = False) -> E
     with ``restart``).
 
     Raises:
-        ConfigMismatchError: results.json holds complete folds of another configuration (the
-            message names the differing fields).
+        ConfigMismatchError: results.json holds complete folds of another configuration, or
+            computed on other numerical paths (the message names the differing fields).
         ResultsFileError: results.json is not an experiment's results.
     """
     path = pathlib.Path(out_dir) / "results.json"
@@ -159,12 +159,36 @@ def load_previous(out_dir, config: ExperimentConfig, restart: bool = False) -> E
         raise ConfigMismatchError(
             f"{path} holds {previous.folds_done} complete folds of another configuration ("
             + "; ".join(diff) + "); pass --restart to replace them, or another --out")
+    diff = paths_differences(previous.environment.get("sessions") or [], describe_paths())
+    if diff:
+        raise ConfigMismatchError(
+            f"{path} holds {previous.folds_done} complete folds computed on other numerical paths ("
+            + "; ".join(diff) + "); folds from two paths do not reproduce as one run: pass "
+            "--restart to replace them, another --out, or run on their paths")
     if not previous.environment.get("sessions"):
         meta = read_meta_txt(pathlib.Path(out_dir) / "meta.txt")
         if meta is not None:
             meta["folds_after"] = previous.folds_done
             previous.environment["sessions"] = [meta]
     return previous
+
+
+def _paths_key(paths: dict) -> dict:
+    """What decides a session's numerical paths: the mode and the variables that held them."""
+    return {"mode": paths.get("mode"), **(paths.get("environment") or {})}
+
+
+def paths_differences(sessions, current: dict) -> List[str]:
+    """``"name: recorded -> current"`` for each difference between the numerical paths of the
+    last session that recorded them and ``current`` (:func:`numerics.describe`); none where
+    no session recorded paths (runs from before the record)."""
+    recorded = [s["numeric_paths"] for s in sessions if s.get("numeric_paths")]
+    if not recorded:
+        return []
+    before, now = _paths_key(recorded[-1]), _paths_key(current)
+    return [f"{k}: {before.get(k, 'unset')} -> {now.get(k, 'unset')}"
+            for k in sorted(set(before) | set(now), key=lambda k: (k != "mode", k))
+            if before.get(k) != now.get(k)]
 
 
 def _summarise_sessions(env: dict) -> None:
