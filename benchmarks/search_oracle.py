@@ -196,10 +196,11 @@ def main():
     print("| lower bound | entries needed | kernel pairs needed | share of the matrix's pairs | "
           "share of its DP work | pivot distances' share of the DP work |")
     print("|---|---|---|---|---|---|")
+    needed = {}  # per bound, the kernel pairs it leaves
     for name, b in bounds.items():
         need = (b < kth) | ((b == kth) & (cols <= kidx))
         need.fill_diagonal_(False)
-        pairs = (need | need.T) & upper
+        pairs = needed[name] = (need | need.T) & upper
         extra = (f"{float(sizes[pivot_work[name]].sum() * sizes.sum()) / total:.1%}" if name in pivot_work
                  else "-")
         print(f"| {name} | {int(need.sum())} | {int(pairs.sum())} | {float(pairs.sum()) / float(upper.sum()):.1%} | "
@@ -207,9 +208,7 @@ def main():
     if args.relaxed:
         relaxed_sample(X, D, bounds["label, pre, post (the engine's)"], kth, kidx, args.relaxed)
     if args.ceiling:
-        need = (D < kth) | ((D == kth) & (cols <= kidx))
-        need.fill_diagonal_(False)
-        ceiling(X, k, matrix_s, torch.nonzero((need | need.T) & upper, as_tuple=True))
+        ceiling(X, k, matrix_s, torch.nonzero(needed["the distance itself"], as_tuple=True))
 
 
 def ceiling(X, k, matrix_s, perfect_pairs):
