@@ -57,11 +57,7 @@ class FitRounds:
             # lowest (exact distances, the prototypes chosen on them, the regularisers).
             columns = None if data.candidates is None else np.searchsorted(data.candidates, new)
             objective = data.loss.on_matrix(D, new, data.y_idx, cost, columns)
-            self.actual_loss_history_.append(objective)
-            if best is None or objective < best.objective:
-                best = _Round(objective, [p.detach().clone() for p in params], new, rnd)
-            if rnd == 0:
-                self._first_round = best
+            best = self._record_round(objective, params, new, rnd, best)
             key = frozenset(int(i) for i in new)
             n_moved = len(new) if protos is None else int(np.sum(~np.isin(new, protos)))
             stop = self._stop_reason(rnd, protos, key, seen, params)
@@ -85,6 +81,17 @@ class FitRounds:
                     f"{loss1:.6g} in {n_eval} evaluations ({time.perf_counter() - t_round:.3f} s)"
                 )
         return protos, best
+
+    def _record_round(self, objective: float, params, prototypes, rnd: int,
+                      best: Optional[_Round]) -> _Round:
+        """Records a round's actual objective; returns the better of it and ``best`` (the
+        earlier round on ties), and remembers round 0."""
+        self.actual_loss_history_.append(objective)
+        if best is None or objective < best.objective:
+            best = _Round(objective, [p.detach().clone() for p in params], prototypes, rnd)
+        if rnd == 0:
+            self._first_round = best
+        return best
 
     def _stop_reason(self, rnd: int, previous, key: frozenset, seen: set,
                      params) -> Optional[str]:
@@ -123,11 +130,7 @@ class FitRounds:
                 self.scale_ = nca_scale(D, data.nca_refs, float(self.nca_scale))
                 data.loss = dataclasses.replace(data.loss, scale=self.scale_)
             objective = data.loss.on_matrix(D, data.nca_refs, cost)
-            self.actual_loss_history_.append(objective)
-            if best is None or objective < best.objective:
-                best = _Round(objective, [p.detach().clone() for p in params], refs, rnd)
-            if rnd == 0:
-                self._first_round = best
+            best = self._record_round(objective, params, refs, rnd, best)
             stop = None
             if previous is not None and not objective < previous - self._NCA_RTOL * abs(previous):
                 stop = "objective not improved"
