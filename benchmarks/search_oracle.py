@@ -10,7 +10,7 @@ serves ``(i, j)`` and ``(j, i)``. Work is counted as ``|x| |y|`` per pair (the m
 cells, up to the trees' keyroot factor). Unit costs only (integer distances).
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/search_oracle.py [--n 2000] [--k 10] [--euler]
-[--relaxed 1000] [--ceiling]`` (computes the full matrix and the traversal matrices: about a minute for
+[--relaxed 1000] [--ceiling] [--gap] [--free-pivots]`` (computes the full matrix and the traversal matrices: about a minute for
 2,000 syntax trees on 2 cores; ``--euler`` also the Euler-string bound, four times a
 traversal's cells; ``--relaxed S`` the relaxed final table below on a sample of ``S`` of the
 pairs that the engine's bounds leave needed and that lie above their threshold; ``--ceiling``
@@ -146,6 +146,12 @@ def main():
                          "costs are), each count's pivot distances reported as extra work")
     ap.add_argument("--ceiling", action="store_true",
                     help="also time kneighbors, its exact calls and a perfect bound's exact pairs")
+    ap.add_argument("--gap", action="store_true",
+                    help="also where the entries lie that the engine's bounds leave needed beyond the "
+                         "answer: their distance above the row's threshold, and which rows hold their work")
+    ap.add_argument("--free-pivots", action="store_true",
+                    help="also the triangle inequality over the exact distances a search has already "
+                         "computed (no extra distances), rows in order, told the final thresholds")
     args = ap.parse_args()
     sys.setrecursionlimit(10000)
     X, _, found = stdlib_functions(args.n)
@@ -189,7 +195,8 @@ def main():
     total = float(work[upper].sum())
     pivots = f" --pivots {' '.join(map(str, args.pivots))}" if args.pivots else ""
     print(f"command: `PYTHONPATH=. .venv/bin/python benchmarks/search_oracle.py --n {args.n} --k {k}"
-          f"{' --euler' if args.euler else ''}{pivots}`  ")
+          f"{' --euler' if args.euler else ''}{pivots}{' --gap' if args.gap else ''}"
+          f"{' --free-pivots' if args.free_pivots else ''}`  ")
     print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; {n} of {found} functions, median "
           f"{int(sizes.median())} nodes; matrix {matrix_s:.1f} s; row k-th distances: median "
           f"{float(kth.median()):g}, 90th percentile {float(torch.quantile(kth, 0.9)):g}\n")
@@ -207,6 +214,11 @@ def main():
               f"{float(work[pairs].sum()) / total:.1%} | {extra} |")
     if args.relaxed:
         relaxed_sample(X, D, bounds["label, pre, post (the engine's)"], kth, kidx, args.relaxed)
+    engine = bounds["label, pre, post (the engine's)"]
+    if args.gap:
+        gap(D, engine, kth, kidx, sizes)
+    if args.free_pivots:
+        free_pivots(D, engine, kth, kidx, sizes)
     if args.ceiling:
         ceiling(X, k, matrix_s, torch.nonzero(needed["the distance itself"], as_tuple=True))
 
@@ -244,6 +256,73 @@ def ceiling(X, k, matrix_s, perfect_pairs):
           f"{stats['exact_computed']} kernel pairs, the rest {rest:.2f} s. A perfect bound leaves "
           f"{len(a)} kernel pairs, {perfect_s:.2f} s: with that bound free and the rest as it is, "
           f"{matrix_s / (rest + perfect_s):.1f}x.")
+
+
+def _needed(bound, kth, kidx):
+    """Entries ``(row, col)`` that a bound cannot exclude with the rows' final thresholds."""
+    cols = torch.arange(bound.shape[1])[None, :]
+    need = (bound < kth) | ((bound == kth) & (cols <= kidx))
+    need.fill_diagonal_(False)
+    return need
+
+
+def gap(D, engine_bound, kth, kidx, sizes):
+    """The entries the engine's bounds leave needed that are not in the answer: how far their
+    distance lies above the row's threshold, weighted by ``|x| |y|``, and the rows holding them."""
+    excess_all = D - kth
+    gap_mask = _needed(engine_bound, kth, kidx) & ~_needed(D, kth, kidx)
+    work = (sizes[:, None] * sizes[None, :])[gap_mask]
+    excess = excess_all[gap_mask]
+    print(f"\nEntries needed beyond the answer: {int(gap_mask.sum())}; their distance above the row's "
+          f"threshold (share of their |x| |y| work):")
+    for lo, hi in [(0, 1), (1, 2), (2, 4), (4, 8), (8, 16), (16, math.inf)]:
+        m = (excess >= lo) & (excess < hi)
+        print(f"- [{lo}, {hi}): {int(m.sum())} entries, {float(work[m].sum() / work.sum()):.1%} of the work")
+    relative = excess / kth.expand_as(D)[gap_mask].clamp(min=1)
+    slack = (D - engine_bound)[gap_mask]
+    row_work = torch.zeros(len(D), dtype=torch.float64).index_add_(
+        0, torch.nonzero(gap_mask)[:, 0], work)
+    top = torch.argsort(row_work, descending=True)[: max(1, len(D) // 10)]
+    print(f"Relative excess median {float(relative.median()):.2f}; distance minus bound median "
+          f"{float(slack.median()):g}. The 10% of rows with the most of this work hold "
+          f"{float(row_work[top].sum() / row_work.sum()):.0%} of it: median size {float(sizes[top].median()):g} "
+          f"nodes, median threshold {float(kth[top].median()):g} (all rows: {float(sizes.median()):g}, "
+          f"{float(kth.median()):g}).")
+
+
+def free_pivots(D, engine_bound, kth, kidx, sizes):
+    """The triangle inequality ``d(i, l) >= |d(i, j) - d(j, l)|`` (metric costs, as unit costs are)
+    over pivots ``j`` whose two distances a search has already computed: rows in order, each
+    row's needed entries by rising bound in groups of 8, told the final thresholds."""
+    Dn, need = D.numpy(), _needed(engine_bound, kth, kidx).numpy()
+    t, ki, sz = kth[:, 0].numpy(), kidx[:, 0].numpy(), sizes.numpy()
+    bound = engine_bound.numpy()
+    n = len(Dn)
+    known = np.zeros((n, n), dtype=bool)
+    computed, pruned, work = 0, 0, 0.0
+    for i in range(n):
+        cand = np.nonzero(need[i])[0]
+        cand = cand[np.argsort(bound[i, cand], kind="stable")]
+        for s in range(0, len(cand), 8):
+            c = cand[s:s + 8]
+            c = c[~known[i, c]]
+            pivots = np.nonzero(known[i])[0]
+            if len(c) and len(pivots):
+                both = known[np.ix_(pivots, c)]
+                tri = np.where(both, np.abs(Dn[i, pivots][:, None] - Dn[np.ix_(pivots, c)]), -np.inf).max(axis=0)
+                out = (tri > t[i]) | ((tri == t[i]) & (c > ki[i]))
+                pruned += int(out.sum())
+                c = c[~out]
+            known[i, c] = known[c, i] = True
+            computed += len(c)
+            work += float((sz[i] * sz[c]).sum())
+    upper = np.triu(np.ones((n, n), dtype=bool), 1)
+    base = (need | need.T) & upper
+    cells = np.outer(sz, sz)
+    print(f"\nFree pivots (the search's own exact distances, final thresholds): {computed} kernel pairs "
+          f"computed against {int(base.sum())} without them ({pruned} entries excluded by the triangle); "
+          f"|x| |y| work {work / cells[upper].sum():.1%} of the matrix's against "
+          f"{cells[base].sum() / cells[upper].sum():.1%}.")
 
 
 def relaxed_sample(X, D, engine_bound, kth, kidx, count):
