@@ -188,7 +188,6 @@ def main():
     Dd.fill_diagonal_(math.inf)
     order = torch.argsort(Dd, dim=1, stable=True)
     kth, kidx = Dd.gather(1, order[:, k - 1:k]), order[:, k - 1:k]
-    cols = torch.arange(n)[None, :]
     sizes = torch.tensor([len(t) for t in X], dtype=torch.float64)
     work = sizes[:, None] * sizes[None, :]
     upper = torch.ones(n, n, dtype=torch.bool).triu(1)
@@ -205,16 +204,15 @@ def main():
     print("|---|---|---|---|---|---|")
     needed = {}  # per bound, the kernel pairs it leaves
     for name, b in bounds.items():
-        need = (b < kth) | ((b == kth) & (cols <= kidx))
-        need.fill_diagonal_(False)
+        need = _needed(b, kth, kidx)
         pairs = needed[name] = (need | need.T) & upper
         extra = (f"{float(sizes[pivot_work[name]].sum() * sizes.sum()) / total:.1%}" if name in pivot_work
                  else "-")
         print(f"| {name} | {int(need.sum())} | {int(pairs.sum())} | {float(pairs.sum()) / float(upper.sum()):.1%} | "
               f"{float(work[pairs].sum()) / total:.1%} | {extra} |")
-    if args.relaxed:
-        relaxed_sample(X, D, bounds["label, pre, post (the engine's)"], kth, kidx, args.relaxed)
     engine = bounds["label, pre, post (the engine's)"]
+    if args.relaxed:
+        relaxed_sample(X, D, engine, kth, kidx, args.relaxed)
     if args.gap:
         gap(D, engine, kth, kidx, sizes)
     if args.free_pivots:
@@ -269,10 +267,9 @@ def _needed(bound, kth, kidx):
 def gap(D, engine_bound, kth, kidx, sizes):
     """The entries the engine's bounds leave needed that are not in the answer: how far their
     distance lies above the row's threshold, weighted by ``|x| |y|``, and the rows holding them."""
-    excess_all = D - kth
     gap_mask = _needed(engine_bound, kth, kidx) & ~_needed(D, kth, kidx)
     work = (sizes[:, None] * sizes[None, :])[gap_mask]
-    excess = excess_all[gap_mask]
+    excess = (D - kth)[gap_mask]
     print(f"\nEntries needed beyond the answer: {int(gap_mask.sum())}; their distance above the row's "
           f"threshold (share of their |x| |y| work):")
     for lo, hi in [(0, 1), (1, 2), (2, 4), (4, 8), (8, 16), (16, math.inf)]:
@@ -329,10 +326,7 @@ def relaxed_sample(X, D, engine_bound, kth, kidx, count):
     """The relaxed final table on ``count`` sampled kernel pairs that the engine's bounds leave
     needed (for either row) and whose distance is above that row's threshold: the share it
     proves above, and its cells against the exact distance's."""
-    n = len(X)
-    cols = torch.arange(n)[None, :]
-    need = (engine_bound < kth) | ((engine_bound == kth) & (cols <= kidx))
-    need.fill_diagonal_(False)
+    need = _needed(engine_bound, kth, kidx)
     above = need & (D > kth)  # entries (row, col) the exact distance puts above their row's threshold
     entries = torch.nonzero(above).tolist()
     sample = random.Random(0).sample(entries, min(count, len(entries)))
