@@ -495,6 +495,12 @@ def test_input_errors():
         kneighbors(X, ["a"], k=2)
     with pytest.raises(ValueError, match="between 1 and 2"):
         kneighbors(X, k=0)
+    with pytest.raises(ValueError, match="X has 1 object"):
+        kneighbors(X[:1], k=1)
+    with pytest.raises(ValueError, match="X has 0 object"):
+        kneighbors([], k=1)
+    with pytest.raises(ValueError, match="Y is empty"):
+        kneighbors(X, [], k=1)
     with pytest.raises(ValueError, match="NaN"):
         radius_neighbors(X, radius=float("nan"))
     with pytest.raises(TypeError, match="radius"):

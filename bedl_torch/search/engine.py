@@ -400,6 +400,10 @@ def check_k(k, candidates: int, same: bool) -> int:
     if isinstance(k, bool) or not isinstance(k, (numbers.Integral, np.integer)):
         raise TypeError(f"k must be an int, got {type(k).__name__}")
     k = int(k)
+    if candidates < 1:
+        raise ValueError("k-NN needs at least one candidate: " + (
+            f"X has {candidates + 1} object(s), so none is left besides itself" if same
+            else "Y is empty"))
     if not 1 <= k <= candidates:
         raise ValueError(f"k must be between 1 and {candidates} (the "
                          f"{'other objects of X' if same else 'objects of Y'}), got {k}")
