@@ -70,6 +70,57 @@ def test_fitted_attributes(strings, fitted):
     assert np.allclose(D, D.T) and np.allclose(np.diag(D), 0)
 
 
+def _sorted_rows(D, k, skip_self):
+    """Reference k-NN: each row of D by (distance, index), the diagonal left out if asked."""
+    D = np.array(D, dtype=np.float64)
+    if skip_self:
+        np.fill_diagonal(D, np.inf)
+    order = np.lexsort((np.broadcast_to(np.arange(D.shape[1]), D.shape), D), axis=1)[:, :k]
+    return np.take_along_axis(D, order, 1), order
+
+
+def test_kneighbors_and_radius_are_the_learned_matrix_sorted(strings, fitted):
+    Xtr, ytr, Xte, yte = strings
+    # duplicates in Y: equal distances ordered by index
+    Y = Xtr[:30] + Xtr[:5]
+    D = fitted.pairwise_distances(Xte[:20], Y)
+    d, i = fitted.kneighbors(Xte[:20], Y, k=7)
+    want_d, want_i = _sorted_rows(D, 7, False)
+    assert d.dtype == np.float64 and i.dtype == np.int64 and d.shape == (20, 7)
+    assert np.array_equal(i, want_i) and np.array_equal(d, want_d)
+    S = fitted.pairwise_distances(Xtr[:25])
+    d, i = fitted.kneighbors(Xtr[:25], k=24)  # k = all others
+    want_d, want_i = _sorted_rows(S, 24, True)
+    assert np.array_equal(i, want_i) and np.array_equal(d, want_d)
+    radius = float(np.sort(S[np.triu_indices(25, 1)])[40])
+    rows, cols, vals = fitted.radius_neighbors(Xtr[:25], radius=radius)
+    mask = S <= radius
+    np.fill_diagonal(mask, False)
+    want_r, want_c = np.nonzero(mask)
+    assert np.array_equal(rows, want_r) and np.array_equal(cols, want_c)
+    assert np.array_equal(vals, S[want_r, want_c]) and len(rows) >= 80
+    rows, cols, vals = fitted.radius_neighbors(Xte[:3], Xtr[:4], radius=-1.0)
+    assert len(rows) == len(cols) == len(vals) == 0
+
+
+def test_kneighbors_unknown_labels_and_bad_k(strings, fitted):
+    Xtr = strings[0]
+    bad = ["abzab", "aabbq"]
+    with pytest.raises(ValueError, match="'z'"):
+        fitted.kneighbors(bad, Xtr[:5], k=2)
+    with pytest.raises(ValueError, match="'q'"):
+        fitted.radius_neighbors(Xtr[:5], bad, radius=1.0)
+    with pytest.raises(ValueError, match="k must be between 1 and 5"):
+        fitted.kneighbors(Xtr[:2], Xtr[:5], k=6)
+    origin = BEDL(unknown="origin").load_state_dict(fitted.state_dict())
+    origin.set_params(unknown="origin")
+    d, i = origin.kneighbors(bad, Xtr[:5], k=5)
+    want_d, want_i = _sorted_rows(origin.pairwise_distances(bad, Xtr[:5]), 5, False)
+    assert np.array_equal(i, want_i) and np.array_equal(d, want_d)
+    with pytest.raises(Exception, match="fit"):
+        BEDL().kneighbors(Xtr[:3], k=1)
+
+
 def _balanced(X, y, k):
     """The first k points of each class (make_strings puts class 0 first)."""
     idx = np.concatenate([np.flatnonzero(y == c)[:k] for c in np.unique(y)])

@@ -56,6 +56,11 @@ def _fit(name, process_group):
         "predictions": model.predict(data[::-1]).tolist(),
         "decision": model.decision_distances(data[:7]),
         "pairwise": model.pairwise_distances(data[:9], data[3:8]),
+        # the search shared among the ranks (one process: bedl_torch.kneighbors)
+        "knn": model.kneighbors(data[:9], data[3:12], k=3),
+        "knn_self": model.kneighbors(data, k=2),
+        "radius": model.radius_neighbors(data[:10], radius=float(np.median(
+            model.pairwise_distances(data[:10])))),
         "losses": list(model.loss_history_),
     }
 
@@ -85,6 +90,9 @@ def test_two_ranks_fit_the_single_process_model(two_rank_fits, name):
     # every rank holds the same model, bit for bit
     for key in single:
         a, b = r0[key], r1[key]
+        if isinstance(a, tuple):  # the search's answers
+            assert all(np.array_equal(u, v) for u, v in zip(a, b)), key
+            continue
         assert (torch.equal(a, b) if isinstance(a, torch.Tensor)
                 else np.array_equal(np.asarray(a), np.asarray(b))), key
     assert r0["prototypes"] == single["prototypes"]
@@ -98,6 +106,9 @@ def test_two_ranks_fit_the_single_process_model(two_rank_fits, name):
         assert float((r0["embedding"] - single["embedding"]).abs().max()) <= 1e-8 * scale
     np.testing.assert_allclose(r0["decision"], single["decision"], rtol=1e-8, atol=0)
     np.testing.assert_allclose(r0["pairwise"], single["pairwise"], rtol=1e-8, atol=0)
+    if name.startswith("pseudo"):  # the same costs: the same answers, bit for bit
+        for key in ("knn", "knn_self", "radius"):
+            assert all(np.array_equal(a, b) for a, b in zip(r0[key], single[key])), key
 
 
 def test_ranks_with_different_data_raise(two_rank_fits):

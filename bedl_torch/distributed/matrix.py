@@ -6,11 +6,10 @@ import math
 import os
 from typing import List, Optional, Sequence, Tuple
 
-import numpy as np
 import torch
 
 from ..costs import SymbolCost
-from ..search.engine import BOUNDS, check_mode
+from ..search.engine import BOUNDS, check_k, check_mode
 from .group import ProcessGroup, raise_if_failed
 from .npy_file import pairwise_to_file
 from .problem import MatrixProblem, compute_share
@@ -169,15 +168,9 @@ def kneighbors(X: Sequence, Y: Optional[Sequence] = None, *, k: int,
                                  symmetric, block_size, bounds, return_stats)
     if return_stats:
         raise ValueError("return_stats needs mode='exact' (the search engine)")
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-        raise TypeError(f"k must be an int, got {type(k).__name__}")
-    k = int(k)
     problem = MatrixProblem(X, Y, cost, mode, reference_cost, chunk_size, rel_tol, unknown, symmetric)
     nx, ny = problem.shape
-    candidates = ny - 1 if problem.same else ny
-    if not 1 <= k <= candidates:
-        raise ValueError(f"k must be between 1 and {candidates} (the "
-                         f"{'other objects of X' if problem.same else 'objects of Y'}), got {k}")
+    k = check_k(k, ny - 1 if problem.same else ny, problem.same)
     grp = ProcessGroup(group)
     if tile_size is None:
         tile_size = default_tile_size(nx, ny, grp.size)

@@ -9,7 +9,7 @@ whose objective :class:`~.training.ObjectiveFactory` chooses and builds), keep t
 finish. ``loss="nca"`` replaces the GLVQ loss by the soft nearest-neighbour likelihood over the
 training objects (:mod:`.nca`): its rounds have no prototype step and it predicts by k-NN.
 The state dicts are in :mod:`.persistence`.
-Layer: learning (imports the ops, the cost modules, :mod:`bedl_torch.labels` and this package;
+Layer: learning (imports the ops, the search, the cost modules, :mod:`bedl_torch.labels` and this package;
 never scikit-learn, with which it is compatible through :class:`~.estimator.Estimator`).
 """
 from __future__ import annotations
@@ -26,6 +26,7 @@ from ..costs import EuclideanCost, SymbolCost, simplex_embedding
 from ..labels import check_collection, missing_labels, sorted_alphabet
 from ..ops import pairwise_distances
 from ..ops.encoding import flat_table
+from ..search import kneighbors, radius_neighbors
 from ..validation import check_cost_module, check_device
 from .estimator import Estimator
 from .mglvq import check_prototype_candidates, kmedoids_pp_candidates
@@ -498,14 +499,20 @@ class BEDL(FitRounds, Estimator):
         """Mean accuracy of :meth:`predict`."""
         return float(np.mean(self.predict(X) == np.asarray(y)))
 
-    def pairwise_distances(self, X, Y=None) -> np.ndarray:
-        """Learned edit distances ``(len(X), len(Y))`` as a numpy array (``Y=None``: X)."""
+    def _learned_inputs(self, X, Y):
+        """``X`` and ``Y`` checked, and the ops' ``unknown`` for them (labels unseen in
+        training: a ValueError naming them unless ``unknown='origin'``)."""
         self._check_fitted()
         X = check_collection(X)
         unknown = self._check_known(X)
         if Y is not None:
             Y = check_collection(Y, "Y")
             unknown = self._check_known(Y, "Y") if unknown == "error" else unknown
+        return X, Y, unknown
+
+    def pairwise_distances(self, X, Y=None) -> np.ndarray:
+        """Learned edit distances ``(len(X), len(Y))`` as a numpy array (``Y=None``: X)."""
+        X, Y, unknown = self._learned_inputs(X, Y)
         ranks = resolve_ranks(self.process_group)
         with torch.no_grad():
             if ranks.size > 1:
@@ -516,6 +523,45 @@ class BEDL(FitRounds, Estimator):
             else:
                 D = pairwise_distances(X, Y, self.cost_, unknown=unknown)
         return torch.as_tensor(D).cpu().numpy()
+
+    def kneighbors(self, X, Y=None, *, k: int):
+        """The ``k`` nearest objects of ``Y`` (of ``X`` itself when ``Y`` is None, each object
+        left out of its own list) under the learned distance, exactly and without the whole
+        matrix (:func:`bedl_torch.kneighbors`; shared among the ranks of ``process_group``).
+
+        Returns:
+            ``(distances, indices)``: float64 and int64 numpy arrays ``(len(X), k)``, each row
+            sorted by distance, then index: the rows of :meth:`pairwise_distances` sorted.
+        """
+        X, Y, unknown = self._learned_inputs(X, Y)
+        ranks = resolve_ranks(self.process_group)
+        if ranks.size > 1:
+            from ..distributed import kneighbors as ranks_kneighbors
+
+            d, i = ranks_kneighbors(X, Y, k=k, cost=self.cost_, unknown=unknown, group=ranks.group)
+        else:
+            d, i = kneighbors(X, Y, k=k, cost=self.cost_, unknown=unknown)
+        return d.numpy(), i.numpy()
+
+    def radius_neighbors(self, X, Y=None, *, radius: float):
+        """Every pair of an object of ``X`` and one of ``Y`` (of ``X`` itself when ``Y`` is None,
+        without the pairs of an object with itself) within ``radius`` under the learned
+        distance, exactly and without the whole matrix (:func:`bedl_torch.radius_neighbors`;
+        shared among the ranks of ``process_group``).
+
+        Returns:
+            ``(rows, cols, distances)``: 1-D int64, int64 and float64 numpy arrays, sorted by
+            row, then column.
+        """
+        X, Y, unknown = self._learned_inputs(X, Y)
+        ranks = resolve_ranks(self.process_group)
+        if ranks.size > 1:
+            from ..distributed import radius_neighbors as ranks_radius
+
+            out = ranks_radius(X, Y, radius=radius, cost=self.cost_, unknown=unknown, group=ranks.group)
+        else:
+            out = radius_neighbors(X, Y, radius=radius, cost=self.cost_, unknown=unknown)
+        return tuple(t.numpy() for t in out)
 
     # -- persistence ----------------------------------------------------------
 
