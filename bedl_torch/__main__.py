@@ -1,8 +1,9 @@
 """Command line: ``python -m bedl_torch experiment DATASET|all [options]``, ``python -m
 bedl_torch experiment export RUNS --out FOLDER``, ``python -m bedl_torch experiment render``
-and ``python -m bedl_torch pairwise INPUT --out D.npy`` (a distance matrix written tile by tile,
+``python -m bedl_torch pairwise INPUT --out D.npy`` (a distance matrix written tile by tile,
 also as ``torchrun --nproc_per_node=P -m bedl_torch pairwise ...``; see
-:mod:`bedl_torch.distributed`).
+:mod:`bedl_torch.distributed`) and ``python -m bedl_torch neighbors INPUT --k K | --radius R
+--out NN.npz`` (exact k-NN or range search without the whole matrix, also under torchrun).
 
 ``experiment`` runs the paper's cross-validation protocol on one data set, or on all six one
 after another with ``all`` (see :mod:`bedl_torch.evaluation.protocol`), prints a Markdown table
@@ -268,7 +269,7 @@ def main(argv=None, reexec: bool = False) -> int:
 
             reexec_on_avx2_paths(argv)  # returns where it runs on them already
         return experiment(args, argv)
-    if args.command == "pairwise":
+    if args.command in ("pairwise", "neighbors"):
         from .distributed import run_cli
 
         return run_cli(args)

@@ -662,6 +662,60 @@ def test_cli_two_processes_under_torchrun(tmp_path):
     assert np.array_equal(np.load(tmp_path / "D.npy"), bt.pairwise_distances(trees).numpy())
 
 
+def _sorted_matrix_rows(D, k):
+    """Reference k-NN of a square matrix: rows by (distance, index), the diagonal left out."""
+    D = np.array(D, dtype=np.float64)
+    np.fill_diagonal(D, np.inf)
+    order = np.lexsort((np.broadcast_to(np.arange(D.shape[1]), D.shape), D), axis=1)[:, :k]
+    return np.take_along_axis(D, order, 1), order
+
+
+def test_cli_neighbors_in_one_process(tmp_path, monkeypatch, capsys):
+    from bedl_torch.__main__ import main
+
+    trees = _trees(23, 54, max_nodes=8, alphabet="ab")  # small trees on two labels: ties
+    D = bt.pairwise_distances(trees).numpy()
+    _write_jsonl(tmp_path / "trees.jsonl", trees)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert main(["neighbors", "trees.jsonl", "--k", "4", "--out", "nn", "--no-progress"]) == 0
+    assert "nn: 4 nearest of 23 objects" in capsys.readouterr().out
+    with np.load(tmp_path / "nn") as f:  # the name as given
+        want_d, want_i = _sorted_matrix_rows(D, 4)
+        assert np.array_equal(f["indices"], want_i) and np.array_equal(f["distances"], want_d)
+    radius = float(np.median(D))
+    assert main(["neighbors", "trees.jsonl", "--radius", str(radius), "--out", "r.npz",
+                 "--no-progress"]) == 0
+    mask = D <= radius
+    np.fill_diagonal(mask, False)
+    rows, cols = np.nonzero(mask)
+    with np.load(tmp_path / "r.npz") as f:
+        assert np.array_equal(f["rows"], rows) and np.array_equal(f["cols"], cols)
+        assert np.array_equal(f["distances"], D[rows, cols]) and len(rows) > 0
+    capsys.readouterr()
+    assert main(["neighbors", "trees.jsonl", "--k", "23", "--out", "bad.npz"]) == 2
+    assert "neighbors: error: k must be between 1 and 22" in capsys.readouterr().err
+    assert not (tmp_path / "bad.npz").exists()
+    with pytest.raises(SystemExit):  # --k or --radius, not both
+        main(["neighbors", "trees.jsonl", "--k", "2", "--radius", "1", "--out", "x.npz"])
+
+
+def test_cli_neighbors_two_processes_under_torchrun(tmp_path):
+    trees = _trees(21, 55)
+    _write_jsonl(tmp_path / "trees.jsonl", trees)
+    run = _cli(["--standalone", "--nproc_per_node=2", "-m", "bedl_torch", "neighbors",
+                "trees.jsonl", "--k", "3", "--out", "nn.npz"], tmp_path,
+               prefix=(sys.executable, "-m", "torch.distributed.run"))
+    if run.returncode != 0 and ("EADDRINUSE" in run.stderr or "rendezvous" in run.stderr.lower()):
+        pytest.skip(f"torchrun could not start a local group here: {run.stderr[-300:]}")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.count("nn.npz: 3 nearest of 21 objects") == 1  # rank 0 alone
+    assert "on 2 process(es)" in run.stdout
+    want_d, want_i = _sorted_matrix_rows(bt.pairwise_distances(trees).numpy(), 3)
+    with np.load(tmp_path / "nn.npz") as f:
+        assert np.array_equal(f["indices"], want_i) and np.array_equal(f["distances"], want_d)
+
+
 # ---------------------------------------------------------------------------
 # Memory bound
 # ---------------------------------------------------------------------------

@@ -1,35 +1,63 @@
-"""Command line: ``python -m bedl_torch pairwise`` (see :mod:`bedl_torch.__main__`)."""
+"""Command line: ``python -m bedl_torch pairwise`` and ``python -m bedl_torch neighbors`` (see
+:mod:`bedl_torch.__main__`)."""
 from __future__ import annotations
 
 import os
 import sys
 import time
 
+import numpy as np
 import torch.distributed as dist
 
 from ..tree import Tree
-from .matrix import pairwise_distances
+from .matrix import kneighbors, pairwise_distances, radius_neighbors
 from .npy_file import finished_tiles
 
 __all__ = ["add_cli_parser", "run_cli"]
 
+_INPUT_HELP = ("a data set name of bedl_torch.datasets.load (strings, minipalindrome, sorting, "
+               "cystic, leukemia, sentiment) or a JSON-lines file with one tree (Tree.to_json()) "
+               "per line")
+_COST_HELP = ("unit costs (default) or cosine costs on GloVe word vectors (PCA to 95%% variance, "
+              "as the experiment's initial sentiment metric); sentiment trees then become their "
+              "word sequences (equal distances)")
+
 
 def add_cli_parser(subparsers) -> None:
-    """Add the ``pairwise`` subcommand to the ``python -m bedl_torch`` parser."""
+    """Add the ``pairwise`` and ``neighbors`` subcommands to the ``python -m bedl_torch`` parser."""
+    _add_pairwise_parser(subparsers)
+    _add_neighbors_parser(subparsers)
+
+
+def _add_neighbors_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "neighbors", help="exact k nearest neighbours or range search into a .npz file, without "
+                          "the whole matrix (torchrun for many ranks)",
+        description="Find every object's k nearest other objects (--k) or every pair within a "
+                    "distance (--radius) of a data set, exactly, with the search engine of "
+                    "bedl_torch.search (bounds prune the pairs; docs/search.md), its blocks of "
+                    "query rows shared among the processes that torchrun starts (gloo), or in "
+                    "one process without torchrun. Writes a .npz: distances and indices "
+                    "(len(X), k) for --k; rows, cols and distances for --radius.")
+    p.add_argument("input", help=_INPUT_HELP)
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--k", type=int, help="neighbours per object (1 .. objects - 1)")
+    what.add_argument("--radius", type=float, help="every pair at distance <= RADIUS")
+    p.add_argument("--out", required=True, help="the .npz file that rank 0 writes")
+    p.add_argument("--cost", choices=("unit", "glove"), default="unit", help=_COST_HELP)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _add_pairwise_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "pairwise", help="a pairwise distance matrix into a .npy file (torchrun for many ranks)",
         description="Write the edit-distance matrix of a data set into a .npy file, its tiles "
                     "shared among the processes that torchrun starts (gloo), or in one process "
                     "without torchrun. Ctrl-C leaves a file that --resume finishes.")
-    p.add_argument("input", help="a data set name of bedl_torch.datasets.load (strings, "
-                                 "minipalindrome, sorting, cystic, leukemia, sentiment) or a "
-                                 "JSON-lines file with one tree (Tree.to_json()) per line")
+    p.add_argument("input", help=_INPUT_HELP)
     p.add_argument("--out", required=True, help="the .npy file (on a filesystem every rank "
                                                 "shares)")
-    p.add_argument("--cost", choices=("unit", "glove"), default="unit",
-                   help="unit costs (default) or cosine costs on GloVe word vectors (PCA to 95%% "
-                        "variance, as the experiment's initial sentiment metric); sentiment "
-                        "trees then become their word sequences (equal distances)")
+    p.add_argument("--cost", choices=("unit", "glove"), default="unit", help=_COST_HELP)
     p.add_argument("--resume", action="store_true",
                    help="keep the tiles a previous run of the same command finished")
     p.add_argument("--tile-size", type=int, default=None,
@@ -70,9 +98,30 @@ def _glove_cost(X: list, sentiment: bool):
     return X, cost
 
 
+def _neighbors(args, X, cost, rank: int, world: int) -> None:
+    """``neighbors``: the search across the ranks; rank 0 writes the .npz and a summary line."""
+    start = time.perf_counter()
+    if args.k is not None:
+        d, i, stats = kneighbors(X, k=args.k, cost=cost, progress=not args.no_progress,
+                                 return_stats=True)
+        arrays = dict(distances=d.numpy(), indices=i.numpy())
+        what = f"{args.k} nearest of {len(X)} objects"
+    else:
+        r, c, v, stats = radius_neighbors(X, radius=args.radius, cost=cost,
+                                          progress=not args.no_progress, return_stats=True)
+        arrays = dict(rows=r.numpy(), cols=c.numpy(), distances=v.numpy())
+        what = f"{len(r)} pairs within {args.radius:g} among {len(X)} objects"
+    if rank == 0:
+        with open(args.out, "wb") as f:  # keeps the name as given (np.savez would add .npz)
+            np.savez(f, **arrays)
+        share = stats["exact"] / max(stats["pairs"], 1)
+        print(f"{args.out}: {what} in {time.perf_counter() - start:.1f} s on {world} "
+              f"process(es); {share:.2%} of the {stats['pairs']} entries needed an exact distance")
+
+
 def run_cli(args) -> int:
-    """``python -m bedl_torch pairwise``: under torchrun (``WORLD_SIZE`` set) a gloo process
-    group from its environment, else one process. Exit code 130 after Ctrl-C."""
+    """``python -m bedl_torch pairwise`` or ``neighbors``: under torchrun (``WORLD_SIZE`` set) a
+    gloo process group from its environment, else one process. Exit code 130 after Ctrl-C."""
     own_group = False
     if "WORLD_SIZE" in os.environ and "RANK" in os.environ and not dist.is_initialized():
         dist.init_process_group(backend="gloo")
@@ -83,18 +132,23 @@ def run_cli(args) -> int:
         cost = None
         if args.cost == "glove":
             X, cost = _glove_cost(X, args.input.lower() == "sentiment")
+        world = dist.get_world_size() if dist.is_initialized() else 1
+        if args.command == "neighbors":
+            _neighbors(args, X, cost, rank, world)
+            return 0
         start = time.perf_counter()
         D = pairwise_distances(X, cost=cost, out=args.out, resume=args.resume,
                                tile_size=args.tile_size, progress=not args.no_progress)
         if rank == 0:
-            world = dist.get_world_size() if dist.is_initialized() else 1
             print(f"{args.out}: {D.shape[0]} x {D.shape[1]} {D.dtype} in "
                   f"{time.perf_counter() - start:.1f} s on {world} process(es)")
         return 0
     except (ValueError, TypeError, OSError) as error:
-        print(f"python -m bedl_torch pairwise: error: {error}", file=sys.stderr)
+        print(f"python -m bedl_torch {args.command}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        if args.command == "neighbors":
+            return 130
         if rank == 0:
             done = len(finished_tiles(args.out))
             print(f"\ninterrupted: {done} tiles of {args.out} finished; run the same command with "
