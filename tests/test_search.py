@@ -459,6 +459,31 @@ def test_blocks_merge_as_the_whole():
     assert torch.equal(r[order], rr) and torch.equal(c[order], rc)
 
 
+@pytest.mark.parametrize("pool", [1, 9, 1 << 22])
+def test_radius_blocks_pool_open_entries(monkeypatch, pool):
+    """Open entries of consecutive blocks are verified together, in pools of at most ``pool``
+    entries (a pool is verified once it reaches that): the same answer and stats for any pool
+    size and any order of blocks, and every row reported finished once."""
+    import bedl_torch.search.engine as engine
+
+    monkeypatch.setattr(engine, "RADIUS_POOL_ENTRIES", pool)
+    rng = np.random.default_rng(31)
+    X = random_trees(rng, 26)
+    for Y, same in ((None, True), (X[:9], False)):
+        problem = SearchProblem(X, Y, None)
+        D = exact_matrix(X, Y, None)
+        rr, rc, rv = reference_radius(D, 3.0, same)
+        finished = []
+        r, c, v, stats = engine.radius_blocks(problem, [18, 0, 24, 6, 12], 3.0, 6,
+                                              on_rows=finished.append)
+        assert torch.equal(r, rr) and torch.equal(c, rc) and torch.equal(v, rv)
+        assert sum(finished) == 26 and (pool > 1 << 20) == (len(finished) == 1)
+        total = stats["decided_by_label"] + stats["decided_by_traversal"] + stats["exact"]
+        assert stats["pairs"] == total == (26 * 25 if same else 26 * 9)
+        # a symmetric problem computes a pair once for two entries
+        assert stats["exact"] == (2 if same else 1) * stats["exact_computed"] > 0
+
+
 def test_empty_and_tiny_inputs():
     d, i = kneighbors([], ["ab"], k=1)
     assert d.shape == (0, 1) and i.shape == (0, 1)

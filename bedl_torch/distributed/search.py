@@ -84,11 +84,7 @@ def search_radius_neighbors(X: Sequence, Y: Optional[Sequence], radius: float,
     mine, step = _share(problem, block_size, grp)
 
     def work(bar):
-        parts = []
-        for r0 in mine:
-            parts.append(radius_blocks(problem, [r0], radius, step))
-            bar.update(min(problem.nx, r0 + step) - r0)
-        return parts
+        return [radius_blocks(problem, mine, radius, step, on_rows=bar.update)]
 
     total = sum(min(problem.nx, r0 + step) - r0 for r0 in mine)
     gathered = [p for rank_parts in _run(grp, progress, total, "radius_neighbors", work)

@@ -26,7 +26,8 @@ expects most entries to stay open; and once every row has ``k`` exact distances,
 undecided entries are still open.
 
 Range search (:func:`radius_block`) applies the same bounds with the fixed threshold
-``radius``.
+``radius``; :func:`radius_blocks` verifies the open entries of consecutive blocks in one exact
+call.
 
 Correctness: every entry of a row is either computed exactly or has a lower bound above a
 threshold that is never below the row's final ``k``-th (distance, index) (a threshold is
@@ -56,7 +57,7 @@ from ..costs import SymbolCost
 from .problem import BOUNDS, SearchProblem, merge_stats, new_stats
 
 __all__ = ["kneighbors", "radius_neighbors", "SearchProblem", "knn_block", "radius_block", "knn_blocks",
-           "radius_blocks", "block_rows", "check_k", "check_mode", "check_radius", "merge_stats", "BOUNDS"]
+           "radius_blocks", "radius_candidates", "radius_verify", "RADIUS_POOL_ENTRIES", "block_rows", "check_k", "check_mode", "check_radius", "merge_stats", "BOUNDS"]
 
 # Pairs per block of rows (its bound matrices are float64 and int64 of this many entries).
 _BLOCK_CELLS = 1 << 22
@@ -502,21 +503,21 @@ def knn_blocks(problem: SearchProblem, starts: Sequence[int], k: int, step: Opti
 # ---------------------------------------------------------------------------
 
 
-def radius_block(problem: SearchProblem, r0: int, r1: int, radius: float):
-    """Every entry ``(r, c)`` with ``r0 <= r < r1`` and distance ``<= radius`` (symmetric
-    problems: computed for ``c > r`` and also returned mirrored as ``(c, r)``, so the blocks of
-    all rows together give every entry once).
+#: Range search pools the entries its bounds leave open over blocks of rows up to this many, so
+#: that one exact call verifies them: where costs come in tiles (no whole symbol table), every
+#: exact call builds the tiles of all the objects it covers (see :meth:`SearchProblem.exact`)
+RADIUS_POOL_ENTRIES = 1 << 22
 
-    Returns:
-        ``(rows, cols, distances, stats)``, unsorted; int64, int64, float64.
-    """
+
+def radius_candidates(problem: SearchProblem, r0: int, r1: int, radius: float):
+    """The entries ``(r, c)`` of rows ``r0 .. r1 - 1`` that no bound places above ``radius``
+    (symmetric problems: only ``c > r``), and the block's stats so far (``exact`` and
+    ``exact_computed`` are :func:`radius_verify`'s)."""
     rows = torch.arange(r0, r1)
     B, ny = len(rows), problem.ny
     stats = new_stats()
-    none = (torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long),
-            torch.zeros(0, dtype=torch.float64))
     if B == 0 or ny == 0:
-        return (*none, stats)
+        return torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long), stats
     cols = torch.arange(ny)
     if problem.symmetric:
         cand = cols[None, :] > rows[:, None]
@@ -538,16 +539,35 @@ def radius_block(problem: SearchProblem, r0: int, r1: int, radius: float):
     rl, c, _, _ = problem.prune_by_traversal(rows, rl, c, thr, sub)
     stats["decided_by_traversal"] = weight * sub["decided_by_traversal"]
     stats["traversal_computed"] = sub["traversal_computed"]
-    a, b = problem.kernel_pairs(rows[rl], c)
-    v = problem.exact(a, b, threshold=torch.full((len(rl),), float(radius), dtype=torch.float64),
+    return rows[rl], c, stats
+
+
+def radius_verify(problem: SearchProblem, r: torch.Tensor, c: torch.Tensor, radius: float, stats: dict):
+    """The entries among ``(r, c)`` (from :func:`radius_candidates`) with distance ``<= radius``,
+    by one exact call; symmetric problems also list them mirrored. Counts the call in
+    ``stats``."""
+    a, b = problem.kernel_pairs(r, c)
+    v = problem.exact(a, b, threshold=torch.full((len(r),), float(radius), dtype=torch.float64),
                       distinct=True)
-    stats["exact_computed"] = len(rl)
-    stats["exact"] = weight * len(rl)
+    stats["exact_computed"] += len(r)
+    stats["exact"] += (2 if problem.symmetric else 1) * len(r)
     keep = v <= radius
-    r, c, v = rows[rl][keep], c[keep], v[keep]
+    r, c, v = r[keep], c[keep], v[keep]
     if problem.symmetric:
         r, c, v = torch.cat([r, c]), torch.cat([c, r]), torch.cat([v, v])
-    return r, c, v, stats
+    return r, c, v
+
+
+def radius_block(problem: SearchProblem, r0: int, r1: int, radius: float):
+    """Every entry ``(r, c)`` with ``r0 <= r < r1`` and distance ``<= radius`` (symmetric
+    problems: computed for ``c > r`` and also returned mirrored as ``(c, r)``, so the blocks of
+    all rows together give every entry once).
+
+    Returns:
+        ``(rows, cols, distances, stats)``, unsorted; int64, int64, float64.
+    """
+    r, c, stats = radius_candidates(problem, r0, r1, radius)
+    return (*radius_verify(problem, r, c, radius, stats), stats)
 
 
 def check_radius(radius) -> float:
@@ -599,20 +619,36 @@ def radius_neighbors(X: Sequence, Y: Optional[Sequence] = None, *, radius: float
 
 
 def radius_blocks(problem: SearchProblem, starts: Sequence[int], radius: float,
-                  step: Optional[int] = None):
-    """:func:`radius_block` over the blocks of rows starting at ``starts`` (each ``step``
-    rows, default :func:`block_rows`' own). Returns ``(rows, cols, distances, stats)``
-    sorted by row, then column."""
+                  step: Optional[int] = None, on_rows=None):
+    """Every entry within ``radius`` of the blocks of rows starting at ``starts`` (each ``step``
+    rows, default :func:`block_rows`' own): each block's bounds, then the open entries of
+    consecutive blocks, up to :data:`RADIUS_POOL_ENTRIES`, in one exact call. ``on_rows(n)``
+    (optional) is told each time ``n`` more rows are finished. Returns ``(rows, cols,
+    distances, stats)`` sorted by row, then column."""
     step = block_rows(problem, None) if step is None else step
-    rs, cs, vs, parts = [], [], [], []
+    found, parts, pool, pool_rows = [], [], [], 0
+
+    def verify_pool():
+        nonlocal pool, pool_rows
+        if pool:
+            r, c = torch.cat([p[0] for p in pool]), torch.cat([p[1] for p in pool])
+            found.append(radius_verify(problem, r, c, radius, parts[-1]))
+        if on_rows is not None and pool_rows:
+            on_rows(pool_rows)
+        pool, pool_rows = [], 0
+
     for r0 in starts:
-        r, c, v, stats = radius_block(problem, r0, min(problem.nx, r0 + step), radius)
-        rs.append(r)
-        cs.append(c)
-        vs.append(v)
+        r1 = min(problem.nx, r0 + step)
+        r, c, stats = radius_candidates(problem, r0, r1, radius)
         parts.append(stats)
-    if rs:
-        r, c, v = torch.cat(rs), torch.cat(cs), torch.cat(vs)
+        if len(r):
+            pool.append((r, c))
+        pool_rows += r1 - r0
+        if sum(len(p[0]) for p in pool) >= RADIUS_POOL_ENTRIES:
+            verify_pool()
+    verify_pool()
+    if found:
+        r, c, v = (torch.cat([f[i] for f in found]) for i in range(3))
     else:
         r = c = torch.zeros(0, dtype=torch.long)
         v = torch.zeros(0, dtype=torch.float64)
