@@ -266,6 +266,39 @@ def test_tiled_pairs_and_batches_equal_forward_on_a_large_alphabet(monkeypatch, 
     torch.testing.assert_close(P, P_ref, **_tol(dtype))
 
 
+def test_tiled_pairs_with_threshold_minus_inf_are_not_computed(monkeypatch):
+    """max_distance in tiles: a pair whose threshold is -inf comes back as inf without being
+    computed, and a tile holding only such pairs builds no table; every other pair keeps the
+    bits of the call without thresholds (the same tiles)."""
+    cost, alphabet = _make_cost("cosine", 2500, torch.float64)
+    X, Y = _sequences(16, 6, alphabet), _sequences(11, 7, alphabet)
+    x_table, y_table = ops.FlatTable(X, "X"), ops.FlatTable(Y, "Y")
+    ii = torch.arange(16).repeat_interleave(11)
+    jj = torch.arange(11).repeat(16)
+    monkeypatch.setattr(ops.limits, "LOCAL_TABLE_CELLS", 24 * 24)
+    calls = _spy_symbol_kernels(monkeypatch)
+    with torch.no_grad():
+        oi, oj, want = ops.table_pair_distances(x_table, y_table, ii, jj, cost, unknown="gap")
+    n_tiles = len(calls)
+    # the first x object's pairs and every third other pair dead
+    dead = (ii == 0) | (torch.arange(len(ii)) % 3 == 0)
+    limit = torch.where(dead, -math.inf, math.inf).to(torch.float64)
+    calls.clear()
+    ri, rj, got = ops.table_pair_distances(x_table, y_table, ii, jj, cost, unknown="gap",
+                                           max_distance=limit)
+    assert sorted(zip(ri.tolist(), rj.tolist())) == sorted(zip(oi.tolist(), oj.tolist()))
+    value = {(i, j): v for i, j, v in zip(oi.tolist(), oj.tolist(), want.tolist())}
+    is_dead = {(i, j): bool(d) for i, j, d in zip(ii.tolist(), jj.tolist(), dead.tolist())}
+    for i, j, v in zip(ri.tolist(), rj.tolist(), got.tolist()):
+        assert v == (math.inf if is_dead[i, j] else value[i, j])  # the same bits
+    assert 0 < len(calls) <= n_tiles
+    # all pairs dead: no table at all
+    calls.clear()
+    _, _, none = ops.table_pair_distances(x_table, y_table, ii, jj, cost, unknown="gap",
+                                          max_distance=torch.full((len(ii),), -math.inf))
+    assert calls == [] and bool(torch.isinf(none).all())
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_tiled_pseudo_distances_with_a_reference_cost(monkeypatch, dtype):
     """mode="pseudo": sum(P(reference) * C) per pair, P from the reference cost's own tiles."""

@@ -89,7 +89,8 @@ def table_pair_distances(x_table: FlatTable, y_table: FlatTable, ii: torch.Tenso
             :func:`pairwise_distances` (``chunk_size=None``: chosen by memory).
         max_distance: a threshold per pair (``(Q,)``, exact mode): a pair above its
             threshold may come back as ``inf`` instead of its distance (the kernels stop it
-            early where its costs come from one symbol table), every other pair with its
+            early where its costs come from one symbol table; where they come in tiles, a
+            pair whose threshold is ``-inf`` is not computed), every other pair with its
             exact distance; no gradient then. For search (:mod:`bedl_torch.search`).
 
     Returns:
@@ -127,7 +128,7 @@ def _table_pair_distances(x_table, y_table, ii, jj, cost, mode, ref, rel_tol, un
     view = matrix_view(x_table, y_table, cost, unknown) if mode != "soft" else None
     tiles = None
     if view is None and mode != "soft":
-        tiles = _symbol_tiles(x_table, y_table, ii, jj, cost, unknown)
+        tiles = _symbol_tiles(x_table, y_table, ii, jj, cost, unknown, max_distance)
     if tiles is None:
         ref_view = view if ref is cost else None
         if mode == "pseudo" and ref_view is None:
@@ -139,7 +140,17 @@ def _table_pair_distances(x_table, y_table, ii, jj, cost, mode, ref, rel_tol, un
     col_side = copy.copy(y_table) if y_table is x_table else y_table
     x_enc, y_enc = x_table.encoded(cost, unknown), y_table.encoded(cost, unknown)
     parts = []
-    for ti, tj, x_objects, y_objects in tiles:
+    for ti, tj, x_objects, y_objects, limit in tiles:
+        if limit is not None:
+            # a pair whose threshold is -inf is above it whatever its distance: inf, not
+            # computed (a tile with none other builds no table)
+            dead = limit == -math.inf
+            if bool(dead.any()):
+                parts.append((ti[dead], tj[dead], torch.full((int(dead.sum()),), math.inf,
+                                                            dtype=cost.dtype, device=cost.device)))
+                ti, tj = ti[~dead], tj[~dead]
+                if not len(ti):
+                    continue
         x_labels, y_labels = x_enc[x_objects], y_enc[y_objects]
         view = SymbolView.between(cost, unknown, x_labels, y_labels, col_side,
                                   limits.LOCAL_TABLE_CELLS)
@@ -234,9 +245,10 @@ def _whole_batch(x_table, y_table, ii, jj) -> PairBatch:
 
 
 def _symbol_tiles(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: torch.Tensor,
-                  cost: SymbolCost, unknown: str):
-    """The pairs split into tiles ``(ii, jj, x_objects, y_objects)`` for a cost module whose
-    symbols in use are too many for one local table, or None (no local tables allowed).
+                  cost: SymbolCost, unknown: str, max_distance: Optional[torch.Tensor] = None):
+    """The pairs split into tiles ``(ii, jj, x_objects, y_objects, max_distance)`` (the last the
+    tile's share of ``max_distance``, or None) for a cost module whose symbols in use are too
+    many for one local table, or None (no local tables allowed).
 
     The objects of each side are cut into runs of consecutive indices with at most
     ``sqrt(limits.LOCAL_TABLE_CELLS) - 1`` distinct symbols each; a tile holds the pairs between one
@@ -251,15 +263,17 @@ def _symbol_tiles(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: 
     x_runs = _symbol_runs(x_table, _objects_in(ii, len(x_table)), cost, unknown, max_symbols)
     y_runs = _symbol_runs(y_table, _objects_in(jj, len(y_table)), cost, unknown, max_symbols)
     if len(x_runs) == 1 and len(y_runs) == 1:
-        return [(ii, jj, x_runs[0], y_runs[0])]
+        return [(ii, jj, x_runs[0], y_runs[0], max_distance)]
     x_run, y_run = _run_index(x_runs, len(x_table)), _run_index(y_runs, len(y_table))
     tile = x_run[ii] * len(y_runs) + y_run[jj]
     order = torch.argsort(tile, stable=True)
     ii, jj, tile = ii[order], jj[order], tile[order]
+    limits_ = max_distance[order] if max_distance is not None else None
     ids, counts = torch.unique_consecutive(tile, return_counts=True)
     tiles, s = [], 0
     for t, c in zip(ids.tolist(), counts.tolist()):
-        tiles.append((ii[s:s + c], jj[s:s + c], x_runs[t // len(y_runs)], y_runs[t % len(y_runs)]))
+        tiles.append((ii[s:s + c], jj[s:s + c], x_runs[t // len(y_runs)], y_runs[t % len(y_runs)],
+                      None if limits_ is None else limits_[s:s + c]))
         s += c
     return tiles
 

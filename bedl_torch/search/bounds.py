@@ -365,20 +365,20 @@ class LabelBound:
         out = torch.zeros(len(rows), len(cols), dtype=torch.float64)
         if self.n_features == 0 or len(rows) == 0 or len(cols) == 0:
             return out
-        # few features (node types): a dense product; many (words): the x side sparse
-        sparse = self.n_features > _DENSE_FEATURES
-        if sparse:
-            ux = self.x.sparse(rows, self.offset, self.n_features, w, torch.float64)
-            dtype = torch.float64
-        else:
-            ux = self.x.dense(rows, self.offset, self.n_features, w, dtype)
         step = max(1, _FEATURE_CELLS // max(1, self.n_features))
+        if self.n_features > _DENSE_FEATURES:
+            # many features (words): Y's side sparse, X's side dense in chunks of rows, laid out
+            # features x rows (each chunk's zeros are what the product reads; no transposed copy)
+            uy = self.y.sparse(cols, self.offset, self.n_features, None, torch.float64)
+            for s in range(0, len(rows), step):
+                ux_t = self.x.dense_t(rows[s:s + step], self.offset, self.n_features, w, torch.float64)
+                out[s:s + step] = torch.sparse.mm(uy, ux_t).T
+            return out
+        # few features (node types): a dense product
+        ux = self.x.dense(rows, self.offset, self.n_features, w, dtype)
         for s in range(0, len(cols), step):
             uy = self.y.dense(cols[s:s + step], self.offset, self.n_features, None, dtype)
-            if sparse:
-                out[:, s:s + step] = torch.sparse.mm(ux, uy.T.contiguous())
-            else:
-                out[:, s:s + step] = (ux @ uy.T).to(torch.float64)
+            out[:, s:s + step] = (ux @ uy.T).to(torch.float64)
         return out
 
 
@@ -433,6 +433,13 @@ class _Features:
         row, feat, vals, _ = self._entries(objects, offset, weights, dtype)
         out = torch.zeros(len(objects), n_features, dtype=dtype)
         out[row, feat] = vals
+        return out
+
+    def dense_t(self, objects: torch.Tensor, offset, n_features: int, weights, dtype) -> torch.Tensor:
+        """:meth:`dense` transposed: ``(n_features, len(objects))``, contiguous."""
+        row, feat, vals, _ = self._entries(objects, offset, weights, dtype)
+        out = torch.zeros(n_features, len(objects), dtype=dtype)
+        out[feat, row] = vals
         return out
 
     def sparse(self, objects: torch.Tensor, offset, n_features: int, weights, dtype) -> torch.Tensor:
