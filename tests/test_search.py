@@ -19,6 +19,7 @@ from bedl_torch.search import (SearchProblem, SymbolCosts, kneighbors, knn_block
                                postorder_labels, radius_block, radius_neighbors,
                                traversal_lower_bound)
 from bedl_torch.search import bounds as bounds_module
+from bedl_torch.search.engine import knn_blocks
 from oracles import comb_tree, path_tree, random_sequence, random_tree, star_tree
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -568,12 +569,20 @@ def test_tiled_costs_give_the_matrix_bits(monkeypatch):
     assert problem.costs.table is None and problem._cover
     check_search(X, None, cost, rng, ks=[3], radii=[3.0], block_size=12)
     check_search(X[:12], X[12:], cost, rng, ks=[2], radii=[3.0], block_size=5)
+    # no lower bound: the matrix's own tiles, one call each (no covering pairs)
+    calls = _spy_exact_calls(monkeypatch)
+    check_search(X, None, cost, rng, ks=[1, 4, 29], radii=[], bounds=())
+    check_search(X[:12], X[12:], cost, rng, ks=[2], radii=[], bounds=())
+    assert _pairs_of(calls, "exact") == [] and len(_pairs_of(calls, "matrix")) > 3
+    calls.clear()
     # a symmetric module: the label bound in one orientation (its costs are not the kernels'
     # numbers, so the margin allows for their rounding either way)
     m = rng.uniform(-0.2, 1.0, size=(401, 401))
     sym = MatrixCost(words, m + m.T)
     assert sym.symmetric and not SearchProblem(X, None, sym).costs.exact
     check_search(X, None, sym, rng, ks=[1, 3], radii=[1.0, 3.0], block_size=12)
+    check_search(X, None, sym, rng, ks=[2], radii=[], bounds=())  # the upper triangle's tiles
+    assert len(_pairs_of(calls, "matrix")) > 3
 
 
 class IntegerTable(bt.SymbolCost):
@@ -611,24 +620,45 @@ def test_exact_arithmetic_ties_by_index(low):
     check_search(X, None, None, rng, ks=[2, 7], radii=[2.0], block_size=9)
 
 
-@pytest.mark.parametrize("bounds", [(), ("upper",)], ids=["none", "upper-only"])
-def test_knn_without_a_lower_bound_computes_every_pair_in_one_call(monkeypatch, bounds):
-    """Without the label and traversal bounds nothing can be pruned: each block's entries are
-    computed in one exact call (each kernel pair once), not round by round."""
+def _spy_exact_calls(monkeypatch):
+    """Record the pairs of every exact call of the search: ``("exact", n)`` for the rounds' and
+    blocks' calls, ``("matrix", n)`` for the blocks of the matrix's tiles."""
     from bedl_torch.search import problem as problem_module
 
     calls = []
-    exact = problem_module.SearchProblem.exact
-    monkeypatch.setattr(problem_module.SearchProblem, "exact",
-                        lambda self, a, b, **kw: calls.append(len(a)) or exact(self, a, b, **kw))
+    cls = problem_module.SearchProblem
+    exact, block_values = cls.exact, cls.block_values
+    monkeypatch.setattr(cls, "exact", lambda self, a, b, **kw: calls.append(("exact", len(a)))
+                        or exact(self, a, b, **kw))
+    monkeypatch.setattr(cls, "block_values", lambda self, a, b: calls.append(("matrix", len(a)))
+                        or block_values(self, a, b))
+    return calls
+
+
+def _pairs_of(calls, kind):
+    return [n for what, n in calls if what == kind]
+
+
+@pytest.mark.parametrize("bounds", [(), ("upper",)], ids=["none", "upper-only"])
+def test_knn_without_a_lower_bound_computes_the_matrix_once(monkeypatch, bounds):
+    """Without the label and traversal bounds nothing can be pruned: kneighbors computes the
+    matrix's blocks (each kernel pair once, the diagonal kept in the calls), not round by
+    round; the blocks of the distributed engine compute each block in one exact call, pairs
+    handed on not recomputed."""
+    calls = _spy_exact_calls(monkeypatch)
     rng = np.random.default_rng(44)
     X = random_trees(rng, 16, max_nodes=8)
     D = exact_matrix(X, None, None)
-    d, i, stats = kneighbors(X, k=3, bounds=bounds, block_size=6, return_stats=True)
     want = reference_knn(D, 3, True)
+    d, i, stats = kneighbors(X, k=3, bounds=bounds, block_size=6, return_stats=True)
     assert torch.equal(d, want[0]) and torch.equal(i, want[1])
-    assert len(calls) == 3  # blocks of 6, 6 and 4 rows
-    assert stats["exact_computed"] == sum(calls) == 16 * 15 // 2  # pairs handed on are not recomputed
+    assert _pairs_of(calls, "exact") == [] and sum(_pairs_of(calls, "matrix")) == 16 * 17 // 2
+    assert stats["exact_computed"] == 16 * 15 // 2 and stats["exact"] == stats["pairs"] == 16 * 15
+    calls.clear()
+    rows, d, i, stats = knn_blocks(SearchProblem(X, None, None, bounds=bounds), [0, 6, 12], 3, 6)
+    assert torch.equal(d, want[0]) and torch.equal(i, want[1])
+    assert len(_pairs_of(calls, "exact")) == 3  # blocks of 6, 6 and 4 rows
+    assert stats["exact_computed"] == sum(_pairs_of(calls, "exact")) == 16 * 15 // 2
 
 
 @pytest.mark.parametrize("near_free", [True, False], ids=["near-free-replacements", "unit"])
@@ -649,17 +679,15 @@ def test_sequence_probe_chooses_one_call_where_the_label_bound_cannot_prune(monk
         cost = MatrixCost(ALPHABET, m)
     else:
         cost = MatrixCost(ALPHABET, 1.0 - np.eye(len(ALPHABET) + 1))
-    calls = []
-    exact = problem_module.SearchProblem.exact
-    monkeypatch.setattr(problem_module.SearchProblem, "exact",
-                        lambda self, a, b, **kw: calls.append(len(a)) or exact(self, a, b, **kw))
+    calls = _spy_exact_calls(monkeypatch)
     d, i = kneighbors(X, k=2, cost=cost)
     want = reference_knn(exact_matrix(X, None, cost), 2, True)
     assert torch.equal(d, want[0]) and torch.equal(i, want[1])
-    if near_free:
-        assert calls == [40 * 39 // 2]
+    exact_pairs, matrix_pairs = _pairs_of(calls, "exact"), _pairs_of(calls, "matrix")
+    if near_free:  # the probe's estimates do not go through exact(); then the matrix's blocks
+        assert exact_pairs == [] and sum(matrix_pairs) >= 40 * 39 // 2
     else:
-        assert len(calls) > 1 and sum(calls) < 40 * 39 // 2
+        assert matrix_pairs == [] and len(exact_pairs) > 1 and sum(exact_pairs) < 40 * 39 // 2
 
 
 @pytest.mark.parametrize("length", [12, 150])
@@ -674,10 +702,7 @@ def test_short_unit_cost_sequences_take_one_call(monkeypatch, length):
     rng = np.random.default_rng(46)
     X = [random_sequence(length - int(rng.integers(0, 3)), ALPHABET, rng) for _ in range(30)]
     cost = bt.UnitCost(ALPHABET)
-    calls = []
-    exact = problem_module.SearchProblem.exact
-    monkeypatch.setattr(problem_module.SearchProblem, "exact",
-                        lambda self, a, b, **kw: calls.append(len(a)) or exact(self, a, b, **kw))
+    calls = _spy_exact_calls(monkeypatch)
     want = reference_knn(exact_matrix(X, None, cost), 3, True)
     before = _ext.simd_enabled()
     for simd in (True, False):
@@ -691,10 +716,10 @@ def test_short_unit_cost_sequences_take_one_call(monkeypatch, length):
             _ext.set_simd_enabled(before)
         assert torch.equal(d, want[0]) and torch.equal(i, want[1])
         assert cheap == (on and length == 12)
-        if cheap:
-            assert calls == [30 * 29 // 2]
+        if cheap:  # the matrix's blocks (one table: consecutive rows, the diagonal kept)
+            assert _pairs_of(calls, "exact") == [] and sum(_pairs_of(calls, "matrix")) == 30 * 31 // 2
         else:
-            assert len(calls) > 1
+            assert _pairs_of(calls, "matrix") == [] and len(_pairs_of(calls, "exact")) > 1
 
 
 def test_probe_bounds_hold_and_read_only_their_rows(monkeypatch):

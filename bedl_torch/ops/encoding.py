@@ -106,6 +106,13 @@ class FlatTable:
         """Symbol index of every node (element), concatenated in table order (like ``sizes``)."""
         return self._codes(cost, unknown)["flat"]
 
+    def distinct_labels(self, cost: SymbolCost, unknown: str) -> torch.Tensor:
+        """The distinct symbol indices of :meth:`flat_labels`, sorted (cached with them)."""
+        codes = self._codes(cost, unknown)
+        if "distinct" not in codes:
+            codes["distinct"] = torch.unique(codes["flat"])
+        return codes["distinct"]
+
     def encoded(self, cost: SymbolCost, unknown: str) -> torch.Tensor:
         """Symbol indices ``(len, max_len + 1)``, padded with the gap."""
         codes = self._codes(cost, unknown)
@@ -291,9 +298,10 @@ def matrix_view(x_table: "FlatTable", y_table: "FlatTable", cost, unknown: str) 
     table = whole_table(cost, x_table, y_table, unknown)
     if table is not None:
         return SymbolView(table, cost, unknown)
-    labels = [x_table.flat_labels(cost, unknown)]
+    # (each table's distinct symbols, cached: the same set, hence the same view, as all labels)
+    labels = [x_table.distinct_labels(cost, unknown)]
     if y_table is not x_table:
-        labels.append(y_table.flat_labels(cost, unknown))
+        labels.append(y_table.distinct_labels(cost, unknown))
     return SymbolView.local(cost, unknown, labels, limits.LOCAL_TABLE_CELLS)
 
 

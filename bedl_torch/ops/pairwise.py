@@ -31,7 +31,7 @@ from .batch import PairBatch, check_temperature, soft_distances
 from .encoding import FlatTable, SymbolView, check_rel_tol, flat_table, matrix_view
 
 __all__ = ["MODES", "PairwisePlan", "pair_indices", "assemble", "pair_chunks", "size_order_chunks",
-           "table_pair_distances", "pairwise_distances"]
+           "table_pair_distances", "pairwise_distances", "matrix_tiles"]
 
 MODES = ("exact", "pseudo", "soft")
 
@@ -278,6 +278,44 @@ def _symbol_tiles(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: 
     return tiles
 
 
+def matrix_tiles(x_table: FlatTable, y_table: FlatTable, cost: SymbolCost, unknown: str,
+                 triangle: bool, max_pairs: int):
+    """The pairs of the whole matrix (``i <= j`` with ``triangle``) in blocks ``(ii, jj)``, each
+    of which :func:`table_pair_distances` computes with the costs, hence the bits, of the whole
+    matrix's call: where the matrix is cut into tiles of symbols (:func:`_symbol_tiles`), one
+    block per tile (a tile's pairs use every object of its two runs, so the call finds the same
+    runs and builds the same table); else consecutive rows with about ``max_pairs`` pairs each.
+    For callers that consume a matrix in pieces (exact k-NN where bounds do not pay)."""
+    nx, ny = len(x_table), len(y_table)
+    max_symbols = math.isqrt(limits.LOCAL_TABLE_CELLS) - 1
+    tiled = (nx and ny and max_symbols >= 1 and not unit_sequence_path(x_table, y_table, cost, "exact", unknown)
+             and matrix_view(x_table, y_table, cost, unknown) is None)
+    if not tiled:
+        r0 = 0
+        while r0 < nx:
+            r1, count = r0, 0
+            while r1 < nx and (r1 == r0 or count + (ny - r1 if triangle else ny) <= max_pairs):
+                count += ny - r1 if triangle else ny
+                r1 += 1
+            cols = [torch.arange(i if triangle else 0, ny) for i in range(r0, r1)]
+            ii = torch.cat([torch.full((len(c),), i, dtype=torch.long) for i, c in zip(range(r0, r1), cols)])
+            yield ii, torch.cat(cols)
+            r0 = r1
+        return
+    x_runs = _symbol_runs(x_table, torch.arange(nx), cost, unknown, max_symbols)
+    y_runs = _symbol_runs(y_table, torch.arange(ny), cost, unknown, max_symbols)
+    for xr in x_runs:
+        for yr in y_runs:
+            ii = xr.repeat_interleave(len(yr))
+            jj = yr.repeat(len(xr))
+            if triangle:
+                keep = ii <= jj
+                if not bool(keep.any()):
+                    continue
+                ii, jj = ii[keep], jj[keep]
+            yield ii, jj
+
+
 def _objects_in(indices: torch.Tensor, n: int) -> torch.Tensor:
     """The distinct values of ``indices`` (in ``[0, n)``), sorted."""
     return torch.nonzero(torch.bincount(indices, minlength=n)).reshape(-1)
@@ -287,10 +325,16 @@ def _symbol_runs(side: FlatTable, objects: torch.Tensor, cost: SymbolCost, unkno
                  max_symbols: int) -> list:
     """``objects`` (sorted indices) cut into runs of at most ``max_symbols`` distinct symbols
     (not counting the gap; an object with more forms a run alone), as index tensors."""
-    flat, ptr, gap = side.flat_labels(cost, unknown).tolist(), side.ptr.tolist(), cost.gap_index
+    if not len(objects):
+        return []
+    # (only the labels from the first object to the last go to Python lists)
+    lo, hi = int(side.ptr[objects[0]]), int(side.ptr[objects[-1] + 1])
+    flat = side.flat_labels(cost, unknown)[lo:hi].tolist()
+    ptr = (side.ptr[objects[0]:objects[-1] + 2] - lo).tolist()
+    first, gap = int(objects[0]), cost.gap_index
     runs, run, seen = [], [], set()
     for o in objects.tolist():
-        symbols = set(flat[ptr[o]:ptr[o + 1]])
+        symbols = set(flat[ptr[o - first]:ptr[o - first + 1]])
         symbols.discard(gap)
         if run and len(seen) + len(symbols - seen) > max_symbols:
             runs.append(run)

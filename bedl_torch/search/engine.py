@@ -397,6 +397,44 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
     return best_d, best_i, handed_on, stats
 
 
+def bounds_cannot_pay(problem: SearchProblem, k: int) -> bool:
+    """Whether every block of a k-NN would be computed in one exact call (no lower bound,
+    :attr:`SearchProblem.cheap_exact`, or, for sequences, a probe of rows spread over X that
+    expects the label bound to leave most entries open): then :func:`knn_all_pairs`."""
+    if (not problem.has_label and problem.traversal is None) or problem.cheap_exact:
+        return True
+    nx, ny = problem.nx, problem.ny
+    if problem.traversal is not None or nx == 0 or nx * ny < _PROBE_ROWS * k * _PROBE_PER_K * 8:
+        return False
+    rows = torch.unique(torch.linspace(0, nx - 1, steps=min(nx, _PROBE_ROWS)).round().long())
+    cand = torch.ones(len(rows), ny, dtype=torch.bool)
+    if problem.same:
+        cand[torch.arange(len(rows)), rows] = False
+    return _bounds_leave_most_open(problem, rows, cand, k)
+
+
+def knn_all_pairs(problem: SearchProblem, k: int):
+    """Every entry exactly, block by block of the matrix's own tiles (its bits, and its work:
+    half the matrix where symmetric), each value merged into the running ``k`` best of its row
+    and of its partner row, in ``O(len(X) k)`` memory beside one block. Returns
+    ``(distances, indices, stats)``."""
+    nx, ny = problem.nx, problem.ny
+    best_d = torch.full((nx, k), math.inf, dtype=torch.float64)
+    best_i = torch.full((nx, k), _NO_INDEX, dtype=torch.int64)
+    stats = new_stats()
+    stats["pairs"] = stats["exact"] = nx * (ny - 1 if problem.same else ny)
+    for a, b in problem.matrix_blocks(_BLOCK_CELLS):
+        v = problem.block_values(a, b)
+        if problem.same:  # the diagonal keeps each tile's objects in the call; not an entry
+            off = a != b
+            a, b, v = a[off], b[off], v[off]
+        stats["exact_computed"] += len(a)
+        _merge_into(best_d, best_i, a, b, v, k)
+        if problem.symmetric:  # (b, a) is the same kernel pair
+            _merge_into(best_d, best_i, b, a, v, k)
+    return best_d, best_i, stats
+
+
 def check_k(k, candidates: int, same: bool) -> int:
     if isinstance(k, bool) or not isinstance(k, (numbers.Integral, np.integer)):
         raise TypeError(f"k must be an int, got {type(k).__name__}")
@@ -466,7 +504,10 @@ def kneighbors(X: Sequence, Y: Optional[Sequence] = None, *, k: int,
     candidates = problem.ny - 1 if problem.same else problem.ny
     k = check_k(k, candidates, problem.same)
     step = block_rows(problem, block_size)
-    rows, distances, indices, stats = knn_blocks(problem, list(range(0, problem.nx, step)), k, step)
+    if bounds_cannot_pay(problem, k):
+        distances, indices, stats = knn_all_pairs(problem, k)
+    else:
+        rows, distances, indices, stats = knn_blocks(problem, list(range(0, problem.nx, step)), k, step)
     if return_stats:
         return distances, indices, stats
     return distances, indices

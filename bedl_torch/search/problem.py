@@ -12,7 +12,7 @@ import torch
 
 from ..costs import SymbolCost, UnitCost
 from ..ops import FlatTable, table_pair_distances
-from ..ops.pairwise import problem_inputs, unit_sequence_path
+from ..ops.pairwise import matrix_tiles, problem_inputs, unit_sequence_path
 from .bounds import FirstPairUpper, LabelBound, SymbolCosts, postorder_labels
 
 __all__ = ["SearchProblem", "BOUNDS", "STAT_KEYS", "new_stats", "merge_stats"]
@@ -214,6 +214,18 @@ class SearchProblem:
         """
         return self._values(self.x_table, self.y_table, a, b, distinct, cover=self._cover,
                             threshold=threshold)
+
+    def matrix_blocks(self, max_pairs: int):
+        """The kernel pairs of the whole matrix in blocks ``(a, b)`` that :meth:`block_values`
+        computes with the matrix's bits (:func:`bedl_torch.ops.pairwise.matrix_tiles`)."""
+        return matrix_tiles(self.x_table, self.y_table, self.cost, self.kw["unknown"],
+                            self.symmetric, max_pairs)
+
+    def block_values(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """The exact distances of a block of :meth:`matrix_blocks` (distinct kernel pairs, in
+        input order, float64): the values of :func:`bedl_torch.pairwise_distances`, without
+        :meth:`exact`'s covering pairs (the block finds the matrix's tile by itself)."""
+        return self._values(self.x_table, self.y_table, a, b, distinct=True)
 
     def estimate(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """The exact distances of the kernel pairs ``(a, b)`` (repeats computed once), for
