@@ -121,6 +121,9 @@ def _scenario_matrices(rank, trees, others, seqs, strings, out_dir):
     res["radius"] = bd.radius_neighbors(strings, radius=4.0, block_size=3, return_stats=True)
     res["radius_xy"] = bd.radius_neighbors(trees, others, radius=6.0, block_size=2)
     res["knn_pseudo"] = bd.kneighbors(strings, k=3, mode="pseudo", tile_size=5)
+    # no lower bound: the matrix's tiles shared among the ranks
+    res["knn_all_pairs"] = bd.kneighbors(trees, k=3, bounds=(), return_stats=True)
+    res["knn_all_pairs_seqs"] = bd.kneighbors(seq_words, k=2, cost=seq_cost, bounds=())
     return res
 
 
@@ -514,6 +517,15 @@ def test_two_ranks_search(two_rank_results):
         assert list(zip(r.tolist(), c.tolist())) == want
         assert st["pairs"] == r1[3]["pairs"]
         assert all(torch.equal(a, b) for a, b in zip(res["radius_xy"], rxy))
+    d0, i0, stats0 = bt.kneighbors(trees, k=3, bounds=(), return_stats=True)
+    seq_words, seq_cost = data["seqs"]
+    ds, js = bt.kneighbors(seq_words, k=2, cost=seq_cost, bounds=())
+    n_trees = len(trees)
+    for res in results:
+        d, i, stats = res["knn_all_pairs"]
+        assert torch.equal(d, d0) and torch.equal(i, i0) and torch.equal(d, d1) and torch.equal(i, i1)
+        assert stats == stats0 and stats["exact_computed"] == n_trees * (n_trees - 1) // 2
+        assert all(torch.equal(a, b) for a, b in zip(res["knn_all_pairs_seqs"], (ds, js)))
     ref = _reference_neighbours(bt.pairwise_distances(strings, mode="pseudo").numpy(), 3, exclude_self=True)
     for res in results:
         d, i = res["knn_pseudo"]

@@ -10,8 +10,8 @@ from typing import Optional, Sequence
 import torch
 
 from ..costs import SymbolCost
-from ..search.engine import (SearchProblem, block_rows, check_k, check_radius, knn_blocks,
-                             merge_stats, radius_blocks)
+from ..search.engine import (SearchProblem, block_rows, bounds_cannot_pay, check_k, check_radius,
+                             knn_all_pairs, knn_blocks, merge_nearest, merge_stats, radius_blocks)
 from .group import ProcessGroup, Progress, raise_if_failed
 
 __all__ = ["search_kneighbors", "search_radius_neighbors"]
@@ -24,10 +24,11 @@ def _share(problem: SearchProblem, block_size: Optional[int], grp: ProcessGroup)
     return starts[grp.rank::grp.size], step
 
 
-def _run(grp: ProcessGroup, progress: bool, total: int, desc: str, work):
-    """``work(bar)`` on this rank (the bar, on rank 0, counts its ``total`` query rows),
-    failures reported to every rank; the results of all ranks (rank order) gathered on each."""
-    bar = Progress(progress and grp.rank == 0, total, desc, unit="row")
+def _run(grp: ProcessGroup, progress: bool, total: int, desc: str, work, unit: str = "row"):
+    """``work(bar)`` on this rank (the bar, on rank 0, counts its ``total`` query rows or
+    ``unit``), failures reported to every rank; the results of all ranks (rank order) gathered
+    on each."""
+    bar = Progress(progress and grp.rank == 0, total, desc, unit=unit)
     error, mine = None, None
     try:
         mine = work(bar)
@@ -50,6 +51,17 @@ def search_kneighbors(X: Sequence, Y: Optional[Sequence], k: int, cost: Optional
                             chunk_size=chunk_size, bounds=bounds)
     candidates = problem.ny - 1 if problem.same else problem.ny
     k = check_k(k, candidates, problem.same)
+    if bounds_cannot_pay(problem, k):
+        # the matrix's tiles shared among the ranks, each rank's k best merged
+        nx, ny = problem.nx, problem.ny
+        total = (nx * (nx + 1) // 2 if problem.symmetric else nx * ny) // grp.size
+        gathered = _run(grp, progress, total, "kneighbors",
+                        lambda bar: knn_all_pairs(problem, k, (grp.rank, grp.size), bar.update),
+                        unit="pair")
+        distances, indices = merge_nearest([g[:2] for g in gathered], k)
+        if return_stats:
+            return distances, indices, merge_stats(*[g[2] for g in gathered])
+        return distances, indices
     mine, step = _share(problem, block_size, grp)
 
     def work(bar):

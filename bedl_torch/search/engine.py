@@ -18,12 +18,14 @@ The engine works on blocks of query rows (objects of X) against all of Y:
    equals the ``k``-th distance is pruned too when its index comes after the ``k``-th's: it
    cannot win the tie.
 
-Where the bounds cannot pay, k-NN computes a block's open entries in one exact call (the
-matrix's work in bounded memory): without a lower bound at all; where one exact distance costs
-about what a round spends per entry (:attr:`SearchProblem.cheap_exact`: short sequences under
-unit costs on bit vectors); for sequences (the label bound alone) when a probe of a few rows
-expects most entries to stay open; and once every row has ``k`` exact distances, when most
-undecided entries are still open.
+Where the bounds cannot pay for the whole problem (:func:`bounds_cannot_pay`: no lower bound;
+one exact distance costs about what a round spends per entry, :attr:`SearchProblem.cheap_exact`,
+short sequences under unit costs on bit vectors; or, for sequences, a probe of rows spread over
+X expects most entries to stay open), :func:`kneighbors` computes the matrix's own tiles one by
+one and keeps each row's ``k`` best (:func:`knn_all_pairs`). Within the blocks (and in every
+block of a distributed search) a block's open entries go to one exact call under the same
+conditions, and once every row has ``k`` exact distances when most undecided entries are still
+open.
 
 Range search (:func:`radius_block`) applies the same bounds with the fixed threshold
 ``radius``; :func:`radius_blocks` verifies the open entries of consecutive blocks in one exact
@@ -57,6 +59,7 @@ from ..costs import SymbolCost
 from .problem import BOUNDS, SearchProblem, merge_stats, new_stats
 
 __all__ = ["kneighbors", "radius_neighbors", "SearchProblem", "knn_block", "radius_block", "knn_blocks",
+           "knn_all_pairs", "bounds_cannot_pay", "merge_nearest",
            "radius_blocks", "radius_candidates", "radius_verify", "RADIUS_POOL_ENTRIES", "block_rows", "check_k", "check_mode", "check_radius", "merge_stats", "BOUNDS"]
 
 # Pairs per block of rows (its bound matrices are float64 and int64 of this many entries).
@@ -413,26 +416,60 @@ def bounds_cannot_pay(problem: SearchProblem, k: int) -> bool:
     return _bounds_leave_most_open(problem, rows, cand, k)
 
 
-def knn_all_pairs(problem: SearchProblem, k: int):
+def knn_all_pairs(problem: SearchProblem, k: int, share: Tuple[int, int] = (0, 1), on_pairs=None):
     """Every entry exactly, block by block of the matrix's own tiles (its bits, and its work:
     half the matrix where symmetric), each value merged into the running ``k`` best of its row
-    and of its partner row, in ``O(len(X) k)`` memory beside one block. Returns
-    ``(distances, indices, stats)``."""
+    and of its partner row, in ``O(len(X) k)`` memory beside one block. ``share=(r, n)``: only
+    every ``n``-th block from the ``r``-th (one rank's part; the entries and stats of all parts
+    together are the whole's, see :func:`merge_nearest`); ``on_pairs(m)`` (optional) is told
+    the kernel pairs of each block done. Returns ``(distances, indices, stats)``: rows that got
+    fewer than ``k`` entries in this part are padded with ``inf`` and index ``2**63 - 1``."""
     nx, ny = problem.nx, problem.ny
     best_d = torch.full((nx, k), math.inf, dtype=torch.float64)
     best_i = torch.full((nx, k), _NO_INDEX, dtype=torch.int64)
     stats = new_stats()
-    stats["pairs"] = stats["exact"] = nx * (ny - 1 if problem.same else ny)
-    for a, b in problem.matrix_blocks(_BLOCK_CELLS):
+    if share[0] == 0:
+        stats["pairs"] = stats["exact"] = nx * (ny - 1 if problem.same else ny)
+    for number, (a, b) in enumerate(problem.matrix_blocks(_BLOCK_CELLS)):
+        if number % share[1] != share[0]:
+            continue
         v = problem.block_values(a, b)
+        if on_pairs is not None:
+            on_pairs(len(a))
         if problem.same:  # the diagonal keeps each tile's objects in the call; not an entry
             off = a != b
             a, b, v = a[off], b[off], v[off]
         stats["exact_computed"] += len(a)
-        _merge_into(best_d, best_i, a, b, v, k)
-        if problem.symmetric:  # (b, a) is the same kernel pair
-            _merge_into(best_d, best_i, b, a, v, k)
+        _merge_block(best_d, best_i, a, b, v, k, problem.symmetric)
     return best_d, best_i, stats
+
+
+def _merge_block(best_d, best_i, r, c, v, k, partners: bool):
+    """:func:`_merge_into` of a block of entries ``(r, c)`` that lie in a rectangle of rows and
+    columns (a tile, or consecutive rows against the columns from the first row on), each row's
+    ``k`` best of the block taken first (:func:`_k_smallest`); with ``partners`` also the
+    entries ``(c, r)``."""
+    if len(r) == 0:
+        return
+    r0, c0 = int(r.min()), int(c.min())
+    M = torch.full((int(r.max()) + 1 - r0, int(c.max()) + 1 - c0), math.inf, dtype=torch.float64)
+    M[r - r0, c - c0] = v
+    for rect, first_row, first_col in ((M, r0, c0), (M.T, c0, r0))[: 2 if partners else 1]:
+        d, i = _k_smallest(rect, k)
+        have = i != _NO_INDEX
+        rows = torch.arange(first_row, first_row + rect.shape[0])[:, None].expand_as(i)
+        _merge_into(best_d, best_i, rows[have], i[have] + first_col, d[have], k)
+
+
+def merge_nearest(parts, k: int):
+    """The ``k`` best of every row over parts ``(distances, indices)`` of distinct entries (e.g.
+    the shares of :func:`knn_all_pairs`), by (distance, index)."""
+    best_d, best_i = parts[0][0].clone(), parts[0][1].clone()
+    rows = torch.arange(len(best_d))[:, None].expand_as(best_i)
+    for d, i in parts[1:]:
+        have = i != _NO_INDEX
+        _merge_into(best_d, best_i, rows[have], i[have], d[have], k)
+    return best_d, best_i
 
 
 def check_k(k, candidates: int, same: bool) -> int:
