@@ -603,6 +603,17 @@ def _cli(args, cwd, prefix=(sys.executable, "-m", "bedl_torch")):
                           timeout=TIMEOUT)
 
 
+def _torchrun(args, cwd):
+    """``torchrun --standalone --nproc_per_node=2 -m bedl_torch ARGS``, finished with exit code 0
+    (skips where a local group cannot start here)."""
+    run = _cli(["--standalone", "--nproc_per_node=2", "-m", "bedl_torch", *args], cwd,
+               prefix=(sys.executable, "-m", "torch.distributed.run"))
+    if run.returncode != 0 and ("EADDRINUSE" in run.stderr or "rendezvous" in run.stderr.lower()):
+        pytest.skip(f"torchrun could not start a local group here: {run.stderr[-300:]}")
+    assert run.returncode == 0, run.stderr
+    return run
+
+
 _INTERRUPTING_CLI = textwrap.dedent("""
     import sys
     import bedl_torch.distributed as bd
@@ -664,12 +675,7 @@ def test_cli_glove_costs_on_word_trees(tmp_path):
 def test_cli_two_processes_under_torchrun(tmp_path):
     trees = _trees(19, 52)
     _write_jsonl(tmp_path / "trees.jsonl", trees)
-    run = _cli(["--standalone", "--nproc_per_node=2", "-m", "bedl_torch", "pairwise",
-                "trees.jsonl", "--out", "D.npy", "--tile-size", "4"], tmp_path,
-               prefix=(sys.executable, "-m", "torch.distributed.run"))
-    if run.returncode != 0 and ("EADDRINUSE" in run.stderr or "rendezvous" in run.stderr.lower()):
-        pytest.skip(f"torchrun could not start a local group here: {run.stderr[-300:]}")
-    assert run.returncode == 0, run.stderr
+    run = _torchrun(["pairwise", "trees.jsonl", "--out", "D.npy", "--tile-size", "4"], tmp_path)
     assert "D.npy: 19 x 19 float64" in run.stdout and "on 2 process(es)" in run.stdout
     assert np.array_equal(np.load(tmp_path / "D.npy"), bt.pairwise_distances(trees).numpy())
 
@@ -715,12 +721,7 @@ def test_cli_neighbors_in_one_process(tmp_path, monkeypatch, capsys):
 def test_cli_neighbors_two_processes_under_torchrun(tmp_path):
     trees = _trees(21, 55)
     _write_jsonl(tmp_path / "trees.jsonl", trees)
-    run = _cli(["--standalone", "--nproc_per_node=2", "-m", "bedl_torch", "neighbors",
-                "trees.jsonl", "--k", "3", "--out", "nn.npz"], tmp_path,
-               prefix=(sys.executable, "-m", "torch.distributed.run"))
-    if run.returncode != 0 and ("EADDRINUSE" in run.stderr or "rendezvous" in run.stderr.lower()):
-        pytest.skip(f"torchrun could not start a local group here: {run.stderr[-300:]}")
-    assert run.returncode == 0, run.stderr
+    run = _torchrun(["neighbors", "trees.jsonl", "--k", "3", "--out", "nn.npz"], tmp_path)
     assert run.stdout.count("nn.npz: 3 nearest of 21 objects") == 1  # rank 0 alone
     assert "on 2 process(es)" in run.stdout
     want_d, want_i = _sorted_matrix_rows(bt.pairwise_distances(trees).numpy(), 3)

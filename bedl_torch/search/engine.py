@@ -59,8 +59,9 @@ from ..costs import SymbolCost
 from .problem import BOUNDS, SearchProblem, merge_stats, new_stats
 
 __all__ = ["kneighbors", "radius_neighbors", "SearchProblem", "knn_block", "radius_block", "knn_blocks",
-           "knn_all_pairs", "bounds_cannot_pay", "merge_nearest",
-           "radius_blocks", "radius_candidates", "radius_verify", "RADIUS_POOL_ENTRIES", "block_rows", "check_k", "check_mode", "check_radius", "merge_stats", "BOUNDS"]
+           "knn_all_pairs", "bounds_cannot_pay", "merge_nearest", "radius_blocks", "radius_candidates",
+           "radius_verify", "RADIUS_POOL_ENTRIES", "block_rows", "check_k", "check_mode", "check_radius",
+           "merge_stats", "BOUNDS"]
 
 # Pairs per block of rows (its bound matrices are float64 and int64 of this many entries).
 _BLOCK_CELLS = 1 << 22
