@@ -291,15 +291,18 @@ def matrix_tiles(x_table: FlatTable, y_table: FlatTable, cost: SymbolCost, unkno
     tiled = (nx and ny and max_symbols >= 1 and not unit_sequence_path(x_table, y_table, cost, "exact", unknown)
              and matrix_view(x_table, y_table, cost, unknown) is None)
     if not tiled:
+        # consecutive rows (row i: columns from i with triangle, else all) of about max_pairs
+        first = torch.arange(nx) if triangle else torch.zeros(nx, dtype=torch.long)
+        lengths = (ny - first).clamp(min=0)
+        ends = torch.cumsum(lengths, 0)
         r0 = 0
         while r0 < nx:
-            r1, count = r0, 0
-            while r1 < nx and (r1 == r0 or count + (ny - r1 if triangle else ny) <= max_pairs):
-                count += ny - r1 if triangle else ny
-                r1 += 1
-            cols = [torch.arange(i if triangle else 0, ny) for i in range(r0, r1)]
-            ii = torch.cat([torch.full((len(c),), i, dtype=torch.long) for i, c in zip(range(r0, r1), cols)])
-            yield ii, torch.cat(cols)
+            done = int(ends[r0 - 1]) if r0 else 0
+            r1 = max(r0 + 1, int(torch.searchsorted(ends, done + max_pairs, right=True)))
+            n = lengths[r0:r1]
+            ii = torch.repeat_interleave(torch.arange(r0, r1), n)
+            start = torch.repeat_interleave(ends[r0:r1] - n - done - first[r0:r1], n)
+            yield ii, torch.arange(len(ii)) - start
             r0 = r1
         return
     x_runs = _symbol_runs(x_table, torch.arange(nx), cost, unknown, max_symbols)

@@ -264,10 +264,7 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
     # bound to leave most entries open, the block is computed in one exact call, the matrix's
     # way, without the bounds of the whole block or a first round (where costs come in tiles,
     # each exact call builds every tile's costs).
-    dense_first = (not problem.has_label and problem.traversal is None) or problem.cheap_exact
-    if (not dense_first and problem.traversal is None and B * ny >= _PROBE_ROWS * k * _PROBE_PER_K * 8
-            and _bounds_leave_most_open(problem, rows, cand, k)):
-        dense_first = True
+    dense_first = _one_exact_call(problem, rows, cand, k)
     if dense_first:
         cur = torch.full((B, ny), -math.inf, dtype=torch.float64).masked_fill(~cand, math.inf)
     else:
@@ -405,16 +402,26 @@ def bounds_cannot_pay(problem: SearchProblem, k: int) -> bool:
     """Whether every block of a k-NN would be computed in one exact call (no lower bound,
     :attr:`SearchProblem.cheap_exact`, or, for sequences, a probe of rows spread over X that
     expects the label bound to leave most entries open): then :func:`knn_all_pairs`."""
-    if (not problem.has_label and problem.traversal is None) or problem.cheap_exact:
-        return True
     nx, ny = problem.nx, problem.ny
-    if problem.traversal is not None or nx == 0 or nx * ny < _PROBE_ROWS * k * _PROBE_PER_K * 8:
-        return False
-    rows = torch.unique(torch.linspace(0, nx - 1, steps=min(nx, _PROBE_ROWS)).round().long())
+    rows = torch.unique(torch.linspace(0, max(nx - 1, 0), steps=min(nx, _PROBE_ROWS)).round().long())
     cand = torch.ones(len(rows), ny, dtype=torch.bool)
     if problem.same:
         cand[torch.arange(len(rows)), rows] = False
-    return _bounds_leave_most_open(problem, rows, cand, k)
+    return _one_exact_call(problem, rows, cand, k, cells=nx * ny)
+
+
+def _one_exact_call(problem: SearchProblem, rows: torch.Tensor, cand: torch.Tensor, k: int,
+                    cells: Optional[int] = None) -> bool:
+    """Whether the entries of ``rows`` (candidates ``cand``; ``cells`` entries in all, default
+    ``cand``'s) go to one exact call rather than rounds: no lower bound, exact distances about
+    as cheap as a round's work per entry, or (sequences) a probe of ``rows`` expecting the
+    label bound to leave most entries open."""
+    if (not problem.has_label and problem.traversal is None) or problem.cheap_exact:
+        return True
+    cells = cand.numel() if cells is None else cells
+    return (problem.traversal is None and len(rows) > 0
+            and cells >= _PROBE_ROWS * k * _PROBE_PER_K * 8
+            and _bounds_leave_most_open(problem, rows, cand, k))
 
 
 def knn_all_pairs(problem: SearchProblem, k: int, share: Tuple[int, int] = (0, 1), on_pairs=None):
