@@ -510,19 +510,27 @@ class BEDL(FitRounds, Estimator):
             unknown = self._check_known(Y, "Y") if unknown == "error" else unknown
         return X, Y, unknown
 
-    def pairwise_distances(self, X, Y=None) -> np.ndarray:
-        """Learned edit distances ``(len(X), len(Y))`` as a numpy array (``Y=None``: X)."""
+    def _learned(self, op: str, X, Y, **kwargs):
+        """``op`` (``"pairwise_distances"``, ``"kneighbors"`` or ``"radius_neighbors"``) of X and
+        Y under the learned costs, without gradient: :mod:`bedl_torch`'s, or across the ranks of
+        ``process_group`` :mod:`bedl_torch.distributed`'s (the same answer)."""
         X, Y, unknown = self._learned_inputs(X, Y)
         ranks = resolve_ranks(self.process_group)
         with torch.no_grad():
             if ranks.size > 1:
-                from ..distributed import pairwise_distances as ranks_pairwise
+                from .. import distributed
 
-                D = ranks_pairwise(X, Y, self.cost_, unknown=unknown, group=ranks.group,
-                                   progress=False)
-            else:
-                D = pairwise_distances(X, Y, self.cost_, unknown=unknown)
-        return torch.as_tensor(D).cpu().numpy()
+                if op == "pairwise_distances":
+                    kwargs["progress"] = False
+                return getattr(distributed, op)(X, Y, cost=self.cost_, unknown=unknown, group=ranks.group,
+                                                **kwargs)
+            local = {"pairwise_distances": pairwise_distances, "kneighbors": kneighbors,
+                     "radius_neighbors": radius_neighbors}[op]
+            return local(X, Y, cost=self.cost_, unknown=unknown, **kwargs)
+
+    def pairwise_distances(self, X, Y=None) -> np.ndarray:
+        """Learned edit distances ``(len(X), len(Y))`` as a numpy array (``Y=None``: X)."""
+        return torch.as_tensor(self._learned("pairwise_distances", X, Y)).cpu().numpy()
 
     def kneighbors(self, X, Y=None, *, k: int):
         """The ``k`` nearest objects of ``Y`` (of ``X`` itself when ``Y`` is None, each object
@@ -533,15 +541,7 @@ class BEDL(FitRounds, Estimator):
             ``(distances, indices)``: float64 and int64 numpy arrays ``(len(X), k)``, each row
             sorted by distance, then index: the rows of :meth:`pairwise_distances` sorted.
         """
-        X, Y, unknown = self._learned_inputs(X, Y)
-        ranks = resolve_ranks(self.process_group)
-        if ranks.size > 1:
-            from ..distributed import kneighbors as ranks_kneighbors
-
-            d, i = ranks_kneighbors(X, Y, k=k, cost=self.cost_, unknown=unknown, group=ranks.group)
-        else:
-            d, i = kneighbors(X, Y, k=k, cost=self.cost_, unknown=unknown)
-        return d.numpy(), i.numpy()
+        return tuple(t.numpy() for t in self._learned("kneighbors", X, Y, k=k))
 
     def radius_neighbors(self, X, Y=None, *, radius: float):
         """Every pair of an object of ``X`` and one of ``Y`` (of ``X`` itself when ``Y`` is None,
@@ -553,15 +553,7 @@ class BEDL(FitRounds, Estimator):
             ``(rows, cols, distances)``: 1-D int64, int64 and float64 numpy arrays, sorted by
             row, then column.
         """
-        X, Y, unknown = self._learned_inputs(X, Y)
-        ranks = resolve_ranks(self.process_group)
-        if ranks.size > 1:
-            from ..distributed import radius_neighbors as ranks_radius
-
-            out = ranks_radius(X, Y, radius=radius, cost=self.cost_, unknown=unknown, group=ranks.group)
-        else:
-            out = radius_neighbors(X, Y, radius=radius, cost=self.cost_, unknown=unknown)
-        return tuple(t.numpy() for t in out)
+        return tuple(t.numpy() for t in self._learned("radius_neighbors", X, Y, radius=radius))
 
     # -- persistence ----------------------------------------------------------
 
