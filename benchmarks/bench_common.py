@@ -73,11 +73,11 @@ def timed(call, repeat: int, barrier=lambda: None):
     return wall, cpu
 
 
-def group_times(world: int, target, args: tuple) -> dict:
+def group_times(world: int, target, args: tuple, least_busy: bool = False) -> dict:
     """Run ``target(rank, world, port, *args, queue)`` in ``world`` spawned processes (one gloo
     group on 127.0.0.1); each puts ``(rank, {key: timed(...)})`` on the queue. Returns per key
     rank 0's wall times (the calls end together at a barrier) and, per call, the CPU time of
-    the busiest rank."""
+    the busiest rank (with ``least_busy``, also that of the least busy rank: the balance)."""
     import multiprocessing
     import socket
 
@@ -94,7 +94,8 @@ def group_times(world: int, target, args: tuple) -> dict:
         p.join()
     if any(p.exitcode for p in procs):
         raise RuntimeError("a rank failed")
-    return {key: (per_rank[0][key][0],
-                  [max(per_rank[r][key][1][i] for r in range(world))
-                   for i in range(len(per_rank[0][key][1]))])
+    def cpu(key, pick):
+        return [pick(per_rank[r][key][1][i] for r in range(world)) for i in range(len(per_rank[0][key][1]))]
+
+    return {key: (per_rank[0][key][0], cpu(key, max)) + ((cpu(key, min),) if least_busy else ())
             for key in per_rank[0]}

@@ -1,6 +1,10 @@
 """1 vs 2 processes for a pairwise distance matrix (bedl_torch.distributed), unit costs.
 
-Run: ``PYTHONPATH=. .venv/bin/python benchmarks/bench_distributed.py [--n 400] [--nodes 30]``.
+Run: ``PYTHONPATH=. .venv/bin/python benchmarks/bench_distributed.py [--n 400] [--nodes 30]``;
+with ``--search N``: the exact k-NN (k = 10) and range search (radius 10) of ``N`` standard-library
+syntax trees (``bench_search.py``'s) under unit costs instead, ``bedl_torch.kneighbors`` /
+``radius_neighbors`` in one process against ``bedl_torch.distributed``'s in two, with the CPU time
+of the least busy rank beside the busiest's (how evenly the ranks share the search).
 
 A 400 x 400 matrix of random 30-node trees: ``bedl_torch.pairwise_distances`` in one process,
 then ``bedl_torch.distributed.pairwise_distances`` in one process and in a gloo group of two
@@ -54,6 +58,58 @@ def _rank(rank, world, port, n, nodes, repeat, tile_size, folder, queue):
         dist.destroy_process_group()
 
 
+SEARCH_K, SEARCH_RADIUS = 10, 10.0
+
+
+def search_trees(n: int):
+    from bench_search import stdlib_functions
+
+    return stdlib_functions(n)[0]
+
+
+def _search_rank(rank, world, port, n, repeat, queue):
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world, timeout=datetime.timedelta(minutes=10))
+    try:
+        trees = search_trees(n)
+        results = {
+            "knn": timed(lambda: bd.kneighbors(trees, k=SEARCH_K), repeat, dist.barrier),
+            "radius": timed(lambda: bd.radius_neighbors(trees, radius=SEARCH_RADIUS), repeat, dist.barrier),
+        }
+        queue.put((rank, results))
+    finally:
+        dist.destroy_process_group()
+
+
+def search_main(args):
+    """1 vs 2 processes for the exact search (``--search N``)."""
+    torch.set_num_threads(1)
+    load_before = load_average()
+    trees = search_trees(args.search)
+    two = group_times(2, _search_rank, (args.search, args.repeat), least_busy=True)
+    rows = []
+    for key, name, one in (("knn", f"kneighbors, k = {SEARCH_K}",
+                            lambda: bt.kneighbors(trees, k=SEARCH_K)),
+                           ("radius", f"radius_neighbors, radius {SEARCH_RADIUS:g}",
+                            lambda: bt.radius_neighbors(trees, radius=SEARCH_RADIUS))):
+        rows.append((name, timed(one, args.repeat), two[key]))
+    load_after = load_average()
+    print(f"command: `{' '.join([os.path.basename(sys.executable)] + sys.argv)}`")
+    print(f"CPU: {cpu_model()}, {os.cpu_count()} logical cores; torch {torch.__version__}; "
+          f"load average (1, 5, 15 min) before {load_before}, after {load_after}")
+    print()
+    print(f"{args.search} standard-library syntax trees, unit costs, 1 thread per process, "
+          f"{args.repeat} timed calls each (medians)")
+    print()
+    print("| search | 1 process s | 2 processes s | speed-up | CPU s, busiest rank | CPU s, least busy rank |")
+    print("|---|---|---|---|---|---|")
+    for name, (one_wall, _), (wall, cpu_max, cpu_min) in rows:
+        one, two_med = statistics.median(one_wall), statistics.median(wall)
+        print(f"| {name} | {one:.3f} | {two_med:.3f} | {one / two_med:.2f}x | "
+              f"{statistics.median(cpu_max):.3f} | {statistics.median(cpu_min):.3f} |")
+
+
 def distributed_times(world, n, nodes, repeat, tile_size):
     with tempfile.TemporaryDirectory() as folder:
         return group_times(world, _rank, (n, nodes, repeat, tile_size, folder))
@@ -66,7 +122,11 @@ def main():
     parser.add_argument("--repeat", type=int, default=7, help="timed calls each (default 7)")
     parser.add_argument("--tile-size", type=int, default=None,
                         help="tile side (default: bedl_torch.distributed's)")
+    parser.add_argument("--search", type=int, default=None, metavar="N",
+                        help="time the exact search of N syntax trees instead")
     args = parser.parse_args()
+    if args.search is not None:
+        return search_main(args)
     torch.set_num_threads(1)
     load_before = load_average()
     trees = make_trees(args.n, args.nodes)

@@ -242,6 +242,54 @@ def test_assignment_balances_cells_not_pairs():
     assert max(pairs) > 2 * min(pairs)  # equal cells are far from equal pair counts here
 
 
+def test_balanced_shares_split_every_index_once_by_weight():
+    from bedl_torch.distributed.tiles import balanced_shares
+
+    weights = [7, 10, 1, 9, 8]
+    # 10 -> r0, 9 -> r1, 8 -> r1, 7 -> r0, 1 -> r0 (17 = 17: the lower rank)
+    assert balanced_shares(weights, 2) == [[1, 0, 2], [3, 4]]
+    assert balanced_shares([], 3) == [[], [], []]
+
+
+@pytest.mark.parametrize("kind", ["trees", "sequences"])
+def test_search_shares_give_every_rank_work_and_cover_the_search_once(kind):
+    """The default blocks of a search that fits one engine block (here 60 objects) are cut so
+    that both of two ranks get some (before, rank 1 got none); the ranks' parts cover every
+    block once, balanced by size, and the all-pairs parts merged give the single answer with
+    stats that sum to the whole."""
+    from types import SimpleNamespace
+    from bedl_torch.distributed.search import _row_shares, _tile_shares
+    from bedl_torch.search.engine import SearchProblem, knn_all_pairs, merge_nearest, merge_stats
+
+    X = _trees(60, 31, max_nodes=20) if kind == "trees" else _strings(60, 31, max_len=12)
+    problem = SearchProblem(X, None, None)
+    ranks = [SimpleNamespace(rank=r, size=2) for r in range(2)]
+    sizes = problem.x_table.lengths.tolist()
+    rows = [_row_shares(problem, None, g) for g in ranks]
+    step = rows[0][1]
+    assert rows[1][1] == step and 1 <= step < len(X)
+    starts = [set(s) for s, _ in rows]
+    assert all(starts) and not (starts[0] & starts[1])
+    assert starts[0] | starts[1] == set(range(0, len(X), step))
+    loads = [sum(sum(sizes[r0:r0 + step]) + 1 for r0 in s) for s in starts]
+    assert abs(loads[0] - loads[1]) <= max(sum(sizes[r0:r0 + step]) + 1 for r0 in range(0, len(X), step))
+    assert _row_shares(problem, 7, ranks[0])[1] == 7  # an explicit block size is kept
+
+    tiles = [_tile_shares(problem, g) for g in ranks]
+    blocks = [b for b, _, _ in tiles]
+    n_blocks = len(list(problem.matrix_blocks(tiles[0][1])))
+    assert all(blocks) and not (blocks[0] & blocks[1]) and blocks[0] | blocks[1] == set(range(n_blocks))
+    assert tiles[0][2] + tiles[1][2] == len(X) * (len(X) + 1) // 2  # kernel pairs, diagonal included
+    parts = [knn_all_pairs(problem, 4, b, max_pairs) for b, max_pairs, _ in tiles]
+    d, i = merge_nearest([p[:2] for p in parts], 4)
+    d1, i1, stats1 = knn_all_pairs(problem, 4)
+    assert torch.equal(d, d1) and torch.equal(i, i1)
+    assert merge_stats(*[p[2] for p in parts]) == stats1
+    assert stats1["pairs"] == stats1["exact"] == len(X) * (len(X) - 1)
+    ref = _reference_neighbours(bt.pairwise_distances(X).numpy(), 4, exclude_self=True)
+    assert np.array_equal(d.numpy(), ref[0]) and np.array_equal(i.numpy(), ref[1])
+
+
 def test_bad_arguments():
     trees = _trees(6, 0)
     with pytest.raises(ValueError, match="tile_size"):

@@ -1,6 +1,7 @@
 """Nearest neighbours and range search across the ranks of a process group: the engine of
-:mod:`bedl_torch.search` on each rank's share of the blocks of query rows, the rows gathered on
-every rank. Every rank calls with the same arguments and gets the whole answer, the same as in
+:mod:`bedl_torch.search` on each rank's share of the blocks of query rows (or of the matrix's
+tiles, where bounds cannot pay), a few blocks per rank balanced by their size, the rows
+gathered on every rank. Every rank calls with the same arguments and gets the whole answer, the same as in
 one process.
 """
 from __future__ import annotations
@@ -11,17 +12,41 @@ import torch
 
 from ..costs import SymbolCost
 from ..search.engine import (SearchProblem, block_rows, bounds_cannot_pay, check_k, check_radius,
-                             knn_all_pairs, knn_blocks, merge_nearest, merge_stats, radius_blocks)
+                             knn_all_pairs, knn_blocks, matrix_block_pairs, merge_nearest, merge_stats,
+                             radius_blocks)
 from .group import ProcessGroup, Progress, raise_if_failed
+from .tiles import balanced_shares
 
 __all__ = ["search_kneighbors", "search_radius_neighbors"]
 
 
-def _share(problem: SearchProblem, block_size: Optional[int], grp: ProcessGroup):
-    """This rank's blocks of query rows (every size-th, balanced over the rows) and the step."""
-    step = block_rows(problem, block_size)
+def _row_shares(problem: SearchProblem, block_size: Optional[int], grp: ProcessGroup):
+    """This rank's blocks of query rows (their first rows, ascending) and the rows per block:
+    ``block_size``, or the engine's default cut to a few blocks per rank; the blocks go to the
+    ranks balanced by their rows' sizes (a row's search scans every column)."""
+    step = block_rows(problem, block_size, grp.size)
     starts = list(range(0, problem.nx, step))
-    return starts[grp.rank::grp.size], step
+    sizes = problem.x_table.lengths.to(torch.long)
+    weights = [int(sizes[r0:r0 + step].sum()) + 1 for r0 in starts]
+    return sorted(starts[b] for b in balanced_shares(weights, grp.size)[grp.rank]), step
+
+
+def _tile_shares(problem: SearchProblem, grp: ProcessGroup):
+    """This rank's blocks of :func:`knn_all_pairs` (their numbers; None: all), the pairs per block
+    and this rank's kernel pairs: blocks balanced among the ranks by their DP cells (``|x| |y|`` summed
+    over their pairs)."""
+    max_pairs = matrix_block_pairs(problem, grp.size)
+    if grp.size == 1:
+        nx, ny = problem.nx, problem.ny
+        return None, max_pairs, nx * (nx + 1) // 2 if problem.symmetric else nx * ny
+    lx = problem.x_table.lengths.to(torch.long)
+    ly = problem.y_table.lengths.to(torch.long)
+    weights, pairs = [], []
+    for a, b in problem.matrix_blocks(max_pairs):
+        weights.append(int((lx[a] * ly[b]).sum()) + len(a))
+        pairs.append(len(a))
+    mine = balanced_shares(weights, grp.size)[grp.rank]
+    return set(mine), max_pairs, sum(pairs[b] for b in mine)
 
 
 def _run(grp: ProcessGroup, progress: bool, total: int, desc: str, work, unit: str = "row"):
@@ -53,23 +78,17 @@ def search_kneighbors(X: Sequence, Y: Optional[Sequence], k: int, cost: Optional
     k = check_k(k, candidates, problem.same)
     if bounds_cannot_pay(problem, k):
         # the matrix's tiles shared among the ranks, each rank's k best merged
-        nx, ny = problem.nx, problem.ny
-        total = (nx * (nx + 1) // 2 if problem.symmetric else nx * ny) // grp.size
+        blocks, max_pairs, total = _tile_shares(problem, grp)
         gathered = _run(grp, progress, total, "kneighbors",
-                        lambda bar: knn_all_pairs(problem, k, (grp.rank, grp.size), bar.update),
-                        unit="pair")
+                        lambda bar: knn_all_pairs(problem, k, blocks, max_pairs, bar.update), unit="pair")
         distances, indices = merge_nearest([g[:2] for g in gathered], k)
         if return_stats:
             return distances, indices, merge_stats(*[g[2] for g in gathered])
         return distances, indices
-    mine, step = _share(problem, block_size, grp)
+    mine, step = _row_shares(problem, block_size, grp)
 
-    def work(bar):
-        parts = []
-        for r0 in mine:  # block by block for the bar (exact values are handed within a block)
-            parts.append(knn_blocks(problem, [r0], k, step))
-            bar.update(min(problem.nx, r0 + step) - r0)
-        return parts
+    def work(bar):  # (exact values are handed on among this rank's blocks)
+        return [knn_blocks(problem, mine, k, step, on_rows=bar.update)]
 
     total = sum(min(problem.nx, r0 + step) - r0 for r0 in mine)
     gathered = [p for rank_parts in _run(grp, progress, total, "kneighbors", work) for p in rank_parts]
@@ -93,7 +112,7 @@ def search_radius_neighbors(X: Sequence, Y: Optional[Sequence], radius: float,
     grp = ProcessGroup(group)
     problem = SearchProblem(X, Y, cost, rel_tol=rel_tol, unknown=unknown, symmetric=symmetric,
                             chunk_size=chunk_size, bounds=bounds)
-    mine, step = _share(problem, block_size, grp)
+    mine, step = _row_shares(problem, block_size, grp)
 
     def work(bar):
         return [radius_blocks(problem, mine, radius, step, on_rows=bar.update)]

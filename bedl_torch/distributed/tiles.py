@@ -7,7 +7,7 @@ from typing import List, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["Tile", "plan_tiles", "assign_tiles", "check_tile_size", "default_tile_size"]
+__all__ = ["Tile", "plan_tiles", "assign_tiles", "balanced_shares", "check_tile_size", "default_tile_size"]
 
 # Default tile sides. Above 1024 a tile's pair indices, values and kernel bookkeeping (50 to
 # 110 MB at 1024) grow with its square; below about 100 objects the kernels' work per tree (indexing it, laying out its
@@ -87,15 +87,21 @@ def check_tile_size(tile_size) -> int:
 
 
 def assign_tiles(tiles: Sequence[Tile], world_size: int) -> List[List[Tile]]:
-    """Tiles per rank: the largest tile first to the least-loaded rank (ties: the earlier tile,
-    the lower rank), so that every rank's share of cells is about equal. Deterministic."""
-    order = sorted(range(len(tiles)), key=lambda t: (-tiles[t].cells, t))
+    """Tiles per rank, balanced by their cells (:func:`balanced_shares`). Deterministic."""
+    return [[tiles[t] for t in share] for share in balanced_shares([t.cells for t in tiles], world_size)]
+
+
+def balanced_shares(weights: Sequence[int], world_size: int) -> List[List[int]]:
+    """Indices of ``weights`` per rank: the heaviest first to the least-loaded rank (ties: the
+    earlier index, the lower rank), so that every rank's load is about equal; each share in the
+    order assigned (heaviest first). Deterministic."""
+    order = sorted(range(len(weights)), key=lambda t: (-weights[t], t))
     loads = [(0, r) for r in range(world_size)]
-    shares: List[List[Tile]] = [[] for _ in range(world_size)]
+    shares: List[List[int]] = [[] for _ in range(world_size)]
     for t in order:
         load, r = heapq.heappop(loads)
-        shares[r].append(tiles[t])
-        heapq.heappush(loads, (load + tiles[t].cells, r))
+        shares[r].append(t)
+        heapq.heappush(loads, (load + weights[t], r))
     return shares
 
 

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Optional, Sequence, Tuple
+from typing import Collection, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -59,12 +59,15 @@ from ..costs import SymbolCost
 from .problem import BOUNDS, SearchProblem, merge_stats, new_stats
 
 __all__ = ["kneighbors", "radius_neighbors", "SearchProblem", "knn_block", "radius_block", "knn_blocks",
-           "knn_all_pairs", "bounds_cannot_pay", "merge_nearest", "radius_blocks", "radius_candidates",
-           "radius_verify", "RADIUS_POOL_ENTRIES", "block_rows", "check_k", "check_mode", "check_radius",
-           "merge_stats", "BOUNDS"]
+           "knn_all_pairs", "matrix_block_pairs", "bounds_cannot_pay", "merge_nearest", "radius_blocks",
+           "radius_candidates", "radius_verify", "RADIUS_POOL_ENTRIES", "BLOCKS_PER_PART", "block_rows",
+           "check_k", "check_mode", "check_radius", "merge_stats", "BOUNDS"]
 
 # Pairs per block of rows (its bound matrices are float64 and int64 of this many entries).
 _BLOCK_CELLS = 1 << 22
+#: Where parts (ranks) share a search's blocks, the default blocks are cut so that each part gets
+#: about this many: enough to balance blocks of unequal cost.
+BLOCKS_PER_PART = 4
 _NO_INDEX = torch.iinfo(torch.int64).max
 # Largest number of entries per row refined in one round of k-NN (wider rounds refine more
 # entries before the thresholds fall; 2,000 syntax trees, unit costs: 1024 computed 24% more
@@ -79,10 +82,25 @@ _PROBE_ROWS = 16
 _PROBE_PER_K = 4
 
 
-def block_rows(problem: SearchProblem, block_size: Optional[int]) -> int:
-    """Query rows per block: ``block_size``, or about 4M pairs a block."""
+def matrix_block_pairs(problem: SearchProblem, parts: int = 1) -> int:
+    """Kernel pairs per block of :func:`knn_all_pairs` where its blocks are shared among
+    ``parts`` parts (ranks): about 4M, cut so that each part gets about :data:`BLOCKS_PER_PART`
+    blocks to balance."""
+    if parts <= 1:
+        return _BLOCK_CELLS
+    nx, ny = problem.nx, problem.ny
+    total = nx * (nx + 1) // 2 if problem.symmetric else nx * ny
+    return max(1, min(_BLOCK_CELLS, -(-total // (BLOCKS_PER_PART * parts))))
+
+
+def block_rows(problem: SearchProblem, block_size: Optional[int], parts: int = 1) -> int:
+    """Query rows per block: ``block_size``, or about 4M pairs a block, cut so that each of
+    ``parts`` parts (ranks sharing the blocks) gets about :data:`BLOCKS_PER_PART` of them."""
     if block_size is None:
-        return max(1, _BLOCK_CELLS // max(1, problem.ny))
+        rows = max(1, _BLOCK_CELLS // max(1, problem.ny))
+        if parts > 1:
+            rows = max(1, min(rows, -(-problem.nx // (BLOCKS_PER_PART * parts))))
+        return rows
     if isinstance(block_size, bool) or not isinstance(block_size, numbers.Integral) or block_size < 1:
         raise ValueError(f"block_size must be an int >= 1, got {block_size!r}")
     return int(block_size)
@@ -424,22 +442,22 @@ def _one_exact_call(problem: SearchProblem, rows: torch.Tensor, cand: torch.Tens
             and _bounds_leave_most_open(problem, rows, cand, k))
 
 
-def knn_all_pairs(problem: SearchProblem, k: int, share: Tuple[int, int] = (0, 1), on_pairs=None):
+def knn_all_pairs(problem: SearchProblem, k: int, blocks: Optional[Collection[int]] = None,
+                  max_pairs: int = _BLOCK_CELLS, on_pairs=None):
     """Every entry exactly, block by block of the matrix's own tiles (its bits, and its work:
     half the matrix where symmetric), each value merged into the running ``k`` best of its row
-    and of its partner row, in ``O(len(X) k)`` memory beside one block. ``share=(r, n)``: only
-    every ``n``-th block from the ``r``-th (one rank's part; the entries and stats of all parts
-    together are the whole's, see :func:`merge_nearest`); ``on_pairs(m)`` (optional) is told
-    the kernel pairs of each block done. Returns ``(distances, indices, stats)``: rows that got
-    fewer than ``k`` entries in this part are padded with ``inf`` and index ``2**63 - 1``."""
-    nx, ny = problem.nx, problem.ny
+    and of its partner row, in ``O(len(X) k)`` memory beside one block. The blocks are
+    :meth:`SearchProblem.matrix_blocks` ``(max_pairs)``; ``blocks`` (optional) the numbers of
+    those to compute (one rank's part: the entries and stats of all parts together are the
+    whole's, see :func:`merge_nearest`); ``on_pairs(m)`` (optional) is told the kernel pairs
+    of each block done. Returns ``(distances, indices, stats)``: rows that got fewer than ``k``
+    entries in this part are padded with ``inf`` and index ``2**63 - 1``."""
+    nx = problem.nx
     best_d = torch.full((nx, k), math.inf, dtype=torch.float64)
     best_i = torch.full((nx, k), _NO_INDEX, dtype=torch.int64)
     stats = new_stats()
-    if share[0] == 0:
-        stats["pairs"] = stats["exact"] = nx * (ny - 1 if problem.same else ny)
-    for number, (a, b) in enumerate(problem.matrix_blocks(_BLOCK_CELLS)):
-        if number % share[1] != share[0]:
+    for number, (a, b) in enumerate(problem.matrix_blocks(max_pairs)):
+        if blocks is not None and number not in blocks:
             continue
         v = problem.block_values(a, b)
         if on_pairs is not None:
@@ -448,6 +466,9 @@ def knn_all_pairs(problem: SearchProblem, k: int, share: Tuple[int, int] = (0, 1
             off = a != b
             a, b, v = a[off], b[off], v[off]
         stats["exact_computed"] += len(a)
+        entries = 2 * len(a) if problem.symmetric else len(a)
+        stats["pairs"] += entries
+        stats["exact"] += entries
         _merge_block(best_d, best_i, a, b, v, k, problem.symmetric)
     return best_d, best_i, stats
 
@@ -558,11 +579,13 @@ def kneighbors(X: Sequence, Y: Optional[Sequence] = None, *, k: int,
     return distances, indices
 
 
-def knn_blocks(problem: SearchProblem, starts: Sequence[int], k: int, step: Optional[int] = None):
+def knn_blocks(problem: SearchProblem, starts: Sequence[int], k: int, step: Optional[int] = None,
+               on_rows=None):
     """:func:`knn_block` over the blocks of rows starting at ``starts`` (ascending; each
     ``step`` rows, default :func:`block_rows`' own), exact values handed on from block to
-    block. Returns ``(rows, distances, indices, stats)``: the rows covered (int64), their
-    ``k`` best, and the merged stats."""
+    block; ``on_rows(m)`` (optional) is told the rows of each block done. Returns ``(rows,
+    distances, indices, stats)``: the rows covered (int64), their ``k`` best, and the merged
+    stats."""
     step = block_rows(problem, None) if step is None else step
     ds, js, rs, parts = [], [], [], []
     known = None
@@ -573,6 +596,8 @@ def knn_blocks(problem: SearchProblem, starts: Sequence[int], k: int, step: Opti
         js.append(j)
         rs.append(torch.arange(r0, r1))
         parts.append(stats)
+        if on_rows is not None:
+            on_rows(r1 - r0)
         if known is not None:  # what later blocks may still use
             keep = known[0] >= r1
             known = tuple(t[keep] for t in known)
