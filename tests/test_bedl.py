@@ -121,6 +121,19 @@ def test_kneighbors_unknown_labels_and_bad_k(strings, fitted):
         BEDL().kneighbors(Xtr[:3], k=1)
 
 
+def test_distance_kwargs_give_the_learned_distances(strings, fitted):
+    Xtr, _, Xte, _ = strings
+    kw = fitted.distance_kwargs(Xte[:7], Xtr[:9])
+    assert kw["cost"] is fitted.cost_ and kw["unknown"] == "error"
+    D = pairwise_distances(Xte[:7], Xtr[:9], **kw).detach().numpy()
+    assert np.array_equal(D, fitted.pairwise_distances(Xte[:7], Xtr[:9]))
+    with pytest.raises(ValueError, match="'z'"):
+        fitted.distance_kwargs(["abzab"])
+    origin = BEDL(unknown="origin").load_state_dict(fitted.state_dict())
+    origin.set_params(unknown="origin")
+    assert origin.distance_kwargs(["abzab"])["unknown"] == "gap"
+
+
 def _balanced(X, y, k):
     """The first k points of each class (make_strings puts class 0 first)."""
     idx = np.concatenate([np.flatnonzero(y == c)[:k] for c in np.unique(y)])

@@ -766,6 +766,45 @@ def test_cli_neighbors_in_one_process(tmp_path, monkeypatch, capsys):
         main(["neighbors", "trees.jsonl", "--k", "2", "--radius", "1", "--out", "x.npz"])
 
 
+def test_cli_with_a_saved_bedl_model(tmp_path, monkeypatch, capsys):
+    """--model: the matrix and the neighbours under a saved model's learned costs, equal to the
+    model's own pairwise_distances and kneighbors; unseen labels, a missing or foreign file and
+    --model with --cost are errors."""
+    from bedl_torch.__main__ import main
+    from bedl_torch.learning import BEDL
+
+    trees = _trees(16, 56, max_nodes=7, alphabet="abcd")
+    labels = [int(t.labels[0] in "ab") for t in trees]
+    model = BEDL(max_rounds=2).fit(trees, labels)
+    model.save(tmp_path / "model.pt")
+    _write_jsonl(tmp_path / "trees.jsonl", trees)
+    _write_jsonl(tmp_path / "unseen.jsonl", trees[:3] + [bt.Tree(["a", "z"], [[1], []])])
+    torch.save({"weights": torch.zeros(2)}, tmp_path / "other.pt")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    D = model.pairwise_distances(trees)
+    assert not np.array_equal(D, bt.pairwise_distances(trees).numpy())  # learned, not unit costs
+    assert main(["pairwise", "trees.jsonl", "--model", "model.pt", "--out", "D.npy", "--no-progress"]) == 0
+    assert np.array_equal(np.load(tmp_path / "D.npy"), D)
+    assert main(["neighbors", "trees.jsonl", "--model", "model.pt", "--k", "3", "--out", "nn.npz",
+                 "--no-progress"]) == 0
+    want_d, want_i = model.kneighbors(trees, k=3)
+    with np.load(tmp_path / "nn.npz") as f:
+        assert np.array_equal(f["indices"], want_i) and np.array_equal(f["distances"], want_d)
+    capsys.readouterr()
+    assert main(["neighbors", "unseen.jsonl", "--model", "model.pt", "--k", "1", "--out", "u.npz"]) == 2
+    assert "labels not seen in training: 'z'" in capsys.readouterr().err
+    assert main(["pairwise", "trees.jsonl", "--model", "missing.pt", "--out", "E.npy"]) == 2
+    assert "--model 'missing.pt': no such file" in capsys.readouterr().err
+    assert main(["pairwise", "trees.jsonl", "--model", "other.pt", "--out", "E.npy"]) == 2
+    assert "--model 'other.pt': not a model saved with BEDL.save" in capsys.readouterr().err
+    (tmp_path / "text.pt").write_text("not a torch file")
+    assert main(["neighbors", "trees.jsonl", "--model", "text.pt", "--k", "1", "--out", "E.npz"]) == 2
+    assert "--model 'text.pt': not a model saved with BEDL.save" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # --model or --cost, not both
+        main(["pairwise", "trees.jsonl", "--model", "model.pt", "--cost", "glove", "--out", "E.npy"])
+
+
 def test_cli_neighbors_two_processes_under_torchrun(tmp_path):
     trees = _trees(21, 55)
     _write_jsonl(tmp_path / "trees.jsonl", trees)

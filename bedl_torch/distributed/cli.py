@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 import sys
 import time
 
@@ -21,6 +22,15 @@ _INPUT_HELP = ("a data set name of bedl_torch.datasets.load (strings, minipalind
 _COST_HELP = ("unit costs (default) or cosine costs on GloVe word vectors (PCA to 95%% variance, "
               "as the experiment's initial sentiment metric); sentiment trees then become their "
               "word sequences (equal distances)")
+_MODEL_HELP = ("the learned costs of a BEDL model saved with BEDL.save (instead of --cost): the "
+               "distances of its pairwise_distances; labels not seen in training are an error "
+               "unless it was fitted with unknown='origin'")
+
+
+def _add_cost_arguments(p) -> None:
+    costs = p.add_mutually_exclusive_group()
+    costs.add_argument("--cost", choices=("unit", "glove"), default="unit", help=_COST_HELP)
+    costs.add_argument("--model", metavar="PATH", help=_MODEL_HELP)
 
 
 def add_cli_parser(subparsers) -> None:
@@ -44,7 +54,7 @@ def _add_neighbors_parser(subparsers) -> None:
     what.add_argument("--k", type=int, help="neighbours per object (1 .. objects - 1)")
     what.add_argument("--radius", type=float, help="every pair at distance <= RADIUS")
     p.add_argument("--out", required=True, help="the .npz file that rank 0 writes")
-    p.add_argument("--cost", choices=("unit", "glove"), default="unit", help=_COST_HELP)
+    _add_cost_arguments(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -57,7 +67,7 @@ def _add_pairwise_parser(subparsers) -> None:
     p.add_argument("input", help=_INPUT_HELP)
     p.add_argument("--out", required=True, help="the .npy file (on a filesystem every rank "
                                                 "shares)")
-    p.add_argument("--cost", choices=("unit", "glove"), default="unit", help=_COST_HELP)
+    _add_cost_arguments(p)
     p.add_argument("--resume", action="store_true",
                    help="keep the tiles a previous run of the same command finished")
     p.add_argument("--tile-size", type=int, default=None,
@@ -98,17 +108,31 @@ def _glove_cost(X: list, sentiment: bool):
     return X, cost
 
 
-def _neighbors(args, X, cost, rank: int, world: int) -> None:
+def _model_costs(path: str, X: list) -> dict:
+    """``cost`` and ``unknown`` of the BEDL model saved at ``path`` for the objects X."""
+    from ..learning.bedl import BEDL
+
+    if not os.path.isfile(path):
+        raise ValueError(f"--model {path!r}: no such file")
+    try:
+        model = BEDL.load(path)
+    except (RuntimeError, ValueError, KeyError, EOFError, pickle.UnpicklingError) as error:
+        # (torch.load's errors, and the state's own checks)
+        raise ValueError(f"--model {path!r}: not a model saved with BEDL.save ({error})") from None
+    return model.distance_kwargs(X)
+
+
+def _neighbors(args, X, costs: dict, rank: int, world: int) -> None:
     """``neighbors``: the search across the ranks; rank 0 writes the .npz and a summary line."""
     start = time.perf_counter()
     if args.k is not None:
-        d, i, stats = kneighbors(X, k=args.k, cost=cost, progress=not args.no_progress,
-                                 return_stats=True)
+        d, i, stats = kneighbors(X, k=args.k, progress=not args.no_progress, return_stats=True,
+                                 **costs)
         arrays = dict(distances=d.numpy(), indices=i.numpy())
         what = f"{args.k} nearest of {len(X)} objects"
     else:
-        r, c, v, stats = radius_neighbors(X, radius=args.radius, cost=cost,
-                                          progress=not args.no_progress, return_stats=True)
+        r, c, v, stats = radius_neighbors(X, radius=args.radius, progress=not args.no_progress,
+                                          return_stats=True, **costs)
         arrays = dict(rows=r.numpy(), cols=c.numpy(), distances=v.numpy())
         what = f"{len(r)} pairs within {args.radius:g} among {len(X)} objects"
     if rank == 0:
@@ -129,16 +153,18 @@ def run_cli(args) -> int:
     rank = dist.get_rank() if dist.is_initialized() else 0
     try:
         X = _read_input(args.input)
-        cost = None
-        if args.cost == "glove":
-            X, cost = _glove_cost(X, args.input.lower() == "sentiment")
+        costs = {}
+        if args.model is not None:
+            costs = _model_costs(args.model, X)
+        elif args.cost == "glove":
+            X, costs["cost"] = _glove_cost(X, args.input.lower() == "sentiment")
         world = dist.get_world_size() if dist.is_initialized() else 1
         if args.command == "neighbors":
-            _neighbors(args, X, cost, rank, world)
+            _neighbors(args, X, costs, rank, world)
             return 0
         start = time.perf_counter()
-        D = pairwise_distances(X, cost=cost, out=args.out, resume=args.resume,
-                               tile_size=args.tile_size, progress=not args.no_progress)
+        D = pairwise_distances(X, out=args.out, resume=args.resume, tile_size=args.tile_size,
+                               progress=not args.no_progress, **costs)
         if rank == 0:
             print(f"{args.out}: {D.shape[0]} x {D.shape[1]} {D.dtype} in "
                   f"{time.perf_counter() - start:.1f} s on {world} process(es)")

@@ -510,6 +510,19 @@ class BEDL(FitRounds, Estimator):
             unknown = self._check_known(Y, "Y") if unknown == "error" else unknown
         return X, Y, unknown
 
+    def distance_kwargs(self, X, Y=None) -> dict:
+        """The arguments ``cost`` and ``unknown`` with which the library's distance functions
+        (:func:`bedl_torch.pairwise_distances`, :func:`bedl_torch.kneighbors`,
+        :mod:`bedl_torch.distributed`, ...) give this model's learned distances between X and Y
+        (Y=None: X), e.g. ``bedl_torch.distributed.pairwise_distances(X, out="D.npy",
+        **model.distance_kwargs(X))``.
+
+        Raises:
+            ValueError: the model is not fitted; X or Y holds labels not seen in training
+                (unless the model was fitted with ``unknown='origin'``: they map to the gap).
+        """
+        return {"cost": self.cost_, "unknown": self._learned_inputs(X, Y)[2]}
+
     def _learned(self, op: str, X, Y, **kwargs):
         """``op`` (``"pairwise_distances"``, ``"kneighbors"`` or ``"radius_neighbors"``) of X and
         Y under the learned costs, without gradient: :mod:`bedl_torch`'s, or across the ranks of
