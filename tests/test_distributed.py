@@ -253,27 +253,29 @@ def test_balanced_shares_split_every_index_once_by_weight():
 
 @pytest.mark.parametrize("kind", ["trees", "sequences"])
 def test_search_shares_give_every_rank_work_and_cover_the_search_once(kind):
-    """The default blocks of a search that fits one engine block (here 60 objects) are cut so
-    that both of two ranks get some (before, rank 1 got none); the ranks' parts cover every
-    block once, balanced by size, and the all-pairs parts merged give the single answer with
-    stats that sum to the whole."""
+    """A search that fits one engine block (here 60 objects) is shared so that every rank gets
+    some (before, rank 1 got none): query rows in contiguous ranges of about equal DP cells,
+    the all-pairs blocks cut to several per rank and balanced by cells; the all-pairs parts
+    merged give the single answer with stats that sum to the whole."""
     from types import SimpleNamespace
-    from bedl_torch.distributed.search import _row_shares, _tile_shares
+    from bedl_torch.distributed.search import _row_range, _tile_shares
     from bedl_torch.search.engine import SearchProblem, knn_all_pairs, merge_nearest, merge_stats
 
     X = _trees(60, 31, max_nodes=20) if kind == "trees" else _strings(60, 31, max_len=12)
     problem = SearchProblem(X, None, None)
     ranks = [SimpleNamespace(rank=r, size=2) for r in range(2)]
-    sizes = problem.x_table.lengths.tolist()
-    rows = [_row_shares(problem, None, g) for g in ranks]
-    step = rows[0][1]
-    assert rows[1][1] == step and 1 <= step < len(X)
-    starts = [set(s) for s, _ in rows]
-    assert all(starts) and not (starts[0] & starts[1])
-    assert starts[0] | starts[1] == set(range(0, len(X), step))
-    loads = [sum(sum(sizes[r0:r0 + step]) + 1 for r0 in s) for s in starts]
-    assert abs(loads[0] - loads[1]) <= max(sum(sizes[r0:r0 + step]) + 1 for r0 in range(0, len(X), step))
-    assert _row_shares(problem, 7, ranks[0])[1] == 7  # an explicit block size is kept
+    sizes = [n + 1 for n in problem.x_table.lengths.tolist()]
+    for triangle in (False, True):
+        def cells(i):  # row i against every column, or the columns after it
+            return sizes[i] * sum(sizes[i + 1:] if triangle else sizes)
+
+        for size in (2, 3):
+            bounds = [_row_range(problem, SimpleNamespace(rank=r, size=size), triangle) for r in range(size)]
+            assert bounds[0][0] == 0 and bounds[-1][1] == len(X)
+            assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))  # contiguous, in rank order
+            assert all(r1 > r0 for r0, r1 in bounds)  # every rank gets rows
+            loads = [sum(cells(i) for i in range(r0, r1)) for r0, r1 in bounds]
+            assert max(loads) - min(loads) <= 2 * max(cells(i) for i in range(len(X)))
 
     tiles = [_tile_shares(problem, g) for g in ranks]
     blocks = [b for b, _, _ in tiles]

@@ -1,12 +1,11 @@
 """Nearest neighbours and range search across the ranks of a process group: the engine of
-:mod:`bedl_torch.search` on each rank's share of the blocks of query rows (or of the matrix's
-tiles, where bounds cannot pay), a few blocks per rank balanced by their size, the rows
-gathered on every rank. Every rank calls with the same arguments and gets the whole answer, the same as in
+:mod:`bedl_torch.search` on each rank's range of query rows (or share of the matrix's tiles,
+where bounds cannot pay), balanced by DP cells, the rows gathered on every rank. Every rank calls with the same arguments and gets the whole answer, the same as in
 one process.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 import torch
 
@@ -20,15 +19,28 @@ from .tiles import balanced_shares
 __all__ = ["search_kneighbors", "search_radius_neighbors"]
 
 
-def _row_shares(problem: SearchProblem, block_size: Optional[int], grp: ProcessGroup):
-    """This rank's blocks of query rows (their first rows, ascending) and the rows per block:
-    ``block_size``, or the engine's default cut to a few blocks per rank; the blocks go to the
-    ranks balanced by their rows' sizes (a row's search scans every column)."""
-    step = block_rows(problem, block_size, grp.size)
-    starts = list(range(0, problem.nx, step))
-    sizes = problem.x_table.lengths.to(torch.long)
-    weights = [int(sizes[r0:r0 + step].sum()) + 1 for r0 in starts]
-    return sorted(starts[b] for b in balanced_shares(weights, grp.size)[grp.rank]), step
+def _row_range(problem: SearchProblem, grp: ProcessGroup, triangle: bool = False) -> Tuple[int, int]:
+    """This rank's query rows ``[r0, r1)``: the rows cut into one contiguous range per rank at
+    equal DP cells, a row's size times the sizes of the columns it scans (all of them, or with
+    ``triangle`` those after it, as a symmetric range search does). One range per rank, not
+    many blocks: a symmetric k-NN shares the exact distances of partner rows within a range."""
+    sx = problem.x_table.lengths.to(torch.long) + 1
+    sy = problem.y_table.lengths.to(torch.long) + 1
+    if triangle:  # row i scans the columns after it
+        row_cells = sx * (sy.sum() - torch.cumsum(sy, 0))
+    else:
+        row_cells = sx * sy.sum()
+    ends = torch.cumsum(row_cells.to(torch.float64), 0)
+    total = float(ends[-1]) if len(ends) else 0.0
+
+    def cut(r: int) -> int:  # the first row of rank r's range
+        if r == 0:
+            return 0
+        if r == grp.size:
+            return problem.nx
+        return min(problem.nx, int(torch.searchsorted(ends, total * r / grp.size)) + 1)
+
+    return cut(grp.rank), cut(grp.rank + 1)
 
 
 def _tile_shares(problem: SearchProblem, grp: ProcessGroup):
@@ -85,12 +97,13 @@ def search_kneighbors(X: Sequence, Y: Optional[Sequence], k: int, cost: Optional
         if return_stats:
             return distances, indices, merge_stats(*[g[2] for g in gathered])
         return distances, indices
-    mine, step = _row_shares(problem, block_size, grp)
+    r0, r1 = _row_range(problem, grp)
+    step = block_rows(problem, block_size)
 
     def work(bar):  # (exact values are handed on among this rank's blocks)
-        return [knn_blocks(problem, mine, k, step, on_rows=bar.update)]
+        return [knn_blocks(problem, list(range(r0, r1, step)), k, step, on_rows=bar.update, stop=r1)]
 
-    total = sum(min(problem.nx, r0 + step) - r0 for r0 in mine)
+    total = r1 - r0
     gathered = [p for rank_parts in _run(grp, progress, total, "kneighbors", work) for p in rank_parts]
     distances = torch.zeros(problem.nx, k, dtype=torch.float64)
     indices = torch.zeros(problem.nx, k, dtype=torch.int64)
@@ -112,12 +125,13 @@ def search_radius_neighbors(X: Sequence, Y: Optional[Sequence], radius: float,
     grp = ProcessGroup(group)
     problem = SearchProblem(X, Y, cost, rel_tol=rel_tol, unknown=unknown, symmetric=symmetric,
                             chunk_size=chunk_size, bounds=bounds)
-    mine, step = _row_shares(problem, block_size, grp)
+    r0, r1 = _row_range(problem, grp, triangle=problem.symmetric)
+    step = block_rows(problem, block_size)
 
     def work(bar):
-        return [radius_blocks(problem, mine, radius, step, on_rows=bar.update)]
+        return [radius_blocks(problem, list(range(r0, r1, step)), radius, step, on_rows=bar.update, stop=r1)]
 
-    total = sum(min(problem.nx, r0 + step) - r0 for r0 in mine)
+    total = r1 - r0
     gathered = [p for rank_parts in _run(grp, progress, total, "radius_neighbors", work)
                 for p in rank_parts]
     if gathered:

@@ -65,8 +65,8 @@ __all__ = ["kneighbors", "radius_neighbors", "SearchProblem", "knn_block", "radi
 
 # Pairs per block of rows (its bound matrices are float64 and int64 of this many entries).
 _BLOCK_CELLS = 1 << 22
-#: Where parts (ranks) share a search's blocks, the default blocks are cut so that each part gets
-#: about this many: enough to balance blocks of unequal cost.
+#: Where parts (ranks) share the blocks of :func:`knn_all_pairs`, they are cut so that each part
+#: gets about this many: enough to balance blocks of unequal cost.
 BLOCKS_PER_PART = 4
 _NO_INDEX = torch.iinfo(torch.int64).max
 # Largest number of entries per row refined in one round of k-NN (wider rounds refine more
@@ -93,14 +93,10 @@ def matrix_block_pairs(problem: SearchProblem, parts: int = 1) -> int:
     return max(1, min(_BLOCK_CELLS, -(-total // (BLOCKS_PER_PART * parts))))
 
 
-def block_rows(problem: SearchProblem, block_size: Optional[int], parts: int = 1) -> int:
-    """Query rows per block: ``block_size``, or about 4M pairs a block, cut so that each of
-    ``parts`` parts (ranks sharing the blocks) gets about :data:`BLOCKS_PER_PART` of them."""
+def block_rows(problem: SearchProblem, block_size: Optional[int]) -> int:
+    """Query rows per block: ``block_size``, or about 4M pairs a block."""
     if block_size is None:
-        rows = max(1, _BLOCK_CELLS // max(1, problem.ny))
-        if parts > 1:
-            rows = max(1, min(rows, -(-problem.nx // (BLOCKS_PER_PART * parts))))
-        return rows
+        return max(1, _BLOCK_CELLS // max(1, problem.ny))
     if isinstance(block_size, bool) or not isinstance(block_size, numbers.Integral) or block_size < 1:
         raise ValueError(f"block_size must be an int >= 1, got {block_size!r}")
     return int(block_size)
@@ -580,17 +576,19 @@ def kneighbors(X: Sequence, Y: Optional[Sequence] = None, *, k: int,
 
 
 def knn_blocks(problem: SearchProblem, starts: Sequence[int], k: int, step: Optional[int] = None,
-               on_rows=None):
+               on_rows=None, stop: Optional[int] = None):
     """:func:`knn_block` over the blocks of rows starting at ``starts`` (ascending; each
-    ``step`` rows, default :func:`block_rows`' own), exact values handed on from block to
-    block; ``on_rows(m)`` (optional) is told the rows of each block done. Returns ``(rows,
+    ``step`` rows, default :func:`block_rows`' own, none past row ``stop``, default the last),
+    exact values handed on from block to block; ``on_rows(m)`` (optional) is told the rows of
+    each block done. Returns ``(rows,
     distances, indices, stats)``: the rows covered (int64), their ``k`` best, and the merged
     stats."""
     step = block_rows(problem, None) if step is None else step
+    stop = problem.nx if stop is None else min(stop, problem.nx)
     ds, js, rs, parts = [], [], [], []
     known = None
     for r0 in starts:
-        r1 = min(problem.nx, r0 + step)
+        r1 = min(stop, r0 + step)
         d, j, handed, stats = knn_block(problem, r0, r1, k, known)
         ds.append(d)
         js.append(j)
@@ -730,13 +728,15 @@ def radius_neighbors(X: Sequence, Y: Optional[Sequence] = None, *, radius: float
 
 
 def radius_blocks(problem: SearchProblem, starts: Sequence[int], radius: float,
-                  step: Optional[int] = None, on_rows=None):
+                  step: Optional[int] = None, on_rows=None, stop: Optional[int] = None):
     """Every entry within ``radius`` of the blocks of rows starting at ``starts`` (each ``step``
-    rows, default :func:`block_rows`' own): each block's bounds, then the open entries of
+    rows, default :func:`block_rows`' own, none past row ``stop``, default the last): each
+    block's bounds, then the open entries of
     consecutive blocks, up to :data:`RADIUS_POOL_ENTRIES`, in one exact call. ``on_rows(n)``
     (optional) is told each time ``n`` more rows are finished. Returns ``(rows, cols,
     distances, stats)`` sorted by row, then column."""
     step = block_rows(problem, None) if step is None else step
+    stop = problem.nx if stop is None else min(stop, problem.nx)
     found, parts, pool, pool_rows = [], [], [], 0
 
     def verify_pool():
@@ -749,7 +749,7 @@ def radius_blocks(problem: SearchProblem, starts: Sequence[int], radius: float,
         pool, pool_rows = [], 0
 
     for r0 in starts:
-        r1 = min(problem.nx, r0 + step)
+        r1 = min(stop, r0 + step)
         r, c, stats = radius_candidates(problem, r0, r1, radius)
         parts.append(stats)
         if len(r):
