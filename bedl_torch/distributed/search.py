@@ -1,7 +1,7 @@
 """Nearest neighbours and range search across the ranks of a process group: the engine of
 :mod:`bedl_torch.search` on each rank's range of query rows (or share of the matrix's tiles,
-where bounds cannot pay), balanced by DP cells, the rows gathered on every rank. Every rank calls with the same arguments and gets the whole answer, the same as in
-one process.
+where bounds cannot pay), balanced by DP cells, the rows gathered on every rank. Every rank
+calls with the same arguments and gets the whole answer, the same as in one process.
 """
 from __future__ import annotations
 
@@ -44,9 +44,9 @@ def _row_range(problem: SearchProblem, grp: ProcessGroup, triangle: bool = False
 
 
 def _tile_shares(problem: SearchProblem, grp: ProcessGroup):
-    """This rank's blocks of :func:`knn_all_pairs` (their numbers; None: all), the pairs per block
-    and this rank's kernel pairs: blocks balanced among the ranks by their DP cells (``|x| |y|`` summed
-    over their pairs)."""
+    """This rank's blocks of :func:`knn_all_pairs` (their numbers; None: all), the pairs per
+    block and this rank's kernel pairs: blocks balanced among the ranks by their DP cells
+    (``|x| |y|`` summed over their pairs)."""
     max_pairs = matrix_block_pairs(problem, grp.size)
     if grp.size == 1:
         nx, ny = problem.nx, problem.ny
@@ -92,7 +92,8 @@ def search_kneighbors(X: Sequence, Y: Optional[Sequence], k: int, cost: Optional
         # the matrix's tiles shared among the ranks, each rank's k best merged
         blocks, max_pairs, total = _tile_shares(problem, grp)
         gathered = _run(grp, progress, total, "kneighbors",
-                        lambda bar: knn_all_pairs(problem, k, blocks, max_pairs, bar.update), unit="pair")
+                        lambda bar: knn_all_pairs(problem, k, blocks, max_pairs, bar.update),
+                        unit="pair")
         distances, indices = merge_nearest([g[:2] for g in gathered], k)
         if return_stats:
             return distances, indices, merge_stats(*[g[2] for g in gathered])
@@ -101,7 +102,8 @@ def search_kneighbors(X: Sequence, Y: Optional[Sequence], k: int, cost: Optional
     step = block_rows(problem, block_size)
 
     def work(bar):  # (exact values are handed on among this rank's blocks)
-        return [knn_blocks(problem, list(range(r0, r1, step)), k, step, on_rows=bar.update, stop=r1)]
+        return [knn_blocks(problem, list(range(r0, r1, step)), k, step, on_rows=bar.update,
+                           stop=r1)]
 
     total = r1 - r0
     gathered = [p for rank_parts in _run(grp, progress, total, "kneighbors", work) for p in rank_parts]
@@ -129,7 +131,8 @@ def search_radius_neighbors(X: Sequence, Y: Optional[Sequence], radius: float,
     step = block_rows(problem, block_size)
 
     def work(bar):
-        return [radius_blocks(problem, list(range(r0, r1, step)), radius, step, on_rows=bar.update, stop=r1)]
+        return [radius_blocks(problem, list(range(r0, r1, step)), radius, step,
+                              on_rows=bar.update, stop=r1)]
 
     total = r1 - r0
     gathered = [p for rank_parts in _run(grp, progress, total, "radius_neighbors", work)

@@ -535,8 +535,8 @@ class BEDL(FitRounds, Estimator):
 
                 if op == "pairwise_distances":
                     kwargs["progress"] = False
-                return getattr(distributed, op)(X, Y, cost=self.cost_, unknown=unknown, group=ranks.group,
-                                                **kwargs)
+                return getattr(distributed, op)(X, Y, cost=self.cost_, unknown=unknown,
+                                                group=ranks.group, **kwargs)
             local = {"pairwise_distances": pairwise_distances, "kneighbors": kneighbors,
                      "radius_neighbors": radius_neighbors}[op]
             return local(X, Y, cost=self.cost_, unknown=unknown, **kwargs)

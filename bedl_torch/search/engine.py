@@ -580,9 +580,8 @@ def knn_blocks(problem: SearchProblem, starts: Sequence[int], k: int, step: Opti
     """:func:`knn_block` over the blocks of rows starting at ``starts`` (ascending; each
     ``step`` rows, default :func:`block_rows`' own, none past row ``stop``, default the last),
     exact values handed on from block to block; ``on_rows(m)`` (optional) is told the rows of
-    each block done. Returns ``(rows,
-    distances, indices, stats)``: the rows covered (int64), their ``k`` best, and the merged
-    stats."""
+    each block done. Returns ``(rows, distances, indices, stats)``: the rows covered (int64),
+    their ``k`` best, and the merged stats."""
     step = block_rows(problem, None) if step is None else step
     stop = problem.nx if stop is None else min(stop, problem.nx)
     ds, js, rs, parts = [], [], [], []
@@ -731,10 +730,10 @@ def radius_blocks(problem: SearchProblem, starts: Sequence[int], radius: float,
                   step: Optional[int] = None, on_rows=None, stop: Optional[int] = None):
     """Every entry within ``radius`` of the blocks of rows starting at ``starts`` (each ``step``
     rows, default :func:`block_rows`' own, none past row ``stop``, default the last): each
-    block's bounds, then the open entries of
-    consecutive blocks, up to :data:`RADIUS_POOL_ENTRIES`, in one exact call. ``on_rows(n)``
-    (optional) is told each time ``n`` more rows are finished. Returns ``(rows, cols,
-    distances, stats)`` sorted by row, then column."""
+    block's bounds, then the open entries of consecutive blocks, up to
+    :data:`RADIUS_POOL_ENTRIES`, in one exact call. ``on_rows(n)`` (optional) is told each time
+    ``n`` more rows are finished. Returns ``(rows, cols, distances, stats)`` sorted by row, then
+    column."""
     step = block_rows(problem, None) if step is None else step
     stop = problem.nx if stop is None else min(stop, problem.nx)
     found, parts, pool, pool_rows = [], [], [], 0
