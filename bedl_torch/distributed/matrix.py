@@ -147,8 +147,9 @@ def kneighbors(X: Sequence, Y: Optional[Sequence] = None, *, k: int,
     whole result).
 
     Exact mode (the default): :func:`bedl_torch.search.kneighbors`' engine (bounds that hold
-    for any costs, then exact distances with the kernels' cutoff) on each rank's share of the
-    blocks of query rows (``block_size`` rows each), the same answer as in one process;
+    for any costs, then exact distances with the kernels' cutoff) on each rank's contiguous
+    range of query rows, of about equal DP cells, in blocks of ``block_size`` rows (where bounds
+    cannot pay, the matrix's tiles balanced among the ranks), the same answer as in one process;
     ``return_stats`` as there (summed over the ranks); ``progress`` shows rank 0's rows.
     Pseudo mode: every entry in tiles as in :func:`pairwise_distances` (``tile_size``), each
     rank keeping the running ``k`` best of every row. The distances are those of
@@ -215,7 +216,8 @@ def radius_neighbors(X: Sequence, Y: Optional[Sequence] = None, *, radius: float
                      symmetric: Optional[bool] = None, block_size: Optional[int] = None,
                      bounds: Sequence[str] = BOUNDS, return_stats: bool = False):
     """:func:`bedl_torch.search.radius_neighbors` across the ranks of the process group: each
-    rank searches its share of the blocks of query rows; every rank calls it with the same
+    rank searches a contiguous range of query rows of about equal DP cells (in blocks of
+    ``block_size`` rows); every rank calls it with the same
     arguments and gets the whole answer ``(rows, cols, distances)`` (and the stats, summed over
     the ranks), the same as in one process. ``progress`` shows rank 0's rows.
 
