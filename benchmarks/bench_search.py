@@ -2,7 +2,7 @@
 full matrix (``pairwise_distances`` + sort / threshold) on real data, in the same run.
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/bench_search.py [--only ast sst]
-[--n-ast 3000] [--n-sst 3000] [--repeats 3] [--k 10] [--threads 2]``.
+[--n-ast 3000] [--n-sst 3000] [--repeats 3] [--k 10] [--threads 2] [--queries Q]``.
 
 Data:
 
@@ -12,6 +12,9 @@ Data:
   percentile of sizes), ``--n-ast`` of them drawn with seed 0.
 * ``sst``: ``--n-sst`` sentences of the Stanford Sentiment Treebank as word sequences (the
   leaves of ``datasets.load("sentiment")``), drawn with seed 0.
+* with ``--queries Q``, also the first ``Q`` syntax trees as queries against the others
+  (``kneighbors(X, Y)``, the matrix ``pairwise_distances(X, Y)``): a user looking up new
+  objects in a collection.
 
 Costs: unit costs, and learned costs. ``ast``: the Euclidean costs of a ``bedl_torch.BEDL``
 fit (pseudo mode, 2 rounds) on 200 of the trees labelled "method" (defined in a class body)
@@ -135,30 +138,33 @@ def timed(fn, repeats: int):
     return out, statistics.median(walls), statistics.median(cpus)
 
 
-def full_knn(D: torch.Tensor, k: int):
+def full_knn(D: torch.Tensor, k: int, same: bool = True):
     D = D.clone()
-    D.fill_diagonal_(math.inf)
+    if same:
+        D.fill_diagonal_(math.inf)
     order = torch.argsort(D, dim=1, stable=True)[:, :k]
     return D.gather(1, order), order
 
 
-def full_radius(D: torch.Tensor, radius: float):
+def full_radius(D: torch.Tensor, radius: float, same: bool = True):
     mask = D <= radius
-    mask.fill_diagonal_(False)
+    if same:
+        mask.fill_diagonal_(False)
     r, c = torch.nonzero(mask, as_tuple=True)
     return r, c, D[r, c]
 
 
-def run_case(name: str, X, cost, k: int, repeats: int, unknown: str = "error"):
-    n = len(X)
+def run_case(name: str, X, cost, k: int, repeats: int, unknown: str = "error", Y=None):
+    """The matrix of X (against Y where given: queries against a collection) and the searches."""
+    n, same = len(X), Y is None
 
     def matrix():
         with torch.no_grad():
-            return bt.pairwise_distances(X, cost=cost, unknown=unknown).detach().to("cpu", torch.float64)
+            return bt.pairwise_distances(X, Y, cost=cost, unknown=unknown).detach().to("cpu", torch.float64)
 
     D, w0, c0 = timed(matrix, 1)
-    (want_d, want_i), t_sort, _ = timed(lambda: full_knn(D, k), 1)
-    upper = D[torch.triu(torch.ones(n, n, dtype=torch.bool), 1)]
+    (want_d, want_i), t_sort, _ = timed(lambda: full_knn(D, k, same), 1)
+    upper = D[torch.triu(torch.ones(n, n, dtype=torch.bool), 1)] if same else D.reshape(-1)
     if len(upper) > 4_000_000:
         upper = upper[torch.randperm(len(upper), generator=torch.Generator().manual_seed(0))[:4_000_000]]
     radius = float(torch.quantile(upper, 0.01))
@@ -167,8 +173,8 @@ def run_case(name: str, X, cost, k: int, repeats: int, unknown: str = "error"):
     times = {"full": [(w0, c0)], "knn": [], "rad": []}
     for rep in range(repeats):
         for kind, fn in (("full", matrix),
-                         ("knn", lambda: bt.kneighbors(X, k=k, cost=cost, unknown=unknown, return_stats=True)),
-                         ("rad", lambda: bt.radius_neighbors(X, radius=radius, cost=cost, unknown=unknown,
+                         ("knn", lambda: bt.kneighbors(X, Y, k=k, cost=cost, unknown=unknown, return_stats=True)),
+                         ("rad", lambda: bt.radius_neighbors(X, Y, radius=radius, cost=cost, unknown=unknown,
                                                              return_stats=True))):
             if kind == "full" and rep == 0:
                 continue  # the matrix above was this repeat's
@@ -179,7 +185,7 @@ def run_case(name: str, X, cost, k: int, repeats: int, unknown: str = "error"):
                 assert torch.equal(i, want_i) and torch.equal(d, want_d), f"{name}: kneighbors differs"
             elif kind == "rad":
                 r, c_, v, rs = out
-                rr, rc, rv = full_radius(D, radius)
+                rr, rc, rv = full_radius(D, radius, same)
                 assert torch.equal(r, rr) and torch.equal(c_, rc) and torch.equal(v, rv), \
                     f"{name}: radius_neighbors differs"
     med = {kind: (statistics.median(w for w, _ in ts), statistics.median(c for _, c in ts))
@@ -187,8 +193,8 @@ def run_case(name: str, X, cost, k: int, repeats: int, unknown: str = "error"):
     t_full, c_full = med["full"]
     t_knn, c_knn = med["knn"]
     t_rad, c_rad = med["rad"]
-    symmetric = cost is None or getattr(cost, "symmetric", False)
-    half = n * (n + 1) // 2 if symmetric else n * n  # kernel pairs of the matrix
+    symmetric = same and (cost is None or getattr(cost, "symmetric", False))
+    half = n * (n + 1) // 2 if symmetric else n * D.shape[1]  # kernel pairs of the matrix
     rows = []
     for what, t, cpu, stats, base in (("k-NN k=%d" % k, t_knn, c_knn, ks, t_full + t_sort),
                                       ("radius %.4g (%d pairs)" % (radius, len(r)), t_rad, c_rad, rs, t_full)):
@@ -208,6 +214,8 @@ def main():
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--queries", type=int, default=0, metavar="Q",
+                    help="also the first Q syntax trees as queries against the others (kneighbors(X, Y))")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     print(f"CPU: {cpu_model()}, {os.cpu_count()} cores, {args.threads} threads; torch {torch.__version__}; "
@@ -222,6 +230,10 @@ def main():
         print(f"ast: BEDL fit on 200 trees in {fit_s:.1f} s; {unseen} labels unseen in the fit")
         rows += run_case(f"ast {len(X)}, unit", X, None, args.k, args.repeats)
         rows += run_case(f"ast {len(X)}, BEDL", X, cost, args.k, args.repeats)
+        if args.queries:
+            Q, DB = X[:args.queries], X[args.queries:]
+            rows += run_case(f"ast {len(Q)} queries x {len(DB)}, unit", Q, None, args.k, args.repeats, Y=DB)
+            rows += run_case(f"ast {len(Q)} queries x {len(DB)}, BEDL", Q, cost, args.k, args.repeats, Y=DB)
     if "sst" in args.only:
         X, total = sst_sentences(args.n_sst)
         print(f"sst: {len(X)} of {total} sentences, {len(bt.labels.alphabet_of(X))} words")
