@@ -244,6 +244,12 @@ def _whole_batch(x_table, y_table, ii, jj) -> PairBatch:
     return batch
 
 
+def _run_symbols() -> int:
+    """Distinct symbols per run of objects, so that a tile's local table (gap included) fits
+    ``limits.LOCAL_TABLE_CELLS``; below 1, no local tables are allowed."""
+    return math.isqrt(limits.LOCAL_TABLE_CELLS) - 1
+
+
 def _symbol_tiles(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: torch.Tensor,
                   cost: SymbolCost, unknown: str, max_distance: Optional[torch.Tensor] = None):
     """The pairs split into tiles ``(ii, jj, x_objects, y_objects, max_distance)`` (the last the
@@ -257,7 +263,7 @@ def _symbol_tiles(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: 
     (``tokens_x * tokens_y``), its table one entry per pair of distinct words, and words
     repeat (300 SST sentences: about 5,800 words, 2,000 distinct).
     """
-    max_symbols = math.isqrt(limits.LOCAL_TABLE_CELLS) - 1
+    max_symbols = _run_symbols()
     if max_symbols < 1 or not len(ii):
         return None
     x_runs = _symbol_runs(x_table, _objects_in(ii, len(x_table)), cost, unknown, max_symbols)
@@ -287,7 +293,7 @@ def matrix_tiles(x_table: FlatTable, y_table: FlatTable, cost: SymbolCost, unkno
     runs and builds the same table); else consecutive rows with about ``max_pairs`` pairs each.
     For callers that consume a matrix in pieces (exact k-NN where bounds do not pay)."""
     nx, ny = len(x_table), len(y_table)
-    max_symbols = math.isqrt(limits.LOCAL_TABLE_CELLS) - 1
+    max_symbols = _run_symbols()
     tiled = (nx and ny and max_symbols >= 1 and not unit_sequence_path(x_table, y_table, cost, "exact", unknown)
              and matrix_view(x_table, y_table, cost, unknown) is None)
     if not tiled:

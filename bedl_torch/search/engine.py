@@ -565,11 +565,11 @@ def kneighbors(X: Sequence, Y: Optional[Sequence] = None, *, k: int,
                             chunk_size=chunk_size, bounds=bounds)
     candidates = problem.ny - 1 if problem.same else problem.ny
     k = check_k(k, candidates, problem.same)
-    step = block_rows(problem, block_size)
+    step = block_rows(problem, block_size)  # (checks block_size either way)
     if bounds_cannot_pay(problem, k):
         distances, indices, stats = knn_all_pairs(problem, k)
     else:
-        rows, distances, indices, stats = knn_blocks(problem, list(range(0, problem.nx, step)), k, step)
+        _, distances, indices, stats = knn_blocks(problem, list(range(0, problem.nx, step)), k, step)
     if return_stats:
         return distances, indices, stats
     return distances, indices
@@ -736,16 +736,16 @@ def radius_blocks(problem: SearchProblem, starts: Sequence[int], radius: float,
     column."""
     step = block_rows(problem, None) if step is None else step
     stop = problem.nx if stop is None else min(stop, problem.nx)
-    found, parts, pool, pool_rows = [], [], [], 0
+    found, parts, pool, pool_rows, pool_entries = [], [], [], 0, 0
 
     def verify_pool():
-        nonlocal pool, pool_rows
+        nonlocal pool, pool_rows, pool_entries
         if pool:
             r, c = torch.cat([p[0] for p in pool]), torch.cat([p[1] for p in pool])
             found.append(radius_verify(problem, r, c, radius, parts[-1]))
         if on_rows is not None and pool_rows:
             on_rows(pool_rows)
-        pool, pool_rows = [], 0
+        pool, pool_rows, pool_entries = [], 0, 0
 
     for r0 in starts:
         r1 = min(stop, r0 + step)
@@ -753,8 +753,9 @@ def radius_blocks(problem: SearchProblem, starts: Sequence[int], radius: float,
         parts.append(stats)
         if len(r):
             pool.append((r, c))
+            pool_entries += len(r)
         pool_rows += r1 - r0
-        if sum(len(p[0]) for p in pool) >= RADIUS_POOL_ENTRIES:
+        if pool_entries >= RADIUS_POOL_ENTRIES:
             verify_pool()
     verify_pool()
     if found:
