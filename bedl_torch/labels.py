@@ -46,15 +46,17 @@ def check_collection(X, name: str = "X") -> list:
     """``X`` as a list of trees or of sequences, checked: one kind only.
 
     Raises:
-        TypeError: ``X`` is a single tree or string, holds anything but trees and sequences
-            (naming the type), or mixes trees and sequences.
+        TypeError: ``X`` is a single tree or string, a tensor or not iterable, holds anything
+            but trees and sequences (naming the type and index), or mixes trees and sequences.
     """
     if isinstance(X, (str, Tree)):
         raise TypeError(f"{name} must be a list of trees or of sequences, not a single "
-                        f"{type(X).__name__}")
+                        f"{type(X).__name__} (wrap it in a list)")
+    if isinstance(X, (torch.Tensor, bytes)) or not isinstance(X, Iterable):
+        raise TypeError(f"{name} must be a list of trees or of sequences, got {type(X).__name__}")
     X = list(X)
     kinds = set()
-    for x in X:
+    for i, x in enumerate(X):
         if isinstance(x, Tree):
             kinds.add("tree")
         elif isinstance(x, (str, list, tuple)):
@@ -62,10 +64,10 @@ def check_collection(X, name: str = "X") -> list:
         else:
             raise TypeError(
                 f"{name} must hold bedl_torch.Tree objects or sequences (str, list, tuple), "
-                f"got {type(x).__name__}"
+                f"got {type(x).__name__} at index {i}"
             )
     if len(kinds) > 1:
-        raise TypeError(f"{name} mixes trees and sequences")
+        raise TypeError(f"{name}: cannot mix trees and sequences in one collection")
     return X
 
 

@@ -543,6 +543,21 @@ def test_input_errors():
         radius_neighbors(X, X, radius=1.0, symmetric=True)
     with pytest.raises(ValueError, match="unknown bounds"):
         kneighbors(X, k=1, bounds=("label", "pivot"))
+    with pytest.raises(TypeError, match="bounds must be a sequence of bound names"):
+        kneighbors(X, k=1, bounds="label")  # not split into ('l', 'a', ...)
+    # a single object or a non-collection is not read as a collection of its elements
+    with pytest.raises(TypeError, match="not a single str"):
+        kneighbors("abc", k=1)
+    with pytest.raises(TypeError, match="Y must be a list .* not a single Tree"):
+        radius_neighbors(X, bt.Tree(["a"], [[]]), radius=1.0)
+    with pytest.raises(TypeError, match="X must be a list of trees or of sequences, got int"):
+        kneighbors(5, k=1)
+    with pytest.raises(TypeError, match="got int at index 1"):
+        radius_neighbors(["a", 3], radius=1.0)
+    with pytest.raises(TypeError, match="not a single str"):
+        bt.pairwise_distances("abc")
+    with pytest.raises(TypeError, match="not a single str"):
+        label_lower_bound("abc")
     with pytest.raises(TypeError):
         kneighbors(X, k=1, cost="unit")
     with pytest.raises(ValueError, match="missing from the cost's alphabet"):

@@ -24,7 +24,7 @@ import torch
 
 from .. import _ext
 from ..costs import SymbolCost, UnitCost
-from ..labels import alphabet_of
+from ..labels import alphabet_of, check_collection
 from ..validation import check_cost_module
 from . import limits
 from .batch import PairBatch, check_temperature, soft_distances
@@ -414,8 +414,8 @@ def problem_inputs(X, Y, cost: Optional[SymbolCost], symmetric: Optional[bool]):
     (``Y=None``: ``X`` itself), the cost module (default: unit costs over their labels; else
     checked) and whether the problem is symmetric (default: ``Y=None`` and ``cost.symmetric``)."""
     same = Y is None
-    X = list(X)
-    Y = X if same else list(Y)
+    X = check_collection(X, "X")
+    Y = X if same else check_collection(Y, "Y")
     if cost is None:
         cost = UnitCost(alphabet_of(X, Y))
     else:

@@ -28,7 +28,7 @@ from typing import List, Optional, Sequence
 import torch
 
 from ..costs import SymbolCost, UnitCost, block_of, pair_costs_of, subtable_of, table_of
-from ..labels import alphabet_of
+from ..labels import alphabet_of, check_collection
 from ..ops import FlatTable, pairwise_distances
 from ..validation import check_cost_module
 
@@ -547,10 +547,6 @@ def postorder_labels(tree) -> list:
     return out
 
 
-def _as_list(X) -> list:
-    return list(X)
-
-
 def _check_same_kind(x_table, y_table):
     if x_table.kind and y_table.kind and x_table.kind != y_table.kind:
         raise TypeError(f"X and Y must both hold trees or both sequences, got "
@@ -558,9 +554,9 @@ def _check_same_kind(x_table, y_table):
 
 
 def _prepare(X, Y, cost, unknown):
-    X = _as_list(X)
+    X = check_collection(X, "X")
     same = Y is None
-    Y = X if same else _as_list(Y)
+    Y = X if same else check_collection(Y, "Y")
     if cost is None:
         cost = UnitCost(alphabet_of(X, Y))
     else:

@@ -66,6 +66,9 @@ class SearchProblem:
                  rel_tol: Optional[float] = None, unknown: str = "error",
                  symmetric: Optional[bool] = None, chunk_size: Optional[int] = None,
                  bounds: Sequence[str] = BOUNDS):
+        if isinstance(bounds, str):
+            raise TypeError(f"bounds must be a sequence of bound names, got the str {bounds!r} "
+                            f"(write ({bounds!r},))")
         bounds = tuple(bounds)
         bad = [b for b in bounds if b not in BOUNDS]
         if bad:
