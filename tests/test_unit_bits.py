@@ -189,6 +189,32 @@ def test_table_free_unit_distances_equal_the_dp():
     assert got.tolist() == [_unit_reference(xs[a], ys[b]) for a, b in pairs]
 
 
+def test_runs_of_pairs_that_share_x_equal_the_dp():
+    """Consecutive pairs with the same x of at most 64 symbols run against it as one pattern,
+    four texts at a time, each lane taking the next text when its own ends: runs of 1 to 23
+    pairs (texts empty, shorter and longer than x, beyond one word, in an order that ends the
+    lanes at different steps), a repeated x that is not consecutive, and x beyond one word."""
+    rng = np.random.default_rng(5)
+    words = rng.choice(1_000_000, size=6, replace=False)
+    xs = [list(words[rng.integers(0, 6, size=L)]) for L in (1, 7, 40, 64, 65)]
+    ys = [list(words[rng.integers(0, 6, size=L)]) for L in (0, 1, 3, 9, 17, 33, 63, 64, 65, 100, 150)]
+    pairs = [(2, b) for b in rng.permutation(len(ys))] + [(2, b) for b in rng.permutation(len(ys))] + \
+        [(2, 0)] + [(0, 5), (1, 5), (0, 6)] + [(3, b) for b in range(len(ys))] + \
+        [(4, b) for b in (0, 1, 10)] + [(1, b) for b in (9, 2)] + [(3, 3)]
+    pairs = [(int(a), int(b)) for a, b in pairs]
+    got = _unit_op(xs, ys, pairs)
+    assert got.tolist() == [_unit_reference(xs[a], ys[b]) for a, b in pairs]
+    # the same pairs through a 0/1 table that lets several symbols match (the table path)
+    table = _zero_one_table(6, 6, rng, 2)
+    index = {int(w): k for k, w in enumerate(words)}
+    xi = [[index[int(v)] for v in x] for x in xs]
+    yi = [[index[int(v)] for v in y] for y in ys]
+    fast, slow = _both_paths(torch.tensor(table), xi, yi)
+    expected = torch.tensor([_reference(x, y, table) for x in xi for y in yi], dtype=fast.dtype)
+    assert torch.equal(fast, expected)
+    assert torch.equal(fast, slow)
+
+
 def test_table_free_unit_op_passes_opcheck():
     xs, ys = [[3, 1, 4, 1, 5], [], [9, 2, 6]], [[1, 4], [5, 9, 2, 6, 5, 3]]
     x_lab, x_ptr = _flat(xs)

@@ -32,7 +32,7 @@ inline bool simd_avx2() {
 #endif
 }
 
-// Runs fn(b, workspace) for every pair, in parallel over pairs. Threads take
+// Runs fn(begin, end, workspace) over pieces of the pairs, in parallel. Threads take
 // pieces of consecutive pairs (about 16k DP cells each) from a shared counter:
 // pairwise_distances sorts its pairs by size, and a fixed split into one range
 // per thread gave one thread the large pairs (2 threads were 1.2-1.4x one on
@@ -41,7 +41,7 @@ inline bool simd_avx2() {
 // on the thread count nor on the schedule. Fewer threads below ~64k DP cells
 // each: waking a thread for a few hundred cells costs more than it saves.
 template <typename Workspace, typename Fn>
-void for_each_pair(int64_t batch, int64_t cells_per_pair, const Fn& fn) {
+void for_each_piece(int64_t batch, int64_t cells_per_pair, const Fn& fn) {
   if (batch <= 0) return;
   const int64_t cells = std::max<int64_t>(1, cells_per_pair);
   const int64_t piece = std::max<int64_t>(1, (int64_t{1} << 14) / cells);  // pairs per piece
@@ -51,7 +51,7 @@ void for_each_pair(int64_t batch, int64_t cells_per_pair, const Fn& fn) {
   const int64_t threads = std::min<int64_t>({static_cast<int64_t>(at::get_num_threads()), pieces, by_work});
   if (threads <= 1) {
     Workspace ws;
-    for (int64_t b = 0; b < batch; ++b) fn(b, ws);
+    fn(int64_t{0}, batch, ws);
     return;
   }
   std::atomic<int64_t> next{0};
@@ -59,10 +59,17 @@ void for_each_pair(int64_t batch, int64_t cells_per_pair, const Fn& fn) {
     Workspace ws;
     for (int64_t slot = slot_begin; slot < slot_end; ++slot) {  // one slot per thread, usually
       for (int64_t k = next.fetch_add(1); k < pieces; k = next.fetch_add(1)) {
-        const int64_t end = std::min(batch, (k + 1) * piece);
-        for (int64_t b = k * piece; b < end; ++b) fn(b, ws);
+        fn(k * piece, std::min(batch, (k + 1) * piece), ws);
       }
     }
+  });
+}
+
+// for_each_piece one pair at a time: fn(b, workspace).
+template <typename Workspace, typename Fn>
+void for_each_pair(int64_t batch, int64_t cells_per_pair, const Fn& fn) {
+  for_each_piece<Workspace>(batch, cells_per_pair, [&](int64_t begin, int64_t end, Workspace& ws) {
+    for (int64_t b = begin; b < end; ++b) fn(b, ws);
   });
 }
 

@@ -135,13 +135,17 @@ void run_symbol_sequences(const SymbolSequences& ss, const std::vector<int64_t>&
   if (!need_coopt && unit != nullptr && unit->applies) {
     // 0/1 replacements and unit gaps: bit vectors, 64 cells a step (the same integers;
     // the scheduler's cells per pair scaled to match)
-    dp::for_each_pair<UnitWorkspace>(static_cast<int64_t>(order.size()), std::max<int64_t>(1, ss.rows * ss.cols / 32),
-                                     [&](int64_t k, UnitWorkspace& ws) {
-                                       const int64_t b = order[k];
-                                       const SymbolPair sp = ss.pair(b);
-                                       d[b] = static_cast<scalar_t>(unit_distance(*unit, R, C, sp.x, sp.m, sp.y,
-                                                                                  sp.n, ws));
-                                     });
+    dp::for_each_piece<UnitWorkspace>(
+        static_cast<int64_t>(order.size()), std::max<int64_t>(1, ss.rows * ss.cols / 32),
+        [&](int64_t begin, int64_t end, UnitWorkspace& ws) {
+          unit_distances(
+              *unit, R, C, begin, end,
+              [&](int64_t k) {
+                const SymbolPair sp = ss.pair(order[k]);
+                return UnitPair{sp.x, sp.m, sp.y, sp.n};
+              },
+              [&](int64_t k, int64_t v) { d[order[k]] = static_cast<scalar_t>(v); }, ws);
+        });
     return;
   }
   auto pair = [&](int64_t k, SedWorkspace& ws) {

@@ -97,6 +97,8 @@ struct UnitWorkspace {
   std::vector<int64_t> slot;      // text symbol -> its peq slot (-1: none yet); sized to the symbols
   std::vector<int64_t> touched;   // symbols whose slot is set (reset after the pair)
   std::vector<uint64_t> vp, vn;   // the current column's +1 and -1 steps
+  std::vector<uint64_t> eq_of;    // text symbol -> the mask of a run's shared one-word pattern (else 0)
+  std::vector<int64_t> eq_set;    // symbols whose eq_of is set (cleared after the run)
 };
 
 // One word of a text symbol's column step (Hyyro): vp and vn, the word's
@@ -187,6 +189,148 @@ inline int64_t unit_distance(const UnitTable& u, int64_t table_rows, int64_t tab
   }
   for (int64_t s : ws.touched) ws.slot[s] = -1;
   return score;
+}
+
+// One step of a one-word pattern's column (column_word with nothing carried
+// in from below): vp and vn updated in place, score moved by the last row's
+// horizontal step (`last`: the pattern's last bit).
+inline void word_step(uint64_t eq, uint64_t& vp, uint64_t& vn, uint64_t last, int64_t& score) {
+  const uint64_t d0 = (((eq & vp) + vp) ^ vp) | eq | vn;
+  const uint64_t hp = vn | ~(d0 | vp), hn = vp & d0;
+  score += static_cast<int64_t>((hp & last) != 0) - static_cast<int64_t>((hn & last) != 0);
+  const uint64_t hp_shifted = (hp << 1) | 1, hn_shifted = hn << 1;
+  vp = hn_shifted | ~(d0 | hp_shifted);
+  vn = hp_shifted & d0;
+}
+
+// x (m symbols, 1 <= m <= 64, table rows) as the pattern of a run of pairs:
+// eq_of[s] holds the positions of x that text symbol s (a table column)
+// matches at cost 0. clear_pattern restores eq_of to zeros.
+inline void set_pattern(const UnitTable& u, int64_t text_symbols, const int64_t* x, int64_t m, UnitWorkspace& ws) {
+  if (static_cast<int64_t>(ws.eq_of.size()) < text_symbols) ws.eq_of.assign(text_symbols, 0);
+  auto mark = [&](int64_t s, uint64_t bit) {
+    if (ws.eq_of[s] == 0) ws.eq_set.push_back(s);
+    ws.eq_of[s] |= bit;
+  };
+  for (int64_t p = 0; p < m; ++p) {
+    const uint64_t bit = uint64_t{1} << p;
+    if (u.identity) {
+      mark(x[p], bit);
+      continue;
+    }
+    for (int64_t k = u.row_begin[x[p]]; k < u.row_begin[x[p] + 1]; ++k) mark(u.row_zeros[k], bit);
+  }
+}
+inline void clear_pattern(UnitWorkspace& ws) {
+  for (int64_t s : ws.eq_set) ws.eq_of[s] = 0;
+  ws.eq_set.clear();
+}
+
+// A text: its symbols (table columns) and their count.
+struct UnitText {
+  const int64_t* symbols;
+  int64_t n;
+};
+
+// Distances of the one-word pattern set in ws.eq_of (m symbols) against
+// texts text_of(k), k < count, into out(k, distance). A step's dozen
+// dependent operations keep one chain from filling the core, so four texts
+// run as independent chains, each lane taking the next text as its own ends
+// (the same integers as unit_distance).
+template <typename TextOf, typename Out>
+inline void unit_run(const UnitWorkspace& ws, int64_t m, int64_t count, const TextOf& text_of, const Out& out) {
+  constexpr int kChains = 4;
+  const uint64_t* eq_of = ws.eq_of.data();
+  const uint64_t last = uint64_t{1} << (m - 1);
+  const int64_t* text[kChains];
+  int64_t left[kChains], score[kChains], who[kChains];
+  uint64_t vp[kChains], vn[kChains];
+  int64_t next = 0;
+  // Lane l takes the next non-empty text (an empty one is m deletions); false when none is left.
+  auto take = [&](int l) {
+    for (; next < count; ++next) {
+      const UnitText t = text_of(next);
+      if (t.n == 0) {
+        out(next, m);
+        continue;
+      }
+      text[l] = t.symbols;
+      left[l] = t.n;
+      score[l] = m;
+      who[l] = next++;
+      vp[l] = ~uint64_t{0};
+      vn[l] = 0;
+      return true;
+    }
+    return false;
+  };
+  int lanes = 0;
+  while (lanes < kChains && take(lanes)) ++lanes;
+  if (lanes == kChains) {
+    for (;;) {
+      const int64_t steps = std::min(std::min(left[0], left[1]), std::min(left[2], left[3]));
+      for (int64_t t = 0; t < steps; ++t) {
+#pragma GCC unroll 4
+        for (int l = 0; l < kChains; ++l) word_step(eq_of[text[l][t]], vp[l], vn[l], last, score[l]);
+      }
+      bool all = true;
+      for (int l = 0; l < kChains; ++l) {
+        text[l] += steps;
+        left[l] -= steps;
+        if (left[l] > 0) continue;
+        out(who[l], score[l]);
+        if (all && take(l)) continue;
+        all = false;
+        left[l] = 0;  // (finished; the others end alone below)
+      }
+      if (!all) break;
+    }
+  }
+  for (int l = 0; l < lanes; ++l) {
+    if (left[l] == 0) continue;
+    for (int64_t t = 0; t < left[l]; ++t) word_step(eq_of[text[l][t]], vp[l], vn[l], last, score[l]);
+    out(who[l], score[l]);
+  }
+}
+
+// A pair of a unit-cost batch: x (table rows) and y (table columns).
+struct UnitPair {
+  const int64_t* x;
+  int64_t m;
+  const int64_t* y;
+  int64_t n;
+};
+
+// Distances of pairs pair_of(b), begin <= b < end, into out(b, distance):
+// consecutive pairs that share a one-word x run against it as their pattern
+// (its masks set once, unit_run), the others one by one (unit_distance).
+template <typename PairOf, typename Out>
+inline void unit_distances(const UnitTable& u, int64_t table_rows, int64_t table_cols, int64_t begin, int64_t end,
+                           const PairOf& pair_of, const Out& out, UnitWorkspace& ws) {
+  for (int64_t b = begin; b < end;) {
+    const UnitPair p = pair_of(b);
+    if (p.m < 1 || p.m > 64) {
+      out(b, unit_distance(u, table_rows, table_cols, p.x, p.m, p.y, p.n, ws));
+      ++b;
+      continue;
+    }
+    int64_t e = b + 1;
+    while (e < end) {
+      const UnitPair q = pair_of(e);
+      if (q.x != p.x || q.m != p.m) break;
+      ++e;
+    }
+    set_pattern(u, table_cols - 1, p.x, p.m, ws);
+    unit_run(
+        ws, p.m, e - b,
+        [&](int64_t k) {
+          const UnitPair q = pair_of(b + k);
+          return UnitText{q.y, q.n};
+        },
+        [&](int64_t k, int64_t d) { out(b + k, d); });
+    clear_pattern(ws);
+    b = e;
+  }
 }
 
 }  // namespace sed

@@ -51,10 +51,14 @@ at::Tensor sed_unit_cpu(const at::Tensor& x_labels_in, const at::Tensor& x_ptr_i
   int64_t* d = dist.data_ptr<int64_t>();
   // (the scheduler's cells per pair as the symbol-table kernel's bit-vector path counts them)
   const int64_t cells = std::max<int64_t>(1, (longest(xp, nx) + 1) * (longest(yp, ny) + 1) / 32);
-  dp::for_each_pair<sed::UnitWorkspace>(batch, cells, [&](int64_t b, sed::UnitWorkspace& ws) {
-    const int64_t tx = px[b], ty = py[b];
-    d[b] = sed::unit_distance(unit, symbols + 1, symbols + 1, xl + xp[tx], xp[tx + 1] - xp[tx], yl + yp[ty],
-                              yp[ty + 1] - yp[ty], ws);
+  dp::for_each_piece<sed::UnitWorkspace>(batch, cells, [&](int64_t begin, int64_t end, sed::UnitWorkspace& ws) {
+    sed::unit_distances(
+        unit, symbols + 1, symbols + 1, begin, end,
+        [&](int64_t b) {
+          const int64_t tx = px[b], ty = py[b];
+          return sed::UnitPair{xl + xp[tx], xp[tx + 1] - xp[tx], yl + yp[ty], yp[ty + 1] - yp[ty]};
+        },
+        [&](int64_t b, int64_t v) { d[b] = v; }, ws);
   });
   return dist;
 }
