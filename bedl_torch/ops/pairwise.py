@@ -386,12 +386,11 @@ def assemble(ii, jj, values, shape: Tuple[int, int], mirror: bool):
             out[jj, ii] = values
         return out
     ii, jj = ii.to(values.device), jj.to(values.device)
-    if mirror:
-        off = ii != jj
-        ii, jj, values = (torch.cat([ii, jj[off]]), torch.cat([jj, ii[off]]),
-                          torch.cat([values, values[off]]))
     out = torch.zeros(shape, dtype=values.dtype, device=values.device)
-    return out.index_put((ii, jj), values)
+    out.index_put_((ii, jj), values)
+    if mirror:  # (a diagonal entry is written twice with its one value; its gradient flows once)
+        out.index_put_((jj, ii), values)
+    return out
 
 
 def _check_mode(mode: str, temperature, modes: Sequence[str]) -> Optional[float]:
