@@ -352,6 +352,27 @@ def check_search(X, Y, cost, rng, *, ks=None, radii=None, **kw):
         assert stats["pairs"] == stats["decided_by_label"] + stats["decided_by_traversal"] + stats["exact"]
 
 
+@pytest.mark.parametrize("symmetric", [True, False])
+@pytest.mark.parametrize("max_pairs", [5, 37, 400, 10**6])
+def test_all_pairs_blocks_merge_to_the_full_matrix(symmetric, max_pairs):
+    """knn_all_pairs over blocks of every size, from a few pairs to the whole matrix in one: each
+    block's entries, their partners (symmetric: those whose row lies in the block go into its
+    own rectangle, the others are merged by the transpose) and the dropped diagonal give the
+    full matrix's answer, ties by index included (strings over two letters tie often)."""
+    from bedl_torch.search.engine import knn_all_pairs
+    rng = np.random.default_rng(max_pairs)
+    X = ["".join(rng.choice(list("ab"), size=int(rng.integers(0, 6)))) for _ in range(23)] + ["ab", "ab"]
+    problem = SearchProblem(X, None, None, symmetric=symmetric)
+    assert problem.symmetric == symmetric
+    D = exact_matrix(X, None, None)
+    for k in (1, 3, len(X) - 1):
+        d, i, stats = knn_all_pairs(problem, k, max_pairs=max_pairs)
+        rd, ri = reference_knn(D, k, True)
+        assert torch.equal(i, ri) and torch.equal(d, rd), k
+        assert stats["exact"] == stats["pairs"] == len(X) * (len(X) - 1)
+        assert stats["exact_computed"] == (len(X) * (len(X) - 1) // (2 if symmetric else 1))
+
+
 @pytest.mark.parametrize("kind", COSTS)
 @pytest.mark.parametrize("same", [True, False])
 def test_search_equals_the_full_matrix_on_trees(kind, same):

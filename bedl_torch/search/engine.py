@@ -458,28 +458,41 @@ def knn_all_pairs(problem: SearchProblem, k: int, blocks: Optional[Collection[in
         v = problem.block_values(a, b)
         if on_pairs is not None:
             on_pairs(len(a))
-        if problem.same:  # the diagonal keeps each tile's objects in the call; not an entry
-            off = a != b
-            a, b, v = a[off], b[off], v[off]
-        stats["exact_computed"] += len(a)
-        entries = 2 * len(a) if problem.symmetric else len(a)
+        # (the diagonal keeps each tile's objects in the call; not an entry: dropped in the merge)
+        computed = len(a) - (int((a == b).sum()) if problem.same else 0)
+        stats["exact_computed"] += computed
+        entries = 2 * computed if problem.symmetric else computed
         stats["pairs"] += entries
         stats["exact"] += entries
-        _merge_block(best_d, best_i, a, b, v, k, problem.symmetric)
+        _merge_block(best_d, best_i, a, b, v, k, problem.symmetric, problem.same)
     return best_d, best_i, stats
 
 
-def _merge_block(best_d, best_i, r, c, v, k, partners: bool):
+def _merge_block(best_d, best_i, r, c, v, k, partners: bool, same: bool = False):
     """:func:`_merge_into` of a block of entries ``(r, c)`` that lie in a rectangle of rows and
     columns (a tile, or consecutive rows against the columns from the first row on), each row's
     ``k`` best of the block taken first (:func:`_k_smallest`); with ``partners`` also the
-    entries ``(c, r)``."""
+    entries ``(c, r)``; with ``same`` (rows and columns index one collection) without the
+    diagonal's ``(i, i)``."""
     if len(r) == 0:
         return
     r0, c0 = int(r.min()), int(c.min())
     M = torch.full((int(r.max()) + 1 - r0, int(c.max()) + 1 - c0), math.inf, dtype=torch.float64)
     M[r - r0, c - c0] = v
-    for rect, first_row, first_col in ((M, r0, c0), (M.T, c0, r0))[: 2 if partners else 1]:
+    passes = [(M, r0, c0)]
+    if partners and r0 == c0:
+        # rows from r0 against columns from r0 (entries r <= c): a partner (c, r) whose row
+        # lies in the block goes into M itself; only the columns past its rows need M.T
+        h = M.shape[0]
+        inside = c < r0 + h
+        M[c[inside] - r0, r[inside] - c0] = v[inside]
+        if M.shape[1] > h:
+            passes.append((M[:, h:].T, c0 + h, r0))
+    elif partners:
+        passes.append((M.T, c0, r0))
+    if same:  # M[i - r0, i - c0] holds (i, i): the diagonal at offset r0 - c0
+        M.diagonal(r0 - c0).fill_(math.inf)
+    for rect, first_row, first_col in passes:
         d, i = _k_smallest(rect, k)
         have = i != _NO_INDEX
         rows = torch.arange(first_row, first_row + rect.shape[0])[:, None].expand_as(i)

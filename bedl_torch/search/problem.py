@@ -191,17 +191,7 @@ class SearchProblem:
             kw["max_distance"] = limits
         with torch.no_grad():
             oa, ob, v = table_pair_distances(x_table, y_table, key // ny, key % ny, self.cost, **kw)
-        v = v.detach().to("cpu", torch.float64)
-        okey = oa * ny + ob
-        if not torch.equal(okey, want):  # regrouped (tiles, chunks) or covered
-            if len(x_table) * ny <= 4 * len(okey) + 1024:
-                # (keys are distinct: a position per key, read back in the order wanted)
-                at = torch.empty(len(x_table) * ny, dtype=torch.long)
-                at[okey] = torch.arange(len(okey))
-                v = v[at[want]]
-            else:
-                order = torch.argsort(okey)
-                v = v[order][torch.searchsorted(okey[order], want)]
+        v = _in_order(len(x_table), ny, oa, ob, v.detach().to("cpu", torch.float64), want)
         return v if inverse is None else v[inverse]
 
     def exact(self, a: torch.Tensor, b: torch.Tensor, threshold: Optional[torch.Tensor] = None,
@@ -228,7 +218,13 @@ class SearchProblem:
         """The exact distances of a block of :meth:`matrix_blocks` (distinct kernel pairs, in
         input order, float64): the values of :func:`bedl_torch.pairwise_distances`, without
         :meth:`exact`'s covering pairs (the block finds the matrix's tile by itself)."""
-        return self._values(self.x_table, self.y_table, a, b, distinct=True)
+        with torch.no_grad():
+            oa, ob, v = table_pair_distances(self.x_table, self.y_table, a, b, self.cost, **self.kw)
+        v = v.detach().to("cpu", torch.float64)
+        if (oa is a or torch.equal(oa, a)) and (ob is b or torch.equal(ob, b)):
+            return v  # (computed in input order)
+        ny = len(self.y_table)
+        return _in_order(self.nx, ny, oa, ob, v, a * ny + b)
 
     def estimate(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """The exact distances of the kernel pairs ``(a, b)`` (repeats computed once), for
@@ -330,3 +326,19 @@ class SearchProblem:
             rl, c, thr = rl[keep], c[keep], thr[keep]
         stats["decided_by_traversal"] += sum(len(p) for p in pruned_r)
         return rl, c, torch.cat(pruned_r) if pruned_r else rl[:0], torch.cat(pruned_c) if pruned_c else c[:0]
+
+
+def _in_order(nx: int, ny: int, oa: torch.Tensor, ob: torch.Tensor, v: torch.Tensor,
+              want: torch.Tensor) -> torch.Tensor:
+    """The values ``v`` of distinct kernel pairs ``(oa, ob)`` (of an ``nx x ny`` matrix), read
+    back in the order of the keys ``want`` (``row * ny + col``, each among them)."""
+    okey = oa * ny + ob
+    if torch.equal(okey, want):
+        return v
+    if nx * ny <= 4 * len(okey) + 1024:
+        # (keys are distinct: a position per key, read back in the order wanted)
+        at = torch.empty(nx * ny, dtype=torch.long)
+        at[okey] = torch.arange(len(okey))
+        return v[at[want]]
+    order = torch.argsort(okey)
+    return v[order][torch.searchsorted(okey[order], want)]
