@@ -862,3 +862,24 @@ def test_searches_import_no_heavy_module_when_called():
     imported = ast.literal_eval(out.stdout.strip().splitlines()[-1])
     heavy = ("sympy", "mpmath", "torch._dynamo", "torch._inductor", "torch._refs", "torch.fx")
     assert not [m for m in imported if m.split(".")[0] in heavy or m.startswith(heavy)]
+
+
+def test_release_freed_memory_trims_a_heap_with_holes(monkeypatch):
+    """Heap holes (every other 64 KB block freed) are returned to the system once the process
+    has grown by more than ``keep`` since the last trim and the heap holds that much free;
+    below either limit nothing is trimmed."""
+    from bedl_torch import _memory
+    if _memory._GLIBC is None or not _memory.resident_bytes():
+        pytest.skip("needs glibc and /proc")
+    monkeypatch.setattr(_memory, "_after_trim", [None])
+    assert not _memory.release_freed_memory(keep=0)  # the first call only sets the baseline
+    blocks = [bytearray(1 << 16) for _ in range(2048)]  # 128 MB from the heap, pages touched
+    del blocks[::2]  # 64 MB of holes between live blocks: not trimmed by free() itself
+    assert _memory.free_heap_bytes() > 48 << 20
+    assert not _memory.release_freed_memory(keep=1 << 40)
+    before = _memory.resident_bytes()
+    _memory._after_trim[0] = 0
+    assert _memory.release_freed_memory(keep=32 << 20)
+    assert _memory.resident_bytes() < before - (32 << 20)
+    assert 0 < _memory._after_trim[0] < before  # the next trim counts from here
+    del blocks

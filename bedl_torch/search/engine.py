@@ -55,6 +55,7 @@ from typing import Collection, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
+from .._memory import release_freed_memory
 from ..costs import SymbolCost
 from .problem import BOUNDS, SearchProblem, merge_stats, new_stats
 
@@ -465,6 +466,7 @@ def knn_all_pairs(problem: SearchProblem, k: int, blocks: Optional[Collection[in
         stats["pairs"] += entries
         stats["exact"] += entries
         _merge_block(best_d, best_i, a, b, v, k, problem.symmetric, problem.same)
+        release_freed_memory()
     return best_d, best_i, stats
 
 
@@ -602,6 +604,7 @@ def knn_blocks(problem: SearchProblem, starts: Sequence[int], k: int, step: Opti
     for r0 in starts:
         r1 = min(stop, r0 + step)
         d, j, handed, stats = knn_block(problem, r0, r1, k, known)
+        release_freed_memory()
         ds.append(d)
         js.append(j)
         rs.append(torch.arange(r0, r1))
@@ -639,7 +642,9 @@ def radius_candidates(problem: SearchProblem, r0: int, r1: int, radius: float):
     stats = new_stats()
     if B == 0 or ny == 0:
         return torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long), stats
-    cols = torch.arange(ny)
+    # symmetric: only the columns after the block's first row (the entries c > r)
+    first = r0 + 1 if problem.symmetric else 0
+    cols = torch.arange(first, ny)
     if problem.symmetric:
         cand = cols[None, :] > rows[:, None]
         weight = 2  # each computed pair stands for two entries
@@ -651,8 +656,9 @@ def radius_candidates(problem: SearchProblem, r0: int, r1: int, radius: float):
         weight = 1
     n_cand = int(cand.sum())
     stats["pairs"] = weight * n_cand
-    L = problem.lower_block(rows)
+    L = problem.lower_block(rows, first)
     rl, c = torch.nonzero(cand & (L <= radius), as_tuple=True)
+    c += first
     del L, cand
     stats["decided_by_label"] = weight * (n_cand - len(rl))
     thr = torch.full((len(rl),), float(radius), dtype=torch.float64)
@@ -763,6 +769,7 @@ def radius_blocks(problem: SearchProblem, starts: Sequence[int], radius: float,
     for r0 in starts:
         r1 = min(stop, r0 + step)
         r, c, stats = radius_candidates(problem, r0, r1, radius)
+        release_freed_memory()
         parts.append(stats)
         if len(r):
             pool.append((r, c))

@@ -269,12 +269,12 @@ class SearchProblem:
         probe = LabelBound(self.costs, lx[nodes], sub_ptr, ly, self.y_table.ptr, x_rows_only=True)
         return probe.block(torch.arange(len(rows)))
 
-    def lower_block(self, rows: torch.Tensor) -> torch.Tensor:
-        """Lower bounds minus rounding margins ``(len(rows), ny)`` of the entries
-        ``(rows[i], j)`` (``-inf`` without the label bound)."""
-        cols = torch.arange(self.ny)
+    def lower_block(self, rows: torch.Tensor, first_col: int = 0) -> torch.Tensor:
+        """Lower bounds minus rounding margins ``(len(rows), ny - first_col)`` of the entries
+        ``(rows[i], first_col + j)`` (``-inf`` without the label bound)."""
+        cols = torch.arange(first_col, self.ny)
         if not self.has_label:
-            return torch.full((len(rows), self.ny), -math.inf, dtype=torch.float64)
+            return torch.full((len(rows), len(cols)), -math.inf, dtype=torch.float64)
         # An entry below the diagonal is the kernel pair (col, row). Either orientation's bound
         # serves where both are the same numbers, or where the costs read are a symmetric table
         # (d(x, y) and d(y, x) are then one minimum, their computed values within the margin),
@@ -289,7 +289,7 @@ class SearchProblem:
             lb = torch.where(below, swapped, lb)
         else:
             lb = self.label.block(rows, cols)
-        return lb - self.costs.margin(self.mx[rows][:, None], self.my[None, :])
+        return lb - self.costs.margin(self.mx[rows][:, None], self.my[cols][None, :])
 
     def upper_block(self, rows: torch.Tensor) -> torch.Tensor:
         """Upper bounds plus rounding margins ``(len(rows), ny)`` (``inf`` without them)."""
