@@ -190,17 +190,19 @@ def test_table_free_unit_distances_equal_the_dp():
 
 
 def test_runs_of_pairs_that_share_x_equal_the_dp():
-    """Consecutive pairs with the same x of at most 64 symbols run against it as one pattern,
-    four texts at a time, each lane taking the next text when its own ends: runs of 1 to 23
-    pairs (texts empty, shorter and longer than x, beyond one word, in an order that ends the
-    lanes at different steps), a repeated x that is not consecutive, and x beyond one word."""
+    """Consecutive pairs with the same x run against it as one pattern (one word, or several
+    for x of 65 and 200 symbols), four texts at a time, each lane taking the next text when its
+    own ends: runs of 1 to 23 pairs (texts empty, shorter and longer than x, beyond one word,
+    in an order that ends the lanes at different steps) and a repeated x that is not
+    consecutive."""
     rng = np.random.default_rng(5)
     words = rng.choice(1_000_000, size=6, replace=False)
-    xs = [list(words[rng.integers(0, 6, size=L)]) for L in (1, 7, 40, 64, 65)]
+    xs = [list(words[rng.integers(0, 6, size=L)]) for L in (1, 7, 40, 64, 65, 200)]
     ys = [list(words[rng.integers(0, 6, size=L)]) for L in (0, 1, 3, 9, 17, 33, 63, 64, 65, 100, 150)]
     pairs = [(2, b) for b in rng.permutation(len(ys))] + [(2, b) for b in rng.permutation(len(ys))] + \
         [(2, 0)] + [(0, 5), (1, 5), (0, 6)] + [(3, b) for b in range(len(ys))] + \
-        [(4, b) for b in (0, 1, 10)] + [(1, b) for b in (9, 2)] + [(3, 3)]
+        [(4, b) for b in (0, 1, 10)] + [(1, b) for b in (9, 2)] + [(3, 3)] + \
+        [(5, b) for b in rng.permutation(len(ys))] + [(4, b) for b in rng.permutation(len(ys))]
     pairs = [(int(a), int(b)) for a, b in pairs]
     got = _unit_op(xs, ys, pairs)
     assert got.tolist() == [_unit_reference(xs[a], ys[b]) for a, b in pairs]

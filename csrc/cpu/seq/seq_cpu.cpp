@@ -136,7 +136,7 @@ void run_symbol_sequences(const SymbolSequences& ss, const std::vector<int64_t>&
     // 0/1 replacements and unit gaps: bit vectors, 64 cells a step (the same integers;
     // the scheduler's cells per pair scaled to match)
     dp::for_each_piece<UnitWorkspace>(
-        static_cast<int64_t>(order.size()), std::max<int64_t>(1, ss.rows * ss.cols / 32),
+        static_cast<int64_t>(order.size()), unit_piece_cells(ss.rows - 1, ss.cols - 1),
         [&](int64_t begin, int64_t end, UnitWorkspace& ws) {
           unit_distances(
               *unit, R, C, begin, end,

@@ -97,8 +97,10 @@ struct UnitWorkspace {
   std::vector<int64_t> slot;      // text symbol -> its peq slot (-1: none yet); sized to the symbols
   std::vector<int64_t> touched;   // symbols whose slot is set (reset after the pair)
   std::vector<uint64_t> vp, vn;   // the current column's +1 and -1 steps
-  std::vector<uint64_t> eq_of;    // text symbol -> the mask of a run's shared one-word pattern (else 0)
+  std::vector<uint64_t> eq_of;    // text symbol -> a run's shared pattern's masks, eq_words each (else 0)
+  std::vector<uint8_t> eq_marked; // text symbol -> whether it is in eq_set
   std::vector<int64_t> eq_set;    // symbols whose eq_of is set (cleared after the run)
+  int64_t eq_words = 1;
 };
 
 // One word of a text symbol's column step (Hyyro): vp and vn, the word's
@@ -203,27 +205,43 @@ inline void word_step(uint64_t eq, uint64_t& vp, uint64_t& vn, uint64_t last, in
   vn = hp_shifted & d0;
 }
 
-// x (m symbols, 1 <= m <= 64, table rows) as the pattern of a run of pairs:
-// eq_of[s] holds the positions of x that text symbol s (a table column)
-// matches at cost 0. clear_pattern restores eq_of to zeros.
+// x (m symbols, table rows) as the pattern of a run of pairs, `words` =
+// ceil(m / 64) words a symbol: eq_of[s * words + w] holds the positions
+// 64 w .. 64 w + 63 of x that text symbol s (a table column) matches at
+// cost 0. clear_pattern restores eq_of to zeros.
 inline void set_pattern(const UnitTable& u, int64_t text_symbols, const int64_t* x, int64_t m, UnitWorkspace& ws) {
-  if (static_cast<int64_t>(ws.eq_of.size()) < text_symbols) ws.eq_of.assign(text_symbols, 0);
-  auto mark = [&](int64_t s, uint64_t bit) {
-    if (ws.eq_of[s] == 0) ws.eq_set.push_back(s);
-    ws.eq_of[s] |= bit;
+  const int64_t words = (m + 63) / 64;
+  if (static_cast<int64_t>(ws.eq_of.size()) < text_symbols * words) ws.eq_of.assign(text_symbols * words, 0);
+  if (static_cast<int64_t>(ws.eq_marked.size()) < text_symbols) ws.eq_marked.assign(text_symbols, 0);
+  ws.eq_words = words;
+  auto mark = [&](int64_t s, int64_t p) {
+    if (!ws.eq_marked[s]) {
+      ws.eq_marked[s] = 1;
+      ws.eq_set.push_back(s);
+    }
+    ws.eq_of[s * words + p / 64] |= uint64_t{1} << (p % 64);
   };
   for (int64_t p = 0; p < m; ++p) {
-    const uint64_t bit = uint64_t{1} << p;
     if (u.identity) {
-      mark(x[p], bit);
+      mark(x[p], p);
       continue;
     }
-    for (int64_t k = u.row_begin[x[p]]; k < u.row_begin[x[p] + 1]; ++k) mark(u.row_zeros[k], bit);
+    for (int64_t k = u.row_begin[x[p]]; k < u.row_begin[x[p] + 1]; ++k) mark(u.row_zeros[k], p);
   }
 }
 inline void clear_pattern(UnitWorkspace& ws) {
-  for (int64_t s : ws.eq_set) ws.eq_of[s] = 0;
+  for (int64_t s : ws.eq_set) {
+    std::fill_n(ws.eq_of.begin() + s * ws.eq_words, ws.eq_words, uint64_t{0});
+    ws.eq_marked[s] = 0;
+  }
   ws.eq_set.clear();
+}
+
+// Whether a run against x of m symbols keeps its masks within a thread's
+// budget (words per text symbol, all text symbols): else pairs go one by one.
+constexpr int64_t kRunMaskWords = int64_t{1} << 21;  // 16 MB
+inline bool run_fits(int64_t m, int64_t text_symbols) {
+  return m >= 1 && ((m + 63) / 64) * text_symbols <= kRunMaskWords;
 }
 
 // A text: its symbols (table columns) and their count.
@@ -232,19 +250,37 @@ struct UnitText {
   int64_t n;
 };
 
-// Distances of the one-word pattern set in ws.eq_of (m symbols) against
+// Distances of the pattern set in ws (m symbols, kOneWord: m <= 64) against
 // texts text_of(k), k < count, into out(k, distance). A step's dozen
-// dependent operations keep one chain from filling the core, so four texts
-// run as independent chains, each lane taking the next text as its own ends
-// (the same integers as unit_distance).
-template <typename TextOf, typename Out>
-inline void unit_run(const UnitWorkspace& ws, int64_t m, int64_t count, const TextOf& text_of, const Out& out) {
+// dependent operations a word keep one chain from filling the core, so four
+// texts run as independent chains, each lane taking the next text as its
+// own ends (the same integers as unit_distance).
+template <bool kOneWord, typename TextOf, typename Out>
+inline void unit_run(UnitWorkspace& ws, int64_t m, int64_t count, const TextOf& text_of, const Out& out) {
   constexpr int kChains = 4;
+  const int64_t words = ws.eq_words;
   const uint64_t* eq_of = ws.eq_of.data();
-  const uint64_t last = uint64_t{1} << (m - 1);
+  const uint64_t last = uint64_t{1} << ((m - 1) % 64);
   const int64_t* text[kChains];
   int64_t left[kChains], score[kChains], who[kChains];
-  uint64_t vp[kChains], vn[kChains];
+  uint64_t vp1[kChains], vn1[kChains];  // one word: in registers
+  if constexpr (!kOneWord) {
+    ws.vp.resize(kChains * words);
+    ws.vn.resize(kChains * words);
+  }
+  uint64_t* vps = ws.vp.data();
+  uint64_t* vns = ws.vn.data();
+  auto step = [&](int l, int64_t symbol) {
+    if constexpr (kOneWord) {
+      word_step(eq_of[symbol], vp1[l], vn1[l], last, score[l]);
+    } else {
+      const uint64_t* eq = eq_of + symbol * words;
+      uint64_t *vp = vps + l * words, *vn = vns + l * words;
+      uint64_t carry = 0, hp_in = 1, hn_in = 0, hp = 0, hn = 0;
+      for (int64_t w = 0; w < words; ++w) column_word(eq[w], vp[w], vn[w], carry, hp_in, hn_in, hp, hn);
+      score[l] += static_cast<int64_t>((hp & last) != 0) - static_cast<int64_t>((hn & last) != 0);
+    }
+  };
   int64_t next = 0;
   // Lane l takes the next non-empty text (an empty one is m deletions); false when none is left.
   auto take = [&](int l) {
@@ -258,8 +294,13 @@ inline void unit_run(const UnitWorkspace& ws, int64_t m, int64_t count, const Te
       left[l] = t.n;
       score[l] = m;
       who[l] = next++;
-      vp[l] = ~uint64_t{0};
-      vn[l] = 0;
+      if constexpr (kOneWord) {
+        vp1[l] = ~uint64_t{0};
+        vn1[l] = 0;
+      } else {
+        std::fill_n(vps + l * words, words, ~uint64_t{0});
+        std::fill_n(vns + l * words, words, uint64_t{0});
+      }
       return true;
     }
     return false;
@@ -270,8 +311,25 @@ inline void unit_run(const UnitWorkspace& ws, int64_t m, int64_t count, const Te
     for (;;) {
       const int64_t steps = std::min(std::min(left[0], left[1]), std::min(left[2], left[3]));
       for (int64_t t = 0; t < steps; ++t) {
+        if constexpr (kOneWord) {
 #pragma GCC unroll 4
-        for (int l = 0; l < kChains; ++l) word_step(eq_of[text[l][t]], vp[l], vn[l], last, score[l]);
+          for (int l = 0; l < kChains; ++l) step(l, text[l][t]);
+        } else {  // word by word, the four lanes' chains side by side
+          const uint64_t* eq[kChains];
+          uint64_t carry[kChains], hp_in[kChains], hn_in[kChains], hp[kChains], hn[kChains];
+          for (int l = 0; l < kChains; ++l) {
+            eq[l] = eq_of + text[l][t] * words;
+            carry[l] = 0, hp_in[l] = 1, hn_in[l] = 0;
+          }
+          for (int64_t w = 0; w < words; ++w) {
+#pragma GCC unroll 4
+            for (int l = 0; l < kChains; ++l)
+              column_word(eq[l][w], vps[l * words + w], vns[l * words + w], carry[l], hp_in[l], hn_in[l], hp[l],
+                          hn[l]);
+          }
+          for (int l = 0; l < kChains; ++l)
+            score[l] += static_cast<int64_t>((hp[l] & last) != 0) - static_cast<int64_t>((hn[l] & last) != 0);
+        }
       }
       bool all = true;
       for (int l = 0; l < kChains; ++l) {
@@ -288,9 +346,17 @@ inline void unit_run(const UnitWorkspace& ws, int64_t m, int64_t count, const Te
   }
   for (int l = 0; l < lanes; ++l) {
     if (left[l] == 0) continue;
-    for (int64_t t = 0; t < left[l]; ++t) word_step(eq_of[text[l][t]], vp[l], vn[l], last, score[l]);
+    for (int64_t t = 0; t < left[l]; ++t) step(l, text[l][t]);
     out(who[l], score[l]);
   }
+}
+
+// The scheduler's cells per pair (dp::for_each_piece) for bit-vector pairs of
+// at most m and n symbols: the DP's cells over 512, so that a piece (16k
+// cells) holds runs of tens of pairs even for sequences of 300 symbols (over
+// 32, as before, pieces of 5 such pairs left unit_run's four lanes unfilled).
+inline int64_t unit_piece_cells(int64_t m, int64_t n) {
+  return std::max<int64_t>(1, (m + 1) * (n + 1) / 512);
 }
 
 // A pair of a unit-cost batch: x (table rows) and y (table columns).
@@ -302,14 +368,15 @@ struct UnitPair {
 };
 
 // Distances of pairs pair_of(b), begin <= b < end, into out(b, distance):
-// consecutive pairs that share a one-word x run against it as their pattern
-// (its masks set once, unit_run), the others one by one (unit_distance).
+// consecutive pairs that share x run against it as their pattern (its masks
+// set once, unit_run), pairs whose x is too long for that one by one
+// (unit_distance).
 template <typename PairOf, typename Out>
 inline void unit_distances(const UnitTable& u, int64_t table_rows, int64_t table_cols, int64_t begin, int64_t end,
                            const PairOf& pair_of, const Out& out, UnitWorkspace& ws) {
   for (int64_t b = begin; b < end;) {
     const UnitPair p = pair_of(b);
-    if (p.m < 1 || p.m > 64) {
+    if (!run_fits(p.m, table_cols - 1)) {
       out(b, unit_distance(u, table_rows, table_cols, p.x, p.m, p.y, p.n, ws));
       ++b;
       continue;
@@ -321,13 +388,16 @@ inline void unit_distances(const UnitTable& u, int64_t table_rows, int64_t table
       ++e;
     }
     set_pattern(u, table_cols - 1, p.x, p.m, ws);
-    unit_run(
-        ws, p.m, e - b,
-        [&](int64_t k) {
-          const UnitPair q = pair_of(b + k);
-          return UnitText{q.y, q.n};
-        },
-        [&](int64_t k, int64_t d) { out(b + k, d); });
+    auto text_of = [&](int64_t k) {
+      const UnitPair q = pair_of(b + k);
+      return UnitText{q.y, q.n};
+    };
+    auto put = [&](int64_t k, int64_t d) { out(b + k, d); };
+    if (p.m <= 64) {
+      unit_run<true>(ws, p.m, e - b, text_of, put);
+    } else {
+      unit_run<false>(ws, p.m, e - b, text_of, put);
+    }
     clear_pattern(ws);
     b = e;
   }

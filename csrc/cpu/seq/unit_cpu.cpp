@@ -50,7 +50,7 @@ at::Tensor sed_unit_cpu(const at::Tensor& x_labels_in, const at::Tensor& x_ptr_i
   at::Tensor dist = at::empty({batch}, x_labels.options());
   int64_t* d = dist.data_ptr<int64_t>();
   // (the scheduler's cells per pair as the symbol-table kernel's bit-vector path counts them)
-  const int64_t cells = std::max<int64_t>(1, (longest(xp, nx) + 1) * (longest(yp, ny) + 1) / 32);
+  const int64_t cells = sed::unit_piece_cells(longest(xp, nx), longest(yp, ny));
   dp::for_each_piece<sed::UnitWorkspace>(batch, cells, [&](int64_t begin, int64_t end, sed::UnitWorkspace& ws) {
     sed::unit_distances(
         unit, symbols + 1, symbols + 1, begin, end,
