@@ -13,12 +13,19 @@ Layer: the standard library only.
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 
 __all__ = ["release_freed_memory", "free_heap_bytes", "resident_bytes", "FREE_BYTES_KEPT"]
 
-#: Free heap bytes kept before :func:`release_freed_memory` trims the heap.
+#: Growth since the last trim (and free heap bytes) below which :func:`release_freed_memory`
+#: leaves the heap as it is.
 FREE_BYTES_KEPT = 1 << 30  # 1 GiB
+
+try:
+    _PAGE = os.sysconf("SC_PAGE_SIZE")
+except (ValueError, OSError, AttributeError):
+    _PAGE = 4096
 
 
 def _mallinfo_fields(field_type):
@@ -72,15 +79,6 @@ def resident_bytes() -> int:
             return int(f.read().split()[1]) * _PAGE
     except (OSError, ValueError, IndexError):
         return 0
-
-
-_PAGE = 4096
-try:
-    import os as _os
-
-    _PAGE = _os.sysconf("SC_PAGE_SIZE")
-except (ValueError, OSError, AttributeError):
-    pass
 
 #: resident bytes just after the last trim (None: not measured yet)
 _after_trim = [None]

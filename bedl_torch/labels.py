@@ -9,6 +9,7 @@ Layer: trees and data (imports :mod:`bedl_torch.tree` and torch only).
 from __future__ import annotations
 
 import array
+import collections.abc
 import itertools
 from typing import Container, Hashable, Iterable, List, Sequence
 
@@ -52,7 +53,7 @@ def check_collection(X, name: str = "X") -> list:
     if isinstance(X, (str, Tree)):
         raise TypeError(f"{name} must be a list of trees or of sequences, not a single "
                         f"{type(X).__name__} (wrap it in a list)")
-    if isinstance(X, (torch.Tensor, bytes)) or not isinstance(X, Iterable):
+    if isinstance(X, (torch.Tensor, bytes)) or not isinstance(X, collections.abc.Iterable):
         raise TypeError(f"{name} must be a list of trees or of sequences, got {type(X).__name__}")
     X = list(X)
     kinds = set()
