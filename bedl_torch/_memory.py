@@ -2,7 +2,7 @@
 
 glibc's malloc raises its mmap threshold each time a large block is freed, so that later
 tensors of a few MB come from the heap, which keeps the holes they leave: a range search of
-8,000 strings against 72,000 (blocks of rows of the same shape) grew to 3.9-4.8 GB of resident
+8,000 strings against 72,000 (blocks of rows of the same shape) grew to 2.4-4.8 GB of resident
 memory, against 1.5 GB when the heap is trimmed once it has grown by :data:`FREE_BYTES_KEPT`
 (13-15 s either way, 2 cores). Trimming after every block kept it lower still but cost about a
 fifth of the time (the pages a block reuses are then faulted in afresh). Elsewhere (other C
