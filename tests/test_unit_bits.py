@@ -217,6 +217,47 @@ def test_runs_of_pairs_that_share_x_equal_the_dp():
     assert torch.equal(fast, slow)
 
 
+_SCALAR_CHAINS_SCRIPT = """
+import json, sys
+import numpy as np
+import torch
+import bedl_torch  # noqa: F401 (registers the operators)
+rng = np.random.default_rng(17)
+words = rng.choice(1_000_000, size=8, replace=False)
+xs = [list(words[rng.integers(0, 8, size=L)]) for L in (1, 5, 20, 64)]
+ys = [list(words[rng.integers(0, 8, size=L)]) for L in (0, 1, 2, 7, 19, 40, 64, 65, 99)]
+pairs = [(a, int(b)) for a in range(len(xs)) for b in rng.permutation(len(ys))]
+def flat(seqs):
+    lengths = torch.tensor([len(q) for q in seqs], dtype=torch.int64)
+    ptr = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(lengths, 0)])
+    return torch.tensor([int(v) for q in seqs for v in q], dtype=torch.int64), ptr
+xl, xp = flat(xs)
+yl, yp = flat(ys)
+px = torch.tensor([a for a, _ in pairs]); py = torch.tensor([b for _, b in pairs])
+got = torch.ops.bedl_torch.sed_unit(xl, xp, yl, yp, px, py).tolist()
+print(json.dumps({"xs": [[int(v) for v in x] for x in xs], "ys": [[int(v) for v in y] for y in ys],
+                  "pairs": pairs, "got": got}))
+"""
+
+
+@pytest.mark.parametrize("unit_avx2", ["0", "1"], ids=["scalar-chains", "avx2-chains"])
+def test_one_word_chains_scalar_and_avx2_equal_the_dp(unit_avx2):
+    """unit_run's four one-word chains as four scalar chains (BEDL_TORCH_UNIT_AVX2=0, read once
+    per process, so in a child process) and, where the processor has AVX2, in one vector: runs
+    of texts of 0-99 symbols in an order that ends the lanes at different steps."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, BEDL_TORCH_UNIT_AVX2=unit_avx2)
+    out = subprocess.run([sys.executable, "-c", _SCALAR_CHAINS_SCRIPT], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    res = json.loads(out.strip().splitlines()[-1])
+    expected = [_unit_reference(res["xs"][a], res["ys"][b]) for a, b in res["pairs"]]
+    assert res["got"] == expected
+
+
 def test_table_free_unit_op_passes_opcheck():
     xs, ys = [[3, 1, 4, 1, 5], [], [9, 2, 6]], [[1, 4], [5, 9, 2, 6, 5, 3]]
     x_lab, x_ptr = _flat(xs)

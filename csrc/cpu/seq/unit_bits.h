@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "../inputs.h"
@@ -205,6 +207,51 @@ inline void word_step(uint64_t eq, uint64_t& vp, uint64_t& vn, uint64_t last, in
   vn = hp_shifted & d0;
 }
 
+#ifdef BEDL_X86_SIMD
+// `steps` steps of four one-word chains (texts text[l], states vp[l], vn[l],
+// score[l]) in one AVX2 vector of 64-bit lanes: word_step's operations on
+// each lane, so the same integers.
+__attribute__((target("avx2"))) inline void word_steps_avx2(const uint64_t* eq_of, const int64_t* const* text,
+                                                            int64_t steps, uint64_t last, uint64_t* vp, uint64_t* vn,
+                                                            int64_t* score) {
+  __m256i VP = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(vp));
+  __m256i VN = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(vn));
+  __m256i S = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(score));
+  const __m256i ones = _mm256_set1_epi64x(-1), one = _mm256_set1_epi64x(1);
+  const __m256i L = _mm256_set1_epi64x(static_cast<long long>(last));
+  const int64_t *t0 = text[0], *t1 = text[1], *t2 = text[2], *t3 = text[3];
+  for (int64_t t = 0; t < steps; ++t) {
+    const __m256i eq = _mm256_set_epi64x(static_cast<long long>(eq_of[t3[t]]), static_cast<long long>(eq_of[t2[t]]),
+                                         static_cast<long long>(eq_of[t1[t]]), static_cast<long long>(eq_of[t0[t]]));
+    const __m256i d0 =
+        _mm256_or_si256(_mm256_or_si256(_mm256_xor_si256(_mm256_add_epi64(_mm256_and_si256(eq, VP), VP), VP), eq), VN);
+    const __m256i hp = _mm256_or_si256(VN, _mm256_xor_si256(_mm256_or_si256(d0, VP), ones));
+    const __m256i hn = _mm256_and_si256(VP, d0);
+    // (a lane's comparison is -1 where its last bit is set: +1 for hp, -1 for hn)
+    S = _mm256_sub_epi64(S, _mm256_cmpeq_epi64(_mm256_and_si256(hp, L), L));
+    S = _mm256_add_epi64(S, _mm256_cmpeq_epi64(_mm256_and_si256(hn, L), L));
+    const __m256i hp_shifted = _mm256_or_si256(_mm256_slli_epi64(hp, 1), one);
+    const __m256i hn_shifted = _mm256_slli_epi64(hn, 1);
+    VP = _mm256_or_si256(hn_shifted, _mm256_xor_si256(_mm256_or_si256(d0, hp_shifted), ones));
+    VN = _mm256_and_si256(hp_shifted, d0);
+  }
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(vp), VP);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(vn), VN);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(score), S);
+}
+#endif
+
+// Whether unit_run steps its four one-word chains in one AVX2 vector: the
+// AVX2 paths are on (dp::simd_avx2) and BEDL_TORCH_UNIT_AVX2 is not "0"
+// (read once; the tests run the scalar chains in a process that sets it).
+inline bool unit_avx2() {
+  static const bool allowed = [] {
+    const char* v = std::getenv("BEDL_TORCH_UNIT_AVX2");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return allowed && dp::simd_avx2();
+}
+
 // x (m symbols, table rows) as the pattern of a run of pairs, `words` =
 // ceil(m / 64) words a symbol: eq_of[s * words + w] holds the positions
 // 64 w .. 64 w + 63 of x that text symbol s (a table column) matches at
@@ -305,30 +352,38 @@ inline void unit_run(UnitWorkspace& ws, int64_t m, int64_t count, const TextOf& 
     }
     return false;
   };
+  [[maybe_unused]] const bool avx2 = kOneWord && unit_avx2();
   int lanes = 0;
   while (lanes < kChains && take(lanes)) ++lanes;
   if (lanes == kChains) {
     for (;;) {
       const int64_t steps = std::min(std::min(left[0], left[1]), std::min(left[2], left[3]));
-      for (int64_t t = 0; t < steps; ++t) {
-        if constexpr (kOneWord) {
+#ifdef BEDL_X86_SIMD
+      if (kOneWord && avx2) {
+        word_steps_avx2(eq_of, text, steps, last, vp1, vn1, score);
+      } else
+#endif
+      {
+        for (int64_t t = 0; t < steps; ++t) {
+          if constexpr (kOneWord) {
 #pragma GCC unroll 4
-          for (int l = 0; l < kChains; ++l) step(l, text[l][t]);
-        } else {  // word by word, the four lanes' chains side by side
-          const uint64_t* eq[kChains];
-          uint64_t carry[kChains], hp_in[kChains], hn_in[kChains], hp[kChains], hn[kChains];
-          for (int l = 0; l < kChains; ++l) {
-            eq[l] = eq_of + text[l][t] * words;
-            carry[l] = 0, hp_in[l] = 1, hn_in[l] = 0;
-          }
-          for (int64_t w = 0; w < words; ++w) {
+            for (int l = 0; l < kChains; ++l) step(l, text[l][t]);
+          } else {  // word by word, the four lanes' chains side by side
+            const uint64_t* eq[kChains];
+            uint64_t carry[kChains], hp_in[kChains], hn_in[kChains], hp[kChains], hn[kChains];
+            for (int l = 0; l < kChains; ++l) {
+              eq[l] = eq_of + text[l][t] * words;
+              carry[l] = 0, hp_in[l] = 1, hn_in[l] = 0;
+            }
+            for (int64_t w = 0; w < words; ++w) {
 #pragma GCC unroll 4
+              for (int l = 0; l < kChains; ++l)
+                column_word(eq[l][w], vps[l * words + w], vns[l * words + w], carry[l], hp_in[l], hn_in[l], hp[l],
+                            hn[l]);
+            }
             for (int l = 0; l < kChains; ++l)
-              column_word(eq[l][w], vps[l * words + w], vns[l * words + w], carry[l], hp_in[l], hn_in[l], hp[l],
-                          hn[l]);
+              score[l] += static_cast<int64_t>((hp[l] & last) != 0) - static_cast<int64_t>((hn[l] & last) != 0);
           }
-          for (int l = 0; l < kChains; ++l)
-            score[l] += static_cast<int64_t>((hp[l] & last) != 0) - static_cast<int64_t>((hn[l] & last) != 0);
         }
       }
       bool all = true;
