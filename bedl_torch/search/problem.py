@@ -158,16 +158,17 @@ class SearchProblem:
         if len(a) == 0:
             return torch.zeros(0, dtype=torch.float64)
         ny = len(y_table)
-        key = a * ny + b
         inverse = None
+        qa, qb = a, b  # the kernel's pairs; the first `wanted` are the values returned
         if not distinct:
-            key, inverse = torch.unique(key, return_inverse=True)
-        want = key
+            key, inverse = torch.unique(a * ny + b, return_inverse=True)
+            qa, qb = key // ny, key % ny
+        wanted = len(qa)
         limits = None
         if threshold is not None:
             limits = threshold.to(torch.float64)
             if inverse is not None:
-                limits = torch.full((len(key),), -math.inf, dtype=torch.float64).scatter_reduce(
+                limits = torch.full((wanted,), -math.inf, dtype=torch.float64).scatter_reduce(
                     0, inverse, limits, reduce="amax")
         if cover:
             extra = []
@@ -183,15 +184,19 @@ class SearchProblem:
                 # (a covering pair has an object that no pair has on its side: it is none of
                 # the pairs, so only the covering pairs themselves may repeat)
                 extra = torch.unique(torch.cat([torch.as_tensor(e).reshape(-1) for e in extra]))
-                key = torch.cat([key, extra])
+                qa, qb = torch.cat([qa, extra // ny]), torch.cat([qb, extra % ny])
                 if limits is not None:  # (a covering pair's value is not used: stop it at once)
                     limits = torch.cat([limits, torch.full((len(extra),), -math.inf, dtype=torch.float64)])
         kw = dict(self.kw)
         if limits is not None:
             kw["max_distance"] = limits
         with torch.no_grad():
-            oa, ob, v = table_pair_distances(x_table, y_table, key // ny, key % ny, self.cost, **kw)
-        v = _in_order(len(x_table), ny, oa, ob, v.detach().to("cpu", torch.float64), want)
+            oa, ob, v = table_pair_distances(x_table, y_table, qa, qb, self.cost, **kw)
+        v = v.detach().to("cpu", torch.float64)
+        if (oa is qa or torch.equal(oa, qa)) and (ob is qb or torch.equal(ob, qb)):
+            v = v[:wanted]  # (computed in input order)
+        else:  # regrouped (tiles, chunks)
+            v = _in_order(len(x_table), ny, oa, ob, v, qa[:wanted] * ny + qb[:wanted])
         return v if inverse is None else v[inverse]
 
     def exact(self, a: torch.Tensor, b: torch.Tensor, threshold: Optional[torch.Tensor] = None,
@@ -218,13 +223,7 @@ class SearchProblem:
         """The exact distances of a block of :meth:`matrix_blocks` (distinct kernel pairs, in
         input order, float64): the values of :func:`bedl_torch.pairwise_distances`, without
         :meth:`exact`'s covering pairs (the block finds the matrix's tile by itself)."""
-        with torch.no_grad():
-            oa, ob, v = table_pair_distances(self.x_table, self.y_table, a, b, self.cost, **self.kw)
-        v = v.detach().to("cpu", torch.float64)
-        if (oa is a or torch.equal(oa, a)) and (ob is b or torch.equal(ob, b)):
-            return v  # (computed in input order)
-        ny = len(self.y_table)
-        return _in_order(self.nx, ny, oa, ob, v, a * ny + b)
+        return self._values(self.x_table, self.y_table, a, b, distinct=True)
 
     def estimate(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """The exact distances of the kernel pairs ``(a, b)`` (repeats computed once), for
@@ -333,8 +332,6 @@ def _in_order(nx: int, ny: int, oa: torch.Tensor, ob: torch.Tensor, v: torch.Ten
     """The values ``v`` of distinct kernel pairs ``(oa, ob)`` (of an ``nx x ny`` matrix), read
     back in the order of the keys ``want`` (``row * ny + col``, each among them)."""
     okey = oa * ny + ob
-    if torch.equal(okey, want):
-        return v
     if nx * ny <= 4 * len(okey) + 1024:
         # (keys are distinct: a position per key, read back in the order wanted)
         at = torch.empty(nx * ny, dtype=torch.long)

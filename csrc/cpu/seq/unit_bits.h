@@ -127,6 +127,12 @@ inline void column_word(uint64_t eq, uint64_t& vp, uint64_t& vn, uint64_t& carry
   vn = hp_shifted & d0;
 }
 
+// The score's move at the pattern's last row (`last`: its bit) from a
+// column's horizontal steps hp and hn.
+inline int64_t last_row_move(uint64_t hp, uint64_t hn, uint64_t last) {
+  return static_cast<int64_t>((hp & last) != 0) - static_cast<int64_t>((hn & last) != 0);
+}
+
 // The edit distance of x (m symbols, table rows) and y (n symbols, table
 // columns) under a qualifying table u. The shorter sequence is the pattern
 // (one bit per symbol); the other is read a symbol at a time.
@@ -170,16 +176,13 @@ inline int64_t unit_distance(const UnitTable& u, int64_t table_rows, int64_t tab
   }
   int64_t score = plen;  // the column's last entry: D(pattern, text[0 .. t))
   const uint64_t last_bit = uint64_t{1} << ((plen - 1) % 64);
-  auto moves = [&](uint64_t hp, uint64_t hn) {
-    return static_cast<int64_t>((hp & last_bit) != 0) - static_cast<int64_t>((hn & last_bit) != 0);
-  };
   uint64_t hp = 0, hn = 0;
   if (words == 1) {  // (most sequences: one word, its vectors in registers)
     uint64_t vp = ~uint64_t{0}, vn = 0;
     for (int64_t t = 0; t < tlen; ++t) {
       uint64_t carry = 0, hp_in = 1, hn_in = 0;
       column_word(ws.peq[ws.slot[text[t]]], vp, vn, carry, hp_in, hn_in, hp, hn);
-      score += moves(hp, hn);
+      score += last_row_move(hp, hn, last_bit);
     }
   } else {
     ws.vp.assign(words, ~uint64_t{0});
@@ -188,7 +191,7 @@ inline int64_t unit_distance(const UnitTable& u, int64_t table_rows, int64_t tab
       const uint64_t* eq = ws.peq.data() + ws.slot[text[t]] * words;
       uint64_t carry = 0, hp_in = 1, hn_in = 0;
       for (int64_t w = 0; w < words; ++w) column_word(eq[w], ws.vp[w], ws.vn[w], carry, hp_in, hn_in, hp, hn);
-      score += moves(hp, hn);  // (the last word's)
+      score += last_row_move(hp, hn, last_bit);  // (the last word's)
     }
   }
   for (int64_t s : ws.touched) ws.slot[s] = -1;
@@ -199,12 +202,9 @@ inline int64_t unit_distance(const UnitTable& u, int64_t table_rows, int64_t tab
 // in from below): vp and vn updated in place, score moved by the last row's
 // horizontal step (`last`: the pattern's last bit).
 inline void word_step(uint64_t eq, uint64_t& vp, uint64_t& vn, uint64_t last, int64_t& score) {
-  const uint64_t d0 = (((eq & vp) + vp) ^ vp) | eq | vn;
-  const uint64_t hp = vn | ~(d0 | vp), hn = vp & d0;
-  score += static_cast<int64_t>((hp & last) != 0) - static_cast<int64_t>((hn & last) != 0);
-  const uint64_t hp_shifted = (hp << 1) | 1, hn_shifted = hn << 1;
-  vp = hn_shifted | ~(d0 | hp_shifted);
-  vn = hp_shifted & d0;
+  uint64_t carry = 0, hp_in = 1, hn_in = 0, hp, hn;
+  column_word(eq, vp, vn, carry, hp_in, hn_in, hp, hn);
+  score += last_row_move(hp, hn, last);
 }
 
 #ifdef BEDL_X86_SIMD
@@ -325,7 +325,7 @@ inline void unit_run(UnitWorkspace& ws, int64_t m, int64_t count, const TextOf& 
       uint64_t *vp = vps + l * words, *vn = vns + l * words;
       uint64_t carry = 0, hp_in = 1, hn_in = 0, hp = 0, hn = 0;
       for (int64_t w = 0; w < words; ++w) column_word(eq[w], vp[w], vn[w], carry, hp_in, hn_in, hp, hn);
-      score[l] += static_cast<int64_t>((hp & last) != 0) - static_cast<int64_t>((hn & last) != 0);
+      score[l] += last_row_move(hp, hn, last);
     }
   };
   int64_t next = 0;
@@ -382,7 +382,7 @@ inline void unit_run(UnitWorkspace& ws, int64_t m, int64_t count, const TextOf& 
                             hn[l]);
             }
             for (int l = 0; l < kChains; ++l)
-              score[l] += static_cast<int64_t>((hp[l] & last) != 0) - static_cast<int64_t>((hn[l] & last) != 0);
+              score[l] += last_row_move(hp[l], hn[l], last);
           }
         }
       }
