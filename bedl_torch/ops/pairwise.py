@@ -305,10 +305,12 @@ def matrix_tiles(x_table: FlatTable, y_table: FlatTable, cost: SymbolCost, unkno
         while r0 < nx:
             done = int(ends[r0 - 1]) if r0 else 0
             r1 = max(r0 + 1, int(torch.searchsorted(ends, done + max_pairs, right=True)))
-            n = lengths[r0:r1]
-            ii = torch.repeat_interleave(torch.arange(r0, r1), n)
-            start = torch.repeat_interleave(ends[r0:r1] - n - done - first[r0:r1], n)
-            yield ii, torch.arange(len(ii)) - start
+            if triangle:  # row i against the columns i .. ny - 1
+                ii, jj = torch.triu_indices(r1 - r0, ny - r0) + r0
+            else:
+                ii = torch.arange(r0, r1).repeat_interleave(ny)
+                jj = torch.arange(ny).repeat(r1 - r0)
+            yield ii, jj
             r0 = r1
         return
     x_runs = _symbol_runs(x_table, torch.arange(nx), cost, unknown, max_symbols)

@@ -137,23 +137,30 @@ def _merge_into(best_d, best_i, rl, c, v, k):
 
 def _k_smallest(M: torch.Tensor, k: int) -> Tuple[torch.Tensor, torch.Tensor]:
     """Each row's ``k`` smallest entries of ``M`` by (value, column), as ``(values, columns)``;
-    ``+inf`` entries count as missing (column ``_NO_INDEX``). The ``k``-th value of a row
-    (``topk``) selects every entry at or below it, ties included, and only those are ordered."""
+    ``+inf`` entries count as missing (column ``_NO_INDEX``). ``topk`` gives the values (their
+    multiset is unique); only the columns of the ties at a row's ``k``-th value are chosen
+    again, the first ones of the row, so no sort over a row's ties (integer distances tie by
+    the thousand) and two passes over ``M`` besides ``topk``'s."""
     B, ny = M.shape
     kk = min(k, ny)
-    kth = torch.topk(M, kk, dim=1, largest=False, sorted=True).values[:, -1:]
-    r, c = torch.nonzero(M <= kth, as_tuple=True)  # row-major: columns ascending within a row
-    v = M[r, c]
-    o = torch.argsort(v, stable=True)
-    o = o[torch.argsort(r[o], stable=True)]  # by (row, value, column)
-    r, c, v = r[o], c[o], v[o]
-    counts = torch.bincount(r, minlength=B)
-    pos = torch.arange(len(r)) - (torch.cumsum(counts, 0) - counts)[r]
-    keep = pos < kk
-    d = torch.full((B, kk), math.inf, dtype=torch.float64)
-    i = torch.full((B, kk), _NO_INDEX, dtype=torch.int64)
-    d[r[keep], pos[keep]] = v[keep]
-    i[r[keep], pos[keep]] = c[keep]
+    if B == 0 or kk == 0:
+        return (torch.full((B, kk), math.inf, dtype=torch.float64),
+                torch.full((B, kk), _NO_INDEX, dtype=torch.int64))
+    d, i = torch.topk(M, kk, dim=1, largest=False, sorted=True)
+    d = d.to(torch.float64)
+    kth = d[:, -1:]
+    below = (d < kth).sum(1)  # slots before the ties at the k-th value (d ascends)
+    tr, tc = torch.nonzero(M == kth, as_tuple=True)  # row-major: columns ascending in a row
+    counts = torch.bincount(tr, minlength=B)
+    pos = torch.arange(len(tr)) - (torch.cumsum(counts, 0) - counts)[tr]
+    slot = below[tr] + pos
+    keep = slot < kk
+    i[tr[keep], slot[keep]] = tc[keep]
+    # equal values below the k-th: columns ascending (both sorts over k entries a row)
+    o = torch.argsort(i, dim=1, stable=True)
+    d, i = d.gather(1, o), i.gather(1, o)
+    o = torch.argsort(d, dim=1, stable=True)
+    d, i = d.gather(1, o), i.gather(1, o)
     i.masked_fill_(torch.isinf(d), _NO_INDEX)
     return d, i
 
@@ -473,8 +480,8 @@ def knn_all_pairs(problem: SearchProblem, k: int, blocks: Optional[Collection[in
 def _merge_block(best_d, best_i, r, c, v, k, partners: bool, same: bool = False):
     """:func:`_merge_into` of a block of entries ``(r, c)`` that lie in a rectangle of rows and
     columns (a tile, or consecutive rows against the columns from the first row on), each row's
-    ``k`` best of the block taken first (:func:`_k_smallest`); with ``partners`` also the
-    entries ``(c, r)``; with ``same`` (rows and columns index one collection) without the
+    ``k`` best of the block taken first (:func:`_k_smallest`); with ``partners`` (entries
+    ``r <= c`` only) also the entries ``(c, r)``; with ``same`` (rows and columns index one collection) without the
     diagonal's ``(i, i)``."""
     if len(r) == 0:
         return
@@ -485,9 +492,11 @@ def _merge_block(best_d, best_i, r, c, v, k, partners: bool, same: bool = False)
     if partners and r0 == c0:
         # rows from r0 against columns from r0 (entries r <= c): a partner (c, r) whose row
         # lies in the block goes into M itself; only the columns past its rows need M.T
+        # (entries r <= c only: the square's lower triangle is empty, so one minimum with its
+        # transpose writes the partners there)
         h = M.shape[0]
-        inside = c < r0 + h
-        M[c[inside] - r0, r[inside] - c0] = v[inside]
+        sq = M[:, :h]
+        sq.copy_(torch.minimum(sq, sq.T))
         if M.shape[1] > h:
             passes.append((M[:, h:].T, c0 + h, r0))
     elif partners:
