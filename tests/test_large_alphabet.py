@@ -344,3 +344,29 @@ def test_default_tiles_on_more_symbols_than_one_table_holds(monkeypatch):
         D_ref = bedl_torch.pairwise_distances(X, Y, cost=cost)
     assert not calls
     torch.testing.assert_close(D, D_ref, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("tiled", [True, False])
+@pytest.mark.parametrize("triangle", [True, False])
+def test_matrix_tiles_cover_the_matrix_once_and_count_without_building(monkeypatch, tiled, triangle):
+    """matrix_tiles' blocks (runs of objects cut by symbols, or rows of about max_pairs): their
+    pairs are every entry of the matrix (i <= j with triangle) exactly once, and each block's
+    weight (pairs, sum of |x_i| |y_j|) counted without building them equals the count over
+    its built pairs."""
+    cost, alphabet = _make_cost("cosine", 40, torch.float64)
+    X = _sequences(19, 2, alphabet)
+    if tiled:
+        monkeypatch.setattr(ops.limits, "LOCAL_TABLE_CELLS", 12 * 12)
+    table = ops.FlatTable(X, "X")
+    blocks = ops.pairwise.matrix_tiles(table, table, cost, "gap", triangle, 23)
+    assert len(blocks) > 4
+    sizes = torch.tensor([len(x) + 3 for x in X])  # any per-object weights
+    seen = []
+    for block in blocks:
+        ii, jj = block.pairs()
+        assert (block.runs is not None) == tiled
+        assert block.weight(sizes, sizes) == (len(ii), int((sizes[ii] * sizes[jj]).sum()))
+        seen += list(zip(ii.tolist(), jj.tolist()))
+    n = len(X)
+    want = [(i, j) for i in range(n) for j in range(n) if j >= i or not triangle]
+    assert sorted(seen) == want

@@ -51,12 +51,11 @@ def _tile_shares(problem: SearchProblem, grp: ProcessGroup):
     if grp.size == 1:
         nx, ny = problem.nx, problem.ny
         return None, max_pairs, nx * (nx + 1) // 2 if problem.symmetric else nx * ny
-    lx = problem.x_table.lengths.to(torch.long)
-    ly = problem.y_table.lengths.to(torch.long)
     weights, pairs = [], []
-    for a, b in problem.matrix_blocks(max_pairs):
-        weights.append(int((lx[a] * ly[b]).sum()) + len(a))
-        pairs.append(len(a))
+    for block in problem.matrix_blocks(max_pairs):  # (counted, not built)
+        n, cells = block.weight(problem.x_table.lengths, problem.y_table.lengths)
+        weights.append(cells + n)
+        pairs.append(n)
     mine = balanced_shares(weights, grp.size)[grp.rank]
     return set(mine), max_pairs, sum(pairs[b] for b in mine)
 

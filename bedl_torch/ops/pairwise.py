@@ -284,47 +284,82 @@ def _symbol_tiles(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: 
     return tiles
 
 
+class MatrixBlock:
+    """One block of :func:`matrix_tiles`: consecutive rows ``r0 .. r1 - 1`` (each against all
+    columns, or with ``triangle`` the columns from its own index on), or every pair of two runs
+    of objects ``xr`` and ``yr`` (with ``triangle`` those ``i <= j``). Its pairs are built on
+    demand (:meth:`pairs`); :meth:`weight` counts them and their DP cells without building them."""
+
+    def __init__(self, triangle: bool, ny: int, rows=None, runs=None):
+        self.triangle, self.ny, self.rows, self.runs = triangle, ny, rows, runs
+
+    def pairs(self) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The block's kernel pairs ``(ii, jj)``, row-major."""
+        if self.rows is not None:
+            r0, r1 = self.rows
+            if self.triangle:  # row i against the columns i .. ny - 1
+                ii, jj = torch.triu_indices(r1 - r0, self.ny - r0) + r0
+                return ii, jj
+            return torch.arange(r0, r1).repeat_interleave(self.ny), torch.arange(self.ny).repeat(r1 - r0)
+        xr, yr = self.runs
+        ii, jj = xr.repeat_interleave(len(yr)), yr.repeat(len(xr))
+        if self.triangle:
+            keep = ii <= jj
+            ii, jj = ii[keep], jj[keep]
+        return ii, jj
+
+    def weight(self, x_sizes: torch.Tensor, y_sizes: torch.Tensor) -> Tuple[int, int]:
+        """``(pairs, cells)``: the block's kernel pairs and the sum of ``x_sizes[i] y_sizes[j]``
+        over them."""
+        if self.rows is not None:
+            r0, r1 = self.rows
+            xs = x_sizes[r0:r1].to(torch.long)
+            if not self.triangle:
+                return (r1 - r0) * self.ny, int(xs.sum()) * int(y_sizes.to(torch.long).sum())
+            tail = torch.cumsum(y_sizes.to(torch.long).flip(0), 0).flip(0)  # tail[j]: columns j ..
+            return (int((self.ny - torch.arange(r0, r1)).sum()), int((xs * tail[r0:r1]).sum()))
+        xr, yr = self.runs
+        xs, ys = x_sizes[xr].to(torch.long), y_sizes[yr].to(torch.long)
+        if not self.triangle:
+            return len(xr) * len(yr), int(xs.sum()) * int(ys.sum())
+        first = torch.searchsorted(yr, xr)  # (runs ascend) the columns j >= i start here
+        tail = torch.cat([torch.cumsum(ys.flip(0), 0).flip(0), ys.new_zeros(1)])
+        return int((len(yr) - first).sum()), int((xs * tail[first]).sum())
+
+
 def matrix_tiles(x_table: FlatTable, y_table: FlatTable, cost: SymbolCost, unknown: str,
-                 triangle: bool, max_pairs: int):
-    """The pairs of the whole matrix (``i <= j`` with ``triangle``) in blocks ``(ii, jj)``, each
-    of which :func:`table_pair_distances` computes with the costs, hence the bits, of the whole
-    matrix's call: where the matrix is cut into tiles of symbols (:func:`_symbol_tiles`), one
-    block per tile (a tile's pairs use every object of its two runs, so the call finds the same
-    runs and builds the same table); else consecutive rows with about ``max_pairs`` pairs each.
-    For callers that consume a matrix in pieces (exact k-NN where bounds do not pay)."""
+                 triangle: bool, max_pairs: int) -> list:
+    """The pairs of the whole matrix (``i <= j`` with ``triangle``) in blocks
+    (:class:`MatrixBlock`, pairs built on demand), each of which :func:`table_pair_distances`
+    computes with the costs, hence the bits, of the whole matrix's call: where the matrix is cut
+    into tiles of symbols (:func:`_symbol_tiles`), one block per tile (a tile's pairs use every
+    object of its two runs, so the call finds the same runs and builds the same table); else
+    consecutive rows with about ``max_pairs`` pairs each. For callers that consume a matrix in
+    pieces (exact k-NN where bounds do not pay)."""
     nx, ny = len(x_table), len(y_table)
     max_symbols = _run_symbols()
     tiled = (nx and ny and max_symbols >= 1 and not unit_sequence_path(x_table, y_table, cost, "exact", unknown)
              and matrix_view(x_table, y_table, cost, unknown) is None)
+    blocks = []
     if not tiled:
         # consecutive rows (row i: columns from i with triangle, else all) of about max_pairs
         first = torch.arange(nx) if triangle else torch.zeros(nx, dtype=torch.long)
-        lengths = (ny - first).clamp(min=0)
-        ends = torch.cumsum(lengths, 0)
+        ends = torch.cumsum((ny - first).clamp(min=0), 0)
         r0 = 0
         while r0 < nx:
             done = int(ends[r0 - 1]) if r0 else 0
             r1 = max(r0 + 1, int(torch.searchsorted(ends, done + max_pairs, right=True)))
-            if triangle:  # row i against the columns i .. ny - 1
-                ii, jj = torch.triu_indices(r1 - r0, ny - r0) + r0
-            else:
-                ii = torch.arange(r0, r1).repeat_interleave(ny)
-                jj = torch.arange(ny).repeat(r1 - r0)
-            yield ii, jj
+            blocks.append(MatrixBlock(triangle, ny, rows=(r0, r1)))
             r0 = r1
-        return
+        return blocks
     x_runs = _symbol_runs(x_table, torch.arange(nx), cost, unknown, max_symbols)
     y_runs = _symbol_runs(y_table, torch.arange(ny), cost, unknown, max_symbols)
     for xr in x_runs:
         for yr in y_runs:
-            ii = xr.repeat_interleave(len(yr))
-            jj = yr.repeat(len(xr))
-            if triangle:
-                keep = ii <= jj
-                if not bool(keep.any()):
-                    continue
-                ii, jj = ii[keep], jj[keep]
-            yield ii, jj
+            if triangle and int(xr[0]) > int(yr[-1]):
+                continue  # no pair i <= j
+            blocks.append(MatrixBlock(triangle, ny, runs=(xr, yr)))
+    return blocks
 
 
 def _objects_in(indices: torch.Tensor, n: int) -> torch.Tensor:

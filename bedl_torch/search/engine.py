@@ -460,9 +460,10 @@ def knn_all_pairs(problem: SearchProblem, k: int, blocks: Optional[Collection[in
     best_d = torch.full((nx, k), math.inf, dtype=torch.float64)
     best_i = torch.full((nx, k), _NO_INDEX, dtype=torch.int64)
     stats = new_stats()
-    for number, (a, b) in enumerate(problem.matrix_blocks(max_pairs)):
+    for number, block in enumerate(problem.matrix_blocks(max_pairs)):
         if blocks is not None and number not in blocks:
             continue
+        a, b = block.pairs()
         v = problem.block_values(a, b)
         if on_pairs is not None:
             on_pairs(len(a))

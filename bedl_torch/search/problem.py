@@ -214,8 +214,9 @@ class SearchProblem:
                             threshold=threshold)
 
     def matrix_blocks(self, max_pairs: int):
-        """The kernel pairs of the whole matrix in blocks ``(a, b)`` that :meth:`block_values`
-        computes with the matrix's bits (:func:`bedl_torch.ops.pairwise.matrix_tiles`)."""
+        """The kernel pairs of the whole matrix in blocks (each one's ``pairs()`` gives ``(a,
+        b)``) that :meth:`block_values` computes with the matrix's bits
+        (:func:`bedl_torch.ops.pairwise.matrix_tiles`)."""
         return matrix_tiles(self.x_table, self.y_table, self.cost, self.kw["unknown"],
                             self.symmetric, max_pairs)
 
