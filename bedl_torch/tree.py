@@ -71,7 +71,8 @@ class Tree:
     Trees are immutable, hashable and compare equal when labels and children are equal.
     """
 
-    __slots__ = ("_labels", "_children", "_sizes", "_parents", "_hash", "_sizes_bytes", "_distinct")
+    __slots__ = ("_labels", "_children", "_sizes", "_parents", "_hash", "_sizes_bytes", "_distinct",
+                 "_depths", "_post_labels")
 
     def __init__(self, labels: Sequence[Hashable], children: Sequence[Sequence[int]]):
         if isinstance(labels, (str, bytes)):
@@ -171,6 +172,8 @@ class Tree:
         self._hash = None
         self._sizes_bytes = None  # subtree sizes as int64 bytes, built on first use
         self._distinct = None     # distinct labels in order of first appearance, likewise
+        self._depths = None       # depths and postorder labels, likewise
+        self._post_labels = None
 
     # ------------------------------------------------------------------ basic accessors
     @property
@@ -209,11 +212,27 @@ class Tree:
         return self._parents
 
     def depths(self) -> tuple:
-        """Tuple of ``n`` ints: the number of edges from the root to each node (root: 0)."""
-        d = [0] * len(self._labels)
-        for i in range(1, len(d)):
-            d[i] = d[self._parents[i]] + 1
-        return tuple(d)
+        """Tuple of ``n`` ints: the number of edges from the root to each node (root: 0;
+        cached)."""
+        if self._depths is None:
+            d = [0] * len(self._labels)
+            for i in range(1, len(d)):
+                d[i] = d[self._parents[i]] + 1
+            self._depths = tuple(d)
+        return self._depths
+
+    def postorder_labels(self) -> tuple:
+        """Tuple of the ``n`` labels in postorder (children left to right, then the node;
+        cached). Node ``i`` comes at position ``i + size(i) - 1 - depth(i)``: before it are its
+        ``size(i) - 1`` descendants and the ``i - depth(i)`` earlier nodes that are not its
+        ancestors."""
+        if self._post_labels is None:
+            sizes, depths = self._sizes, self.depths()
+            out = [None] * len(self._labels)
+            for i, lab in enumerate(self._labels):
+                out[i + sizes[i] - 1 - depths[i]] = lab
+            self._post_labels = tuple(out)
+        return self._post_labels
 
     def depth(self) -> int:
         """Height of the tree: edges on the longest root-to-leaf path (a single node: 0)."""

@@ -223,6 +223,29 @@ def test_postorder_labels():
     assert postorder_labels(bt.Tree(["r"], [[]])) == ["r"]
 
 
+def test_tree_postorder_labels_and_depths_against_a_recursive_walk():
+    """Tree.postorder_labels and Tree.depths (cached on the tree, the same tuple each call)
+    against a recursive walk of random trees; a pickled copy computes its own."""
+    import pickle
+
+    rng = np.random.default_rng(7)
+    for tree in random_trees(rng, 30, max_nodes=25):
+        post, depth = [], {}
+
+        def walk(v, d):
+            depth[v] = d
+            for c in tree.children[v]:
+                walk(c, d + 1)
+            post.append(tree.labels[v])
+
+        walk(0, 0)
+        assert tree.postorder_labels() == tuple(post)
+        assert tree.depths() == tuple(depth[v] for v in range(len(tree)))
+        assert tree.postorder_labels() is tree.postorder_labels() and tree.depths() is tree.depths()
+        copy = pickle.loads(pickle.dumps(tree))
+        assert copy.postorder_labels() == tuple(post) and copy.depths() == tree.depths()
+
+
 def test_traversal_bound_rejects_sequences():
     with pytest.raises(TypeError, match="trees"):
         traversal_lower_bound(["ab", "b"])

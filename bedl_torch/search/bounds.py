@@ -534,17 +534,8 @@ def _potentials(costs: SymbolCosts, in_x: torch.Tensor, in_y: torch.Tensor, x_ro
 
 
 def postorder_labels(tree) -> list:
-    """The labels of a tree in postorder.
-
-    Node ``i`` (preorder) comes at postorder position ``i + size(i) - 1 - depth(i)``: before
-    it in postorder are its ``size(i) - 1`` descendants and the ``i - depth(i)`` nodes before
-    it in preorder that are not its ancestors.
-    """
-    labels, sizes, depths = tree.labels, tree.subtree_sizes(), tree.depths()
-    out = [None] * len(labels)
-    for i, lab in enumerate(labels):
-        out[i + sizes[i] - 1 - depths[i]] = lab
-    return out
+    """The labels of a tree in postorder (:meth:`~bedl_torch.Tree.postorder_labels`)."""
+    return list(tree.postorder_labels())
 
 
 def _check_same_kind(x_table, y_table):
@@ -624,7 +615,7 @@ def traversal_lower_bound(X: Sequence, Y: Optional[Sequence] = None, cost: Optio
         raise TypeError("traversal_lower_bound is for trees (a sequence's distance is its SED)")
     same = Y is X
     out = None
-    for name, fn in (("pre", lambda t: list(t.labels)), ("post", postorder_labels)):
+    for name, fn in (("pre", lambda t: t.labels), ("post", lambda t: t.postorder_labels())):
         if order not in (name, "both"):
             continue
         xs = [fn(t) for t in X]

@@ -13,7 +13,7 @@ import torch
 from ..costs import SymbolCost, UnitCost
 from ..ops import FlatTable, table_pair_distances
 from ..ops.pairwise import matrix_tiles, problem_inputs, unit_sequence_path
-from .bounds import FirstPairUpper, LabelBound, SymbolCosts, postorder_labels
+from .bounds import FirstPairUpper, LabelBound, SymbolCosts
 
 __all__ = ["SearchProblem", "BOUNDS", "STAT_KEYS", "new_stats", "merge_stats"]
 
@@ -123,7 +123,8 @@ class SearchProblem:
         self.traversal = None
         if self.kind == "tree" and "traversal" in bounds and self.nx and self.ny:
             self.traversal = {}
-            for name, fn in (("pre", lambda t: list(t.labels)), ("post", postorder_labels)):
+            # (tuples cached on each tree: no per-call copies)
+            for name, fn in (("pre", lambda t: t.labels), ("post", lambda t: t.postorder_labels())):
                 tx = FlatTable([fn(t) for t in X], "X")
                 ty = tx if self.same else FlatTable([fn(t) for t in Y], "Y")
                 self.traversal[name] = (tx, ty)
