@@ -23,7 +23,7 @@ from .ops import (
     soft_edit_distance_batch,
 )
 from .alignments import edit_script, optimal_mapping, sample_mappings
-from .search import kneighbors, radius_neighbors
+from .search import NeighborIndex, kneighbors, radius_neighbors
 from .learning import BEDL, MedianGLVQ
 from . import datasets
 from . import pretrained  # noqa: F401 (bedl_torch.pretrained stays an attribute, as before)
@@ -43,6 +43,7 @@ __all__ = [
     "soft_edit_distance_batch",
     "pairwise_distances",
     "kneighbors",
+    "NeighborIndex",
     "radius_neighbors",
     "default_rel_tol",
     "optimal_mapping",

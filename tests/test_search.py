@@ -906,3 +906,88 @@ def test_release_freed_memory_trims_a_heap_with_holes(monkeypatch):
     assert _memory.resident_bytes() < before - (32 << 20)
     assert 0 < _memory._after_trim[0] < before  # the next trim counts from here
     del blocks
+
+
+# ---------------------------------------------------------------------------
+# NeighborIndex: a collection prepared once
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["unit", "signed", "asymmetric"])
+@pytest.mark.parametrize("objects", ["tree", "sequence"])
+def test_neighbor_index_answers_equal_the_full_matrix(kind, objects):
+    """Queries against an index (X against Y, and Y against itself) against the full matrix of
+    the same costs, ties by index; the same answers and stats as the functions."""
+    rng = np.random.default_rng(90 + COSTS.index(kind) + (7 if objects == "tree" else 0))
+    cost = make_cost(kind, rng)
+    make = random_trees if objects == "tree" else random_sequences
+    Y = make(rng, 23) + make(rng, 2)[:1] * 2  # a duplicate: distances 0 and ties
+    index = bt.NeighborIndex(Y, cost)
+    assert len(index) == len(Y)
+    D_yy = exact_matrix(Y, None, cost)
+    for _ in range(2):  # a second round of queries reuses the index
+        X = make(rng, 6)
+        D = exact_matrix(X, Y, cost)
+        for k in (1, 4, len(Y)):
+            d, i, stats = index.kneighbors(X, k=k, return_stats=True)
+            rd, ri = reference_knn(D, k, False)
+            assert torch.equal(i, ri) and torch.equal(d, rd)
+            assert stats == bt.kneighbors(X, Y, k=k, cost=cost, return_stats=True)[2]
+        radius = float(D.flatten().kthvalue(D.numel() // 4).values)
+        r, c, v = index.radius_neighbors(X, radius=radius)
+        rr, rc, rv = reference_radius(D, radius, False)
+        assert torch.equal(r, rr) and torch.equal(c, rc) and torch.equal(v, rv)
+    d, i = index.kneighbors(k=3)
+    rd, ri = reference_knn(D_yy, 3, True)
+    assert torch.equal(i, ri) and torch.equal(d, rd)
+    r, c, v = index.radius_neighbors(radius=1.5)
+    rr, rc, rv = reference_radius(D_yy, 1.5, True)
+    assert torch.equal(r, rr) and torch.equal(c, rc) and torch.equal(v, rv)
+
+
+def test_neighbor_index_flattens_its_collection_once(monkeypatch):
+    """A query flattens only itself (its trees and their two traversals), not the collection."""
+    from bedl_torch.search import problem as problem_module
+
+    rng = np.random.default_rng(5)
+    Y, X = random_trees(rng, 30), random_trees(rng, 3)
+    index = bt.NeighborIndex(Y)
+    sides = []
+    real = problem_module.FlatTable
+
+    class Spy(real):
+        def __init__(self, objects, side):
+            sides.append((side, len(objects)))
+            super().__init__(objects, side)
+
+    monkeypatch.setattr(problem_module, "FlatTable", Spy)
+    index.kneighbors(X, k=2)
+    index.kneighbors(k=2)
+    assert sides == [("X", 3)] * 3
+    bt.kneighbors(X, Y, k=2)
+    assert sides[3:] == [("X", 3), ("Y", 30)] * 3
+
+
+def test_neighbor_index_labels_and_errors():
+    """Default unit costs take a query's new labels (the functions' answer, whose default costs
+    cover X and Y); a given cost names a label it lacks; bad arguments are TypeErrors."""
+    Y = ["abc", "abd", "bcd", "xbc"]
+    index = bt.NeighborIndex(Y)
+    X = ["qqc", "ab"]
+    d, i = index.kneighbors(X, k=2)
+    rd, ri = reference_knn(exact_matrix(X, Y, None), 2, False)
+    assert torch.equal(d, rd) and torch.equal(i, ri)
+    assert index.kneighbors(["zz"], k=1)[0].tolist() == [[3.0]]  # two replacements, one insertion
+    fixed = bt.NeighborIndex(Y, bt.UnitCost(list("abcdx")))
+    with pytest.raises(ValueError, match="'q'"):
+        fixed.kneighbors(X, k=1)
+    with pytest.raises(TypeError, match="single str"):
+        bt.NeighborIndex("abc")
+    with pytest.raises(TypeError, match="single str"):
+        index.kneighbors("abc", k=1)
+    with pytest.raises(TypeError, match="bounds must be a sequence"):
+        bt.NeighborIndex(Y, bounds="label")
+    with pytest.raises(ValueError, match="k must be between 1 and 3"):
+        index.kneighbors(k=4)
+    with pytest.raises(TypeError, match="radius must be a real number"):
+        index.radius_neighbors(X, radius="1")

@@ -11,7 +11,8 @@ from .bounds import (FirstPairUpper, LabelBound, SymbolCosts, label_lower_bound,
                      mapping_upper_bound, postorder_labels, traversal_lower_bound)
 from .engine import (BOUNDS, SearchProblem, kneighbors, knn_block, merge_stats, radius_block,
                      radius_neighbors)
+from .index import NeighborIndex
 
-__all__ = ["kneighbors", "radius_neighbors", "label_lower_bound", "traversal_lower_bound",
+__all__ = ["kneighbors", "radius_neighbors", "NeighborIndex", "label_lower_bound", "traversal_lower_bound",
            "mapping_upper_bound", "postorder_labels", "SymbolCosts", "LabelBound",
            "FirstPairUpper", "SearchProblem", "knn_block", "radius_block", "merge_stats", "BOUNDS"]

@@ -62,7 +62,8 @@ from .problem import BOUNDS, SearchProblem, merge_stats, new_stats
 __all__ = ["kneighbors", "radius_neighbors", "SearchProblem", "knn_block", "radius_block", "knn_blocks",
            "knn_all_pairs", "matrix_block_pairs", "bounds_cannot_pay", "merge_nearest", "radius_blocks",
            "radius_candidates", "radius_verify", "RADIUS_POOL_ENTRIES", "BLOCKS_PER_PART", "block_rows",
-           "check_k", "check_mode", "check_radius", "merge_stats", "BOUNDS"]
+           "check_k", "check_mode", "check_radius", "merge_stats", "BOUNDS", "problem_kneighbors",
+           "problem_radius_neighbors"]
 
 # Pairs per block of rows (its bound matrices are float64 and int64 of this many entries).
 _BLOCK_CELLS = 1 << 22
@@ -588,6 +589,12 @@ def kneighbors(X: Sequence, Y: Optional[Sequence] = None, *, k: int,
     check_mode(mode)
     problem = SearchProblem(X, Y, cost, rel_tol=rel_tol, unknown=unknown, symmetric=symmetric,
                             chunk_size=chunk_size, bounds=bounds)
+    return problem_kneighbors(problem, k, block_size, return_stats)
+
+
+def problem_kneighbors(problem: SearchProblem, k: int, block_size: Optional[int] = None,
+                       return_stats: bool = False):
+    """:func:`kneighbors` of a prepared problem (``k`` and ``block_size`` checked here)."""
     candidates = problem.ny - 1 if problem.same else problem.ny
     k = check_k(k, candidates, problem.same)
     step = block_rows(problem, block_size)  # (checks block_size either way)
@@ -748,8 +755,14 @@ def radius_neighbors(X: Sequence, Y: Optional[Sequence] = None, *, radius: float
     radius = check_radius(radius)
     problem = SearchProblem(X, Y, cost, rel_tol=rel_tol, unknown=unknown, symmetric=symmetric,
                             chunk_size=chunk_size, bounds=bounds)
-    starts = list(range(0, problem.nx, block_rows(problem, block_size)))
-    out = radius_blocks(problem, starts, radius, block_rows(problem, block_size))
+    return problem_radius_neighbors(problem, radius, block_size, return_stats)
+
+
+def problem_radius_neighbors(problem: SearchProblem, radius: float, block_size: Optional[int] = None,
+                             return_stats: bool = False):
+    """:func:`radius_neighbors` of a prepared problem (``radius`` checked by the caller)."""
+    step = block_rows(problem, block_size)
+    out = radius_blocks(problem, list(range(0, problem.nx, step)), radius, step)
     if return_stats:
         return out
     return out[:3]

@@ -15,7 +15,7 @@ from ..ops import FlatTable, table_pair_distances
 from ..ops.pairwise import matrix_tiles, problem_inputs, unit_sequence_path
 from .bounds import FirstPairUpper, LabelBound, SymbolCosts
 
-__all__ = ["SearchProblem", "BOUNDS", "STAT_KEYS", "new_stats", "merge_stats"]
+__all__ = ["SearchProblem", "PreparedCollection", "BOUNDS", "STAT_KEYS", "new_stats", "merge_stats"]
 
 #: The bounds the engine can use (all by default).
 BOUNDS = ("label", "traversal", "upper")
@@ -37,6 +37,34 @@ def merge_stats(*parts: Dict[str, int]) -> Dict[str, int]:
     return out
 
 
+def traversal_table(trees: Sequence, order: str, side: str) -> FlatTable:
+    """The preorder (``order="pre"``) or postorder label sequences of trees, flattened (the
+    trees' cached tuples: no per-call copies)."""
+    if order == "pre":
+        return FlatTable([t.labels for t in trees], side)
+    return FlatTable([t.postorder_labels() for t in trees], side)
+
+
+class PreparedCollection:
+    """A collection flattened once for many searches (:class:`bedl_torch.search.NeighborIndex`):
+    its :class:`~bedl_torch.ops.FlatTable` (whose symbol codes are cached per cost module) and,
+    for trees, the traversal sequences' tables, built on first use.
+
+    Args:
+        objects: a checked list of trees or of sequences. side: its name in error messages.
+    """
+
+    def __init__(self, objects: Sequence, side: str):
+        self.objects, self.side = objects, side
+        self.table = FlatTable(objects, side)
+        self._traversal: Dict[str, FlatTable] = {}
+
+    def traversal(self, order: str) -> FlatTable:
+        if order not in self._traversal:
+            self._traversal[order] = traversal_table(self.objects, order, self.side)
+        return self._traversal[order]
+
+
 # Mean bit-vector steps per pair (``ceil(|x| / 64) |y|``) up to which k-NN computes unit-cost
 # sequences in one exact call (measured in docs/search.md).
 CHEAP_WORD_STEPS = 100
@@ -54,6 +82,8 @@ class SearchProblem:
             :func:`bedl_torch.pairwise_distances` fills a symmetric matrix; default where ``Y``
             is None and the cost module declares ``symmetric = True``. Needs ``Y=None``.
         bounds: which of :data:`BOUNDS` to use.
+        prepared: a :class:`PreparedCollection` of ``Y`` (of ``X`` where ``Y`` is None) whose
+            tables to use instead of flattening it again (its objects are the ones passed).
 
     Raises:
         TypeError: a cost that is not a SymbolCost, objects that are neither trees nor
@@ -65,7 +95,7 @@ class SearchProblem:
     def __init__(self, X: Sequence, Y: Optional[Sequence], cost: Optional[SymbolCost], *,
                  rel_tol: Optional[float] = None, unknown: str = "error",
                  symmetric: Optional[bool] = None, chunk_size: Optional[int] = None,
-                 bounds: Sequence[str] = BOUNDS):
+                 bounds: Sequence[str] = BOUNDS, prepared: Optional["PreparedCollection"] = None):
         if isinstance(bounds, str):
             raise TypeError(f"bounds must be a sequence of bound names, got the str {bounds!r} "
                             f"(write ({bounds!r},))")
@@ -81,8 +111,10 @@ class SearchProblem:
         if symmetric and not self.same:
             raise ValueError("symmetric=True needs Y=None (a search of X against itself)")
         self.X, self.Y, self.cost, self.symmetric = X, Y, cost, symmetric
-        self.x_table = FlatTable(X, "X")
-        self.y_table = self.x_table if self.same else FlatTable(Y, "Y")
+        # (prepared: Y's tables, or X's where Y is None, flattened once for many searches)
+        self.x_table = prepared.table if prepared is not None and self.same else FlatTable(X, "X")
+        self.y_table = self.x_table if self.same else (
+            prepared.table if prepared is not None else FlatTable(Y, "Y"))
         kx, ky = self.x_table.kind, self.y_table.kind
         if kx and ky and kx != ky:
             raise TypeError(f"X and Y must both hold trees or both sequences, got {kx}s and {ky}s")
@@ -123,10 +155,13 @@ class SearchProblem:
         self.traversal = None
         if self.kind == "tree" and "traversal" in bounds and self.nx and self.ny:
             self.traversal = {}
-            # (tuples cached on each tree: no per-call copies)
-            for name, fn in (("pre", lambda t: t.labels), ("post", lambda t: t.postorder_labels())):
-                tx = FlatTable([fn(t) for t in X], "X")
-                ty = tx if self.same else FlatTable([fn(t) for t in Y], "Y")
+            for name in ("pre", "post"):
+                if prepared is not None and self.same:
+                    tx = prepared.traversal(name)
+                else:
+                    tx = traversal_table(X, name, "X")
+                ty = tx if self.same else (
+                    prepared.traversal(name) if prepared is not None else traversal_table(Y, name, "Y"))
                 self.traversal[name] = (tx, ty)
 
     # -- pairs ---------------------------------------------------------------
