@@ -23,7 +23,8 @@ class NeighborIndex:
     :func:`bedl_torch.kneighbors` ``(X, Y, cost=index.cost)`` and
     :func:`bedl_torch.radius_neighbors`, and with ``X=None`` those of the collection against
     itself (each object left out of its own list). A call prepares only its queries, so many
-    small calls (one object each) cost about their search (``docs/search.md``).
+    small calls (one object each) cost about their search (``docs/search.md``). The index keeps
+    the objects of ``Y`` as given: a sequence changed in place afterwards is not seen.
 
     Args:
         Y: a list of trees or of sequences.
