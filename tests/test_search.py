@@ -991,3 +991,20 @@ def test_neighbor_index_labels_and_errors():
         index.kneighbors(k=4)
     with pytest.raises(TypeError, match="radius must be a real number"):
         index.radius_neighbors(X, radius="1")
+
+
+def test_neighbor_index_pickles():
+    """A pickled index (its objects, cost and options; tables built again) answers as the
+    original, learned costs included."""
+    import pickle
+
+    rng = np.random.default_rng(11)
+    Y, X = random_trees(rng, 15), random_trees(rng, 4)
+    for cost in (None, make_cost("euclidean", rng)):
+        index = bt.NeighborIndex(Y, cost, bounds=("label", "upper"))
+        copy = pickle.loads(pickle.dumps(index))
+        assert len(copy) == len(Y) and copy._options == index._options
+        for a, b in zip(index.kneighbors(X, k=3), copy.kneighbors(X, k=3)):
+            assert torch.equal(a, b)
+        for a, b in zip(index.radius_neighbors(radius=2.0), copy.radius_neighbors(radius=2.0)):
+            assert torch.equal(a, b)

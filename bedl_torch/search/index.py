@@ -56,6 +56,16 @@ class NeighborIndex:
     def __len__(self) -> int:
         return len(self.objects)
 
+    def __getstate__(self):
+        # the objects, cost and options; the tables (with their weak caches) are built again
+        return {"objects": self.objects, "cost": self.cost, "extend": self._extend_labels,
+                "options": self._options}
+
+    def __setstate__(self, state):
+        self.objects, self.cost, self._options = state["objects"], state["cost"], state["options"]
+        self._extend_labels = state["extend"]
+        self._prepared = PreparedCollection(self.objects, "Y")
+
     def _problem(self, X: Optional[Sequence]) -> SearchProblem:
         if X is None:
             return SearchProblem(self.objects, None, self.cost, prepared=self._prepared, **self._options)
