@@ -223,28 +223,43 @@ import numpy as np
 import torch
 import bedl_torch  # noqa: F401 (registers the operators)
 rng = np.random.default_rng(17)
-words = rng.choice(1_000_000, size=8, replace=False)
-xs = [list(words[rng.integers(0, 8, size=L)]) for L in (1, 5, 20, 64)]
-ys = [list(words[rng.integers(0, 8, size=L)]) for L in (0, 1, 2, 7, 19, 40, 64, 65, 99)]
-pairs = [(a, int(b)) for a in range(len(xs)) for b in rng.permutation(len(ys))]
 def flat(seqs):
     lengths = torch.tensor([len(q) for q in seqs], dtype=torch.int64)
     ptr = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(lengths, 0)])
     return torch.tensor([int(v) for q in seqs for v in q], dtype=torch.int64), ptr
-xl, xp = flat(xs)
-yl, yp = flat(ys)
-px = torch.tensor([a for a, _ in pairs]); py = torch.tensor([b for _, b in pairs])
-got = torch.ops.bedl_torch.sed_unit(xl, xp, yl, yp, px, py).tolist()
-print(json.dumps({"xs": [[int(v) for v in x] for x in xs], "ys": [[int(v) for v in y] for y in ys],
-                  "pairs": pairs, "got": got}))
+out = {"xs": [], "ys": [], "pairs": [], "got": []}
+# labels up to a million (a call's masks span its largest label: patterns of one word run, longer
+# ones take their pairs one by one) and up to 1000 (patterns of every length in runs)
+for extent in (1_000_000, 1000):
+    words = rng.choice(extent, size=8, replace=False)
+    # patterns of one word and of two to four (over 8 labels, and over 2: long carry chains)
+    xs = [list(words[rng.integers(0, 8, size=L)]) for L in (1, 5, 20, 64, 65, 128, 130, 200)]
+    xs += [list(words[rng.integers(0, 2, size=L)]) for L in (64, 129, 250)]
+    ys = [list(words[rng.integers(0, 8, size=L)]) for L in (0, 1, 2, 7, 19, 40, 64, 65, 99, 140, 260)]
+    ys += [list(words[rng.integers(0, 2, size=L)]) for L in (3, 70, 131)]
+    # a label only in a pattern's first word: a text that starts with it carries out of the first
+    # word into words whose match mask is 0 and whose steps are all +1 (the sum's second carry)
+    xs += [list(words[rng.integers(0, 3, size=64)]) + list(words[rng.integers(0, 2, size=L)]) for L in (1, 90)]
+    ys += [[words[2]] + list(words[rng.integers(0, 3, size=L)]) for L in (0, 5, 150)]
+    pairs = [(a, int(b)) for a in range(len(xs)) for b in rng.permutation(len(ys))]
+    xl, xp = flat(xs)
+    yl, yp = flat(ys)
+    px = torch.tensor([a for a, _ in pairs]); py = torch.tensor([b for _, b in pairs])
+    out["got"] += torch.ops.bedl_torch.sed_unit(xl, xp, yl, yp, px, py).tolist()
+    nx, ny = len(out["xs"]), len(out["ys"])
+    out["pairs"] += [(a + nx, b + ny) for a, b in pairs]
+    out["xs"] += [[int(v) for v in x] for x in xs]
+    out["ys"] += [[int(v) for v in y] for y in ys]
+print(json.dumps(out))
 """
 
 
 @pytest.mark.parametrize("unit_avx2", ["0", "1"], ids=["scalar-chains", "avx2-chains"])
-def test_one_word_chains_scalar_and_avx2_equal_the_dp(unit_avx2):
-    """unit_run's four one-word chains as four scalar chains (BEDL_TORCH_UNIT_AVX2=0, read once
-    per process, so in a child process) and, where the processor has AVX2, in one vector: runs
-    of texts of 0-99 symbols in an order that ends the lanes at different steps."""
+def test_chains_scalar_and_avx2_equal_the_dp(unit_avx2):
+    """unit_run's four chains (patterns of one word and of two to four) as four scalar chains
+    (BEDL_TORCH_UNIT_AVX2=0, read once per process, so in a child process) and, where the
+    processor has AVX2, in vectors: runs of texts of 0-260 symbols in an order that ends the
+    lanes at different steps, over 8 labels and over 2 (long carry chains across words)."""
     import json
     import os
     import subprocess

@@ -239,9 +239,57 @@ __attribute__((target("avx2"))) inline void word_steps_avx2(const uint64_t* eq_o
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(vn), VN);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(score), S);
 }
+
+// `steps` steps of four chains of a pattern of `words` words (texts text[l],
+// states vp[w * 4 + l] and vn[w * 4 + l], scores score[l]) in AVX2 vectors of
+// 64-bit lanes, word by word from the lowest: column_word's operations on
+// each lane (its unsigned carries as comparisons with the sign bit flipped),
+// so the same integers. `last`: the pattern's last bit in its last word.
+__attribute__((target("avx2"))) inline void words_steps_avx2(const uint64_t* eq_of, int64_t words,
+                                                             const int64_t* const* text, int64_t steps, uint64_t last,
+                                                             uint64_t* vp, uint64_t* vn, int64_t* score) {
+  __m256i S = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(score));
+  const __m256i ones = _mm256_set1_epi64x(-1), one = _mm256_set1_epi64x(1);
+  const __m256i sign = _mm256_set1_epi64x(static_cast<long long>(uint64_t{1} << 63));
+  const __m256i L = _mm256_set1_epi64x(static_cast<long long>(last));
+  const int64_t *t0 = text[0], *t1 = text[1], *t2 = text[2], *t3 = text[3];
+  for (int64_t t = 0; t < steps; ++t) {
+    const uint64_t *e0 = eq_of + t0[t] * words, *e1 = eq_of + t1[t] * words;
+    const uint64_t *e2 = eq_of + t2[t] * words, *e3 = eq_of + t3[t] * words;
+    __m256i carry = _mm256_setzero_si256(), hp_in = one, hn_in = _mm256_setzero_si256();
+    __m256i hp = _mm256_setzero_si256(), hn = _mm256_setzero_si256();
+    for (int64_t w = 0; w < words; ++w) {
+      __m256i* vpw = reinterpret_cast<__m256i*>(vp + 4 * w);
+      __m256i* vnw = reinterpret_cast<__m256i*>(vn + 4 * w);
+      const __m256i VP = _mm256_loadu_si256(vpw), VN = _mm256_loadu_si256(vnw);
+      const __m256i eq = _mm256_set_epi64x(static_cast<long long>(e3[w]), static_cast<long long>(e2[w]),
+                                           static_cast<long long>(e1[w]), static_cast<long long>(e0[w]));
+      const __m256i a = _mm256_and_si256(eq, VP);
+      const __m256i s1 = _mm256_add_epi64(a, VP);
+      const __m256i s2 = _mm256_add_epi64(s1, carry);
+      // (s1 < a) | (s2 < s1), unsigned: signed comparisons of the values with the sign bit flipped
+      const __m256i c1 = _mm256_cmpgt_epi64(_mm256_xor_si256(a, sign), _mm256_xor_si256(s1, sign));
+      const __m256i c2 = _mm256_cmpgt_epi64(_mm256_xor_si256(s1, sign), _mm256_xor_si256(s2, sign));
+      carry = _mm256_and_si256(_mm256_or_si256(c1, c2), one);
+      const __m256i d0 = _mm256_or_si256(_mm256_or_si256(_mm256_xor_si256(s2, VP), eq), VN);
+      hp = _mm256_or_si256(VN, _mm256_xor_si256(_mm256_or_si256(d0, VP), ones));
+      hn = _mm256_and_si256(VP, d0);
+      const __m256i hp_shifted = _mm256_or_si256(_mm256_slli_epi64(hp, 1), hp_in);
+      const __m256i hn_shifted = _mm256_or_si256(_mm256_slli_epi64(hn, 1), hn_in);
+      hp_in = _mm256_srli_epi64(hp, 63);
+      hn_in = _mm256_srli_epi64(hn, 63);
+      _mm256_storeu_si256(vpw, _mm256_or_si256(hn_shifted, _mm256_xor_si256(_mm256_or_si256(d0, hp_shifted), ones)));
+      _mm256_storeu_si256(vnw, _mm256_and_si256(hp_shifted, d0));
+    }
+    // (a lane's comparison is -1 where its last bit is set: +1 for hp, -1 for hn)
+    S = _mm256_sub_epi64(S, _mm256_cmpeq_epi64(_mm256_and_si256(hp, L), L));
+    S = _mm256_add_epi64(S, _mm256_cmpeq_epi64(_mm256_and_si256(hn, L), L));
+  }
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(score), S);
+}
 #endif
 
-// Whether unit_run steps its four one-word chains in one AVX2 vector: the
+// Whether unit_run steps its four chains (of one word or several) in AVX2 vectors: the
 // AVX2 paths are on (dp::simd_avx2) and BEDL_TORCH_UNIT_AVX2 is not "0"
 // (read once; the tests run the scalar chains in a process that sets it).
 inline bool unit_avx2() {
@@ -315,6 +363,7 @@ inline void unit_run(UnitWorkspace& ws, int64_t m, int64_t count, const TextOf& 
     ws.vp.resize(kChains * words);
     ws.vn.resize(kChains * words);
   }
+  // (several words: lane l's word w at w * kChains + l, as the AVX2 steps load them)
   uint64_t* vps = ws.vp.data();
   uint64_t* vns = ws.vn.data();
   auto step = [&](int l, int64_t symbol) {
@@ -322,9 +371,9 @@ inline void unit_run(UnitWorkspace& ws, int64_t m, int64_t count, const TextOf& 
       word_step(eq_of[symbol], vp1[l], vn1[l], last, score[l]);
     } else {
       const uint64_t* eq = eq_of + symbol * words;
-      uint64_t *vp = vps + l * words, *vn = vns + l * words;
       uint64_t carry = 0, hp_in = 1, hn_in = 0, hp = 0, hn = 0;
-      for (int64_t w = 0; w < words; ++w) column_word(eq[w], vp[w], vn[w], carry, hp_in, hn_in, hp, hn);
+      for (int64_t w = 0; w < words; ++w)
+        column_word(eq[w], vps[w * kChains + l], vns[w * kChains + l], carry, hp_in, hn_in, hp, hn);
       score[l] += last_row_move(hp, hn, last);
     }
   };
@@ -345,22 +394,28 @@ inline void unit_run(UnitWorkspace& ws, int64_t m, int64_t count, const TextOf& 
         vp1[l] = ~uint64_t{0};
         vn1[l] = 0;
       } else {
-        std::fill_n(vps + l * words, words, ~uint64_t{0});
-        std::fill_n(vns + l * words, words, uint64_t{0});
+        for (int64_t w = 0; w < words; ++w) {
+          vps[w * kChains + l] = ~uint64_t{0};
+          vns[w * kChains + l] = 0;
+        }
       }
       return true;
     }
     return false;
   };
-  [[maybe_unused]] const bool avx2 = kOneWord && unit_avx2();
+  [[maybe_unused]] const bool avx2 = unit_avx2();
   int lanes = 0;
   while (lanes < kChains && take(lanes)) ++lanes;
   if (lanes == kChains) {
     for (;;) {
       const int64_t steps = std::min(std::min(left[0], left[1]), std::min(left[2], left[3]));
 #ifdef BEDL_X86_SIMD
-      if (kOneWord && avx2) {
-        word_steps_avx2(eq_of, text, steps, last, vp1, vn1, score);
+      if (avx2) {
+        if constexpr (kOneWord) {
+          word_steps_avx2(eq_of, text, steps, last, vp1, vn1, score);
+        } else {
+          words_steps_avx2(eq_of, words, text, steps, last, vps, vns, score);
+        }
       } else
 #endif
       {
@@ -370,7 +425,7 @@ inline void unit_run(UnitWorkspace& ws, int64_t m, int64_t count, const TextOf& 
             for (int l = 0; l < kChains; ++l) step(l, text[l][t]);
           } else {  // word by word, the four lanes' chains side by side
             const uint64_t* eq[kChains];
-            uint64_t carry[kChains], hp_in[kChains], hn_in[kChains], hp[kChains], hn[kChains];
+            uint64_t carry[kChains], hp_in[kChains], hn_in[kChains], hp[kChains] = {}, hn[kChains] = {};
             for (int l = 0; l < kChains; ++l) {
               eq[l] = eq_of + text[l][t] * words;
               carry[l] = 0, hp_in[l] = 1, hn_in[l] = 0;
@@ -378,8 +433,8 @@ inline void unit_run(UnitWorkspace& ws, int64_t m, int64_t count, const TextOf& 
             for (int64_t w = 0; w < words; ++w) {
 #pragma GCC unroll 4
               for (int l = 0; l < kChains; ++l)
-                column_word(eq[l][w], vps[l * words + w], vns[l * words + w], carry[l], hp_in[l], hn_in[l], hp[l],
-                            hn[l]);
+                column_word(eq[l][w], vps[w * kChains + l], vns[w * kChains + l], carry[l], hp_in[l], hn_in[l],
+                            hp[l], hn[l]);
             }
             for (int l = 0; l < kChains; ++l)
               score[l] += last_row_move(hp[l], hn[l], last);
