@@ -353,6 +353,7 @@ struct UnitText {
 template <bool kOneWord, typename TextOf, typename Out>
 inline void unit_run(UnitWorkspace& ws, int64_t m, int64_t count, const TextOf& text_of, const Out& out) {
   constexpr int kChains = 4;
+  static_assert(kChains == 4, "word_steps_avx2 and words_steps_avx2 step four 64-bit lanes");
   const int64_t words = ws.eq_words;
   const uint64_t* eq_of = ws.eq_of.data();
   const uint64_t last = uint64_t{1} << ((m - 1) % 64);
