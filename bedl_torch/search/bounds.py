@@ -538,6 +538,14 @@ def postorder_labels(tree) -> list:
     return list(tree.postorder_labels())
 
 
+def traversal_sequences(trees: Sequence, order: str) -> list:
+    """The preorder (``order="pre"``) or postorder label sequences of trees: the tuples each
+    tree holds (no copies)."""
+    if order == "pre":
+        return [t.labels for t in trees]
+    return [t.postorder_labels() for t in trees]
+
+
 def _check_same_kind(x_table, y_table):
     if x_table.kind and y_table.kind and x_table.kind != y_table.kind:
         raise TypeError(f"X and Y must both hold trees or both sequences, got "
@@ -615,11 +623,11 @@ def traversal_lower_bound(X: Sequence, Y: Optional[Sequence] = None, cost: Optio
         raise TypeError("traversal_lower_bound is for trees (a sequence's distance is its SED)")
     same = Y is X
     out = None
-    for name, fn in (("pre", lambda t: t.labels), ("post", lambda t: t.postorder_labels())):
+    for name in ("pre", "post"):
         if order not in (name, "both"):
             continue
-        xs = [fn(t) for t in X]
-        ys = None if same else [fn(t) for t in Y]
+        xs = traversal_sequences(X, name)
+        ys = None if same else traversal_sequences(Y, name)
         with torch.no_grad():
             d = pairwise_distances(xs, ys, cost, rel_tol=rel_tol, unknown=unknown,
                                    symmetric=False).detach().to("cpu", torch.float64)

@@ -483,8 +483,8 @@ def _merge_block(best_d, best_i, r, c, v, k, partners: bool, same: bool = False)
     """:func:`_merge_into` of a block of entries ``(r, c)`` that lie in a rectangle of rows and
     columns (a tile, or consecutive rows against the columns from the first row on), each row's
     ``k`` best of the block taken first (:func:`_k_smallest`); with ``partners`` (entries
-    ``r <= c`` only) also the entries ``(c, r)``; with ``same`` (rows and columns index one collection) without the
-    diagonal's ``(i, i)``."""
+    ``r <= c`` only) also the entries ``(c, r)``; with ``same`` (rows and columns index one
+    collection) without the diagonal's ``(i, i)``."""
     if len(r) == 0:
         return
     r0, c0 = int(r.min()), int(c.min())
@@ -493,9 +493,8 @@ def _merge_block(best_d, best_i, r, c, v, k, partners: bool, same: bool = False)
     passes = [(M, r0, c0)]
     if partners and r0 == c0:
         # rows from r0 against columns from r0 (entries r <= c): a partner (c, r) whose row
-        # lies in the block goes into M itself; only the columns past its rows need M.T
-        # (entries r <= c only: the square's lower triangle is empty, so one minimum with its
-        # transpose writes the partners there)
+        # lies in the block goes into M itself (the square's lower triangle is empty, so one
+        # minimum with its transpose writes them); only the columns past its rows need M.T
         h = M.shape[0]
         sq = M[:, :h]
         sq.copy_(torch.minimum(sq, sq.T))

@@ -47,11 +47,15 @@ class NeighborIndex:
         extend = cost is None  # the default unit costs grow with the queries' labels
         Y, _, cost, _ = problem_inputs(Y, None, cost, None)
         self.cost, self._extend_labels = cost, extend
-        self.objects = Y
         self._prepared = PreparedCollection(Y, "Y")
         self._options = dict(rel_tol=rel_tol, unknown=unknown, chunk_size=chunk_size, bounds=bounds)
         # check the options and the labels now (an empty search of Y against itself)
         SearchProblem(Y, None, cost, prepared=self._prepared, **self._options)
+
+    @property
+    def objects(self) -> list:
+        """The collection's objects, as given."""
+        return self._prepared.objects
 
     def __len__(self) -> int:
         return len(self.objects)
@@ -62,15 +66,15 @@ class NeighborIndex:
                 "options": self._options}
 
     def __setstate__(self, state):
-        self.objects, self.cost, self._options = state["objects"], state["cost"], state["options"]
+        self.cost, self._options = state["cost"], state["options"]
         self._extend_labels = state["extend"]
-        self._prepared = PreparedCollection(self.objects, "Y")
+        self._prepared = PreparedCollection(state["objects"], "Y")
 
     def _problem(self, X: Optional[Sequence]) -> SearchProblem:
         if X is None:
             return SearchProblem(self.objects, None, self.cost, prepared=self._prepared, **self._options)
-        X = check_collection(X, "X")
-        if self._extend_labels:
+        if self._extend_labels:  # (X checked here; else by the problem)
+            X = check_collection(X, "X")
             missing = missing_labels(X, set(self.cost.alphabet))
             if missing:  # unit costs over the labels of X and Y, Y's codes kept in front
                 self.cost = UnitCost(list(self.cost.alphabet) + missing)

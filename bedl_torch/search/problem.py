@@ -13,7 +13,7 @@ import torch
 from ..costs import SymbolCost, UnitCost
 from ..ops import FlatTable, table_pair_distances
 from ..ops.pairwise import matrix_tiles, problem_inputs, unit_sequence_path
-from .bounds import FirstPairUpper, LabelBound, SymbolCosts
+from .bounds import FirstPairUpper, LabelBound, SymbolCosts, traversal_sequences
 
 __all__ = ["SearchProblem", "PreparedCollection", "BOUNDS", "STAT_KEYS", "new_stats", "merge_stats"]
 
@@ -37,18 +37,10 @@ def merge_stats(*parts: Dict[str, int]) -> Dict[str, int]:
     return out
 
 
-def traversal_table(trees: Sequence, order: str, side: str) -> FlatTable:
-    """The preorder (``order="pre"``) or postorder label sequences of trees, flattened (the
-    trees' cached tuples: no per-call copies)."""
-    if order == "pre":
-        return FlatTable([t.labels for t in trees], side)
-    return FlatTable([t.postorder_labels() for t in trees], side)
-
-
 class PreparedCollection:
-    """A collection flattened once for many searches (:class:`bedl_torch.search.NeighborIndex`):
-    its :class:`~bedl_torch.ops.FlatTable` (whose symbol codes are cached per cost module) and,
-    for trees, the traversal sequences' tables, built on first use.
+    """One side of a search, flattened once (and, through :class:`bedl_torch.search.NeighborIndex`,
+    for many searches): its :class:`~bedl_torch.ops.FlatTable` (whose symbol codes are cached
+    per cost module) and, for trees, the traversal sequences' tables, built on first use.
 
     Args:
         objects: a checked list of trees or of sequences. side: its name in error messages.
@@ -61,7 +53,7 @@ class PreparedCollection:
 
     def traversal(self, order: str) -> FlatTable:
         if order not in self._traversal:
-            self._traversal[order] = traversal_table(self.objects, order, self.side)
+            self._traversal[order] = FlatTable(traversal_sequences(self.objects, order), self.side)
         return self._traversal[order]
 
 
@@ -111,10 +103,10 @@ class SearchProblem:
         if symmetric and not self.same:
             raise ValueError("symmetric=True needs Y=None (a search of X against itself)")
         self.X, self.Y, self.cost, self.symmetric = X, Y, cost, symmetric
-        # (prepared: Y's tables, or X's where Y is None, flattened once for many searches)
-        self.x_table = prepared.table if prepared is not None and self.same else FlatTable(X, "X")
-        self.y_table = self.x_table if self.same else (
-            prepared.table if prepared is not None else FlatTable(Y, "Y"))
+        # (prepared: Y's side, or X's where Y is None, flattened once for many searches)
+        x_side = prepared if prepared is not None and self.same else PreparedCollection(X, "X")
+        y_side = x_side if self.same else (prepared if prepared is not None else PreparedCollection(Y, "Y"))
+        self.x_table, self.y_table = x_side.table, y_side.table
         kx, ky = self.x_table.kind, self.y_table.kind
         if kx and ky and kx != ky:
             raise TypeError(f"X and Y must both hold trees or both sequences, got {kx}s and {ky}s")
@@ -156,13 +148,7 @@ class SearchProblem:
         if self.kind == "tree" and "traversal" in bounds and self.nx and self.ny:
             self.traversal = {}
             for name in ("pre", "post"):
-                if prepared is not None and self.same:
-                    tx = prepared.traversal(name)
-                else:
-                    tx = traversal_table(X, name, "X")
-                ty = tx if self.same else (
-                    prepared.traversal(name) if prepared is not None else traversal_table(Y, name, "Y"))
-                self.traversal[name] = (tx, ty)
+                self.traversal[name] = (x_side.traversal(name), y_side.traversal(name))
 
     # -- pairs ---------------------------------------------------------------
 
