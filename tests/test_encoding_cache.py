@@ -94,3 +94,30 @@ def test_alternating_cost_modules_and_unknown_modes_get_their_own_encodings():
                            torch.tensor([[0.0], [2.0]], dtype=torch.float64))
         assert torch.equal(bt.pairwise_distances(X, Y, other),
                            torch.tensor([[1.0], [2.0]], dtype=torch.float64))
+
+
+def test_only_small_blocks_keep_their_pair_indices_and_batches(monkeypatch):
+    """Repeated small calls share their pair indices and batch; a whole matrix's are built per
+    call and dropped with it (caching them kept hundreds of MB after the call). Both give the
+    same pairs: row-major, ``i <= j`` for a triangle."""
+    from bedl_torch.ops import pairwise
+
+    monkeypatch.setattr(pairwise, "_CACHED_PAIRS", 12)
+    for rows, cols, tri in ((3, 4, False), (4, 4, True), (4, 5, False), (5, 5, True)):
+        ii, jj = pairwise.pair_indices(rows, cols, tri)
+        want = [(i, j) for i in range(rows) for j in range(cols) if not tri or i <= j]
+        assert list(zip(ii.tolist(), jj.tolist())) == want
+        again = pairwise.pair_indices(rows, cols, tri)
+        assert (again[0] is ii) == (rows * cols <= 12)
+    batches = []
+    real = pairwise.PairBatch.from_tables
+    monkeypatch.setattr(pairwise.PairBatch, "from_tables",
+                        classmethod(lambda cls, *a: batches.append(len(a[2])) or real(*a)))
+    small, large = ["ab", "b", "ba"], ["ab", "b", "ba", "abb", "a"]  # 6 and 15 pairs of i <= j
+    cost = bt.EuclideanCost(["a", "b"], embedding=torch.tensor([[0.0, 1.0], [1.0, 0.0]], dtype=torch.float64))
+    for X in (small, large):
+        batches.clear()
+        first, second = bt.pairwise_distances(X, cost=cost), bt.pairwise_distances(X, cost=cost)
+        assert torch.equal(first, second)
+        assert first[0, 2] == first[2, 0] == 2.0  # "ab" -> "ba": delete a, insert a (two swaps cost 2 sqrt 2)
+        assert batches == ([6] if X is small else [15, 15])

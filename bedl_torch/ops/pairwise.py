@@ -229,7 +229,10 @@ _batch_cache_lock = threading.Lock()
 
 def _whole_batch(x_table, y_table, ii, jj) -> PairBatch:
     """``PairBatch.from_tables(x_table, y_table, ii, jj)``, shared with earlier calls on the
-    same four objects."""
+    same four objects (batches of up to ``_CACHED_PAIRS`` pairs: larger ones are not worth
+    their memory, and their indices are new tensors every call)."""
+    if len(ii) > _CACHED_PAIRS:
+        return PairBatch.from_tables(x_table, y_table, ii, jj)
     key = (id(x_table), id(y_table), id(ii), id(jj))
     with _batch_cache_lock:
         entry = _batch_cache.get(key)
@@ -294,13 +297,15 @@ class MatrixBlock:
         self.triangle, self.ny, self.rows, self.runs = triangle, ny, rows, runs
 
     def pairs(self) -> Tuple[torch.Tensor, torch.Tensor]:
-        """The block's kernel pairs ``(ii, jj)``, row-major."""
+        """The block's kernel pairs ``(ii, jj)``, row-major (callers must not change them in
+        place: a block from row 0 shares :func:`pair_indices`' cached tensors)."""
         if self.rows is not None:
             r0, r1 = self.rows
-            if self.triangle:  # row i against the columns i .. ny - 1
-                ii, jj = torch.triu_indices(r1 - r0, self.ny - r0) + r0
+            ii, jj = pair_indices(r1 - r0, self.ny - r0 if self.triangle else self.ny, self.triangle)
+            if r0 == 0:
                 return ii, jj
-            return torch.arange(r0, r1).repeat_interleave(self.ny), torch.arange(self.ny).repeat(r1 - r0)
+            # triangle: row i against the columns i .. ny - 1
+            return ii + r0, (jj + r0 if self.triangle else jj)
         xr, yr = self.runs
         ii, jj = xr.repeat_interleave(len(yr)), yr.repeat(len(xr))
         if self.triangle:
@@ -400,11 +405,28 @@ def _run_index(runs: list, n: int) -> torch.Tensor:
     return index
 
 
-@functools.lru_cache(maxsize=32)
+# Blocks of up to this many pairs keep their indices in pair_indices' cache (16 bytes a pair: at
+# most 128 MB for its 32 entries) and their batch in _whole_batch's (32 bytes a pair, 8
+# entries): what repeated small calls (predictions, prototypes) reuse. Caching whole matrices
+# kept their indices and batches after the call: 5,000 small trees, 500 MB (benchmarks/HISTORY.md).
+_CACHED_PAIRS = 1 << 18
+
+
 def pair_indices(rows: int, cols: int, triangle: bool) -> Tuple[torch.Tensor, torch.Tensor]:
     """Row-major pair indices ``(ii, jj)`` of a ``rows x cols`` block: all pairs, or with
-    ``triangle`` only ``i <= j`` (the rest mirrors them). Cached: the same tensors for the same
-    block, which callers must not change in place."""
+    ``triangle`` only ``i <= j`` (the rest mirrors them). Small blocks' are cached: the same
+    tensors for the same block, which callers must not change in place."""
+    if rows * cols <= _CACHED_PAIRS:
+        return _cached_pair_indices(rows, cols, triangle)
+    return _pair_indices(rows, cols, triangle)
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_pair_indices(rows: int, cols: int, triangle: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    return _pair_indices(rows, cols, triangle)
+
+
+def _pair_indices(rows: int, cols: int, triangle: bool) -> Tuple[torch.Tensor, torch.Tensor]:
     if triangle:
         ii, jj = torch.triu_indices(rows, cols, offset=0)
         return ii, jj
