@@ -124,6 +124,8 @@ def _scenario_matrices(rank, trees, others, seqs, strings, out_dir):
     # no lower bound: the matrix's tiles shared among the ranks
     res["knn_all_pairs"] = bd.kneighbors(trees, k=3, bounds=(), return_stats=True)
     res["knn_all_pairs_seqs"] = bd.kneighbors(seq_words, k=2, cost=seq_cost, bounds=())
+    res["radius_all_pairs"] = bd.radius_neighbors(trees, radius=5.0, bounds=(), return_stats=True)
+    res["radius_all_pairs_xy"] = bd.radius_neighbors(trees, others, radius=6.0, bounds=())
     return res
 
 
@@ -576,6 +578,19 @@ def test_two_ranks_search(two_rank_results):
         assert torch.equal(d, d0) and torch.equal(i, i0) and torch.equal(d, d1) and torch.equal(i, i1)
         assert stats == stats0 and stats["exact_computed"] == n_trees * (n_trees - 1) // 2
         assert all(torch.equal(a, b) for a, b in zip(res["knn_all_pairs_seqs"], (ds, js)))
+    # no lower bound: the matrix's tiles shared among the ranks, thresholded
+    D = bt.pairwise_distances(trees).to(torch.float64)
+    Dxy = bt.pairwise_distances(trees, data["others"]).to(torch.float64)
+    for res in results:
+        r, c, v, stats = res["radius_all_pairs"]
+        mask = (D <= 5.0) & ~torch.eye(n_trees, dtype=torch.bool)
+        assert torch.equal(torch.stack([r, c]), torch.stack(torch.nonzero(mask, as_tuple=True)))
+        assert torch.equal(v, D[mask])
+        assert stats["pairs"] == stats["exact"] == n_trees * (n_trees - 1)
+        assert stats["exact_computed"] == n_trees * (n_trees - 1) // 2
+        r, c, v = res["radius_all_pairs_xy"]
+        assert torch.equal(torch.stack([r, c]), torch.stack(torch.nonzero(Dxy <= 6.0, as_tuple=True)))
+        assert torch.equal(v, Dxy[Dxy <= 6.0])
     ref = _reference_neighbours(bt.pairwise_distances(strings, mode="pseudo").numpy(), 3, exclude_self=True)
     for res in results:
         d, i = res["knn_pseudo"]

@@ -720,6 +720,56 @@ def test_knn_without_a_lower_bound_computes_the_matrix_once(monkeypatch, bounds)
     assert stats["exact_computed"] == sum(_pairs_of(calls, "exact")) == 16 * 15 // 2
 
 
+@pytest.mark.parametrize("bounds", [(), ("upper",)], ids=["none", "upper-only"])
+@pytest.mark.parametrize("same", [True, False])
+def test_radius_without_a_lower_bound_thresholds_the_matrix(monkeypatch, bounds, same):
+    """Without a lower bound, radius_neighbors thresholds the matrix's blocks (each kernel pair
+    once), not block by block of rows with one exact call each; at every radius (none within,
+    ties at the radius, negative, every pair) the answer and stats are the matrix's."""
+    calls = _spy_exact_calls(monkeypatch)
+    rng = np.random.default_rng(48 + same)
+    X = random_trees(rng, 16, max_nodes=8)
+    Y = None if same else random_trees(rng, 9, max_nodes=8)
+    D = exact_matrix(X, Y, None)
+    ny = 16 if same else 9
+    off = D[~torch.eye(16, dtype=torch.bool)] if same else D.flatten()
+    for radius in (float(off.min()) - 1, float(off.min()), float(torch.median(off)), -3.0, math.inf):
+        calls.clear()
+        r, c, v, stats = radius_neighbors(X, Y, radius=radius, bounds=bounds, block_size=5,
+                                          return_stats=True)
+        rr, rc, rv = reference_radius(D, radius, same)
+        assert torch.equal(r, rr) and torch.equal(c, rc) and torch.equal(v, rv), radius
+        assert _pairs_of(calls, "exact") == []
+        assert sum(_pairs_of(calls, "matrix")) == (16 * 17 // 2 if same else 16 * ny)
+        entries = 16 * 15 if same else 16 * ny
+        assert stats["exact"] == stats["pairs"] == entries
+        assert stats["exact_computed"] == (entries // 2 if same else entries)
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+@pytest.mark.parametrize("max_pairs", [5, 37, 400, 10**6])
+def test_radius_all_pairs_blocks_give_the_full_matrix(symmetric, max_pairs):
+    """radius_all_pairs over blocks of every size, its blocks' entries thresholded, mirrored
+    where symmetric and the diagonal left out, gives the matrix's entries within the radius;
+    the blocks split in two parts (as ranks do) give the same entries and stats."""
+    from bedl_torch.search.engine import radius_all_pairs, sorted_entries
+    rng = np.random.default_rng(max_pairs)
+    X = ["".join(rng.choice(list("ab"), size=int(rng.integers(0, 6)))) for _ in range(23)] + ["ab", "ab"]
+    problem = SearchProblem(X, None, None, symmetric=symmetric)
+    D = exact_matrix(X, None, None)
+    n_blocks = len(problem.matrix_blocks(max_pairs))
+    for radius in (0.0, 1.0, 2.5, math.inf):
+        r, c, v, stats = radius_all_pairs(problem, radius, max_pairs=max_pairs)
+        got = sorted_entries(r, c, v, len(X))
+        want = reference_radius(D, radius, True)
+        assert all(torch.equal(a, b) for a, b in zip(got, want)), radius
+        assert stats["exact"] == stats["pairs"] == len(X) * (len(X) - 1)
+        parts = [radius_all_pairs(problem, radius, set(range(p, n_blocks, 2)), max_pairs) for p in (0, 1)]
+        joined = sorted_entries(*(torch.cat([q[i] for q in parts]) for i in range(3)), len(X))
+        assert all(torch.equal(a, b) for a, b in zip(joined, want)), radius
+        assert merge_stats(*[q[3] for q in parts]) == stats
+
+
 @pytest.mark.parametrize("near_free", [True, False], ids=["near-free-replacements", "unit"])
 def test_sequence_probe_chooses_one_call_where_the_label_bound_cannot_prune(monkeypatch, near_free):
     """Sequences (the label bound alone): a probe of a block's rows decides before any round.
@@ -753,8 +803,9 @@ def test_sequence_probe_chooses_one_call_where_the_label_bound_cannot_prune(monk
 def test_short_unit_cost_sequences_take_one_call(monkeypatch, length):
     """Under UnitCost, sequences whose exact distances run on bit vectors with about one word
     per step (mean ceil(|x| / 64) |y| <= CHEAP_WORD_STEPS) cost about what a round spends per
-    entry: k-NN computes each block in one exact call. Longer ones go round by round. With
-    the fast paths off (the DP, no bit vectors) short ones go round by round too."""
+    entry: k-NN computes each block in one exact call, range search thresholds the matrix's
+    blocks. Longer ones go round by round (range search: bounds, then exact calls). With the
+    fast paths off (the DP, no bit vectors) short ones do too."""
     from bedl_torch import _ext
     from bedl_torch.search import problem as problem_module
 
@@ -762,7 +813,10 @@ def test_short_unit_cost_sequences_take_one_call(monkeypatch, length):
     X = [random_sequence(length - int(rng.integers(0, 3)), ALPHABET, rng) for _ in range(30)]
     cost = bt.UnitCost(ALPHABET)
     calls = _spy_exact_calls(monkeypatch)
-    want = reference_knn(exact_matrix(X, None, cost), 3, True)
+    D = exact_matrix(X, None, cost)
+    want = reference_knn(D, 3, True)
+    radius = float(torch.quantile(D[~torch.eye(30, dtype=torch.bool)], 0.2))
+    want_radius = reference_radius(D, radius, True)
     before = _ext.simd_enabled()
     for simd in (True, False):
         calls.clear()
@@ -770,15 +824,21 @@ def test_short_unit_cost_sequences_take_one_call(monkeypatch, length):
         try:
             on = _ext.simd_enabled()  # (False without AVX2 or where the run switched them off)
             d, i = kneighbors(X, k=3, cost=cost)
+            knn_calls = list(calls)
+            calls.clear()
+            radius_answer = radius_neighbors(X, radius=radius, cost=cost)
             cheap = SearchProblem(X, None, cost).cheap_exact
         finally:
             _ext.set_simd_enabled(before)
         assert torch.equal(d, want[0]) and torch.equal(i, want[1])
+        assert all(torch.equal(a, b) for a, b in zip(radius_answer, want_radius))
         assert cheap == (on and length == 12)
         if cheap:  # the matrix's blocks (one table: consecutive rows, the diagonal kept)
-            assert _pairs_of(calls, "exact") == [] and sum(_pairs_of(calls, "matrix")) == 30 * 31 // 2
+            for spied in (knn_calls, calls):
+                assert _pairs_of(spied, "exact") == [] and sum(_pairs_of(spied, "matrix")) == 30 * 31 // 2
         else:
-            assert _pairs_of(calls, "matrix") == [] and len(_pairs_of(calls, "exact")) > 1
+            assert _pairs_of(knn_calls, "matrix") == [] and len(_pairs_of(knn_calls, "exact")) > 1
+            assert _pairs_of(calls, "matrix") == [] and len(_pairs_of(calls, "exact")) >= 1
 
 
 def test_probe_bounds_hold_and_read_only_their_rows(monkeypatch):
@@ -946,26 +1006,35 @@ def test_neighbor_index_answers_equal_the_full_matrix(kind, objects):
 
 
 def test_neighbor_index_flattens_its_collection_once(monkeypatch):
-    """A query flattens only itself (its trees and their two traversals), not the collection."""
+    """A query flattens only itself (its trees and their two traversals), not the collection.
+    The collections' own tables are shared with later calls on equal objects (as the matrix's
+    are): a search of X against Y after them flattens only the traversals."""
+    from bedl_torch.ops import encoding
     from bedl_torch.search import problem as problem_module
 
+    monkeypatch.setattr(encoding, "_table_cache", type(encoding._table_cache)())
     rng = np.random.default_rng(5)
     Y, X = random_trees(rng, 30), random_trees(rng, 3)
     index = bt.NeighborIndex(Y)
     sides = []
-    real = problem_module.FlatTable
 
-    class Spy(real):
-        def __init__(self, objects, side):
-            sides.append((side, len(objects)))
-            super().__init__(objects, side)
+    def spy(module):
+        real = module.FlatTable
 
-    monkeypatch.setattr(problem_module, "FlatTable", Spy)
+        class Spy(real):
+            def __init__(self, objects, side):
+                sides.append((side, len(objects)))
+                super().__init__(objects, side)
+
+        monkeypatch.setattr(module, "FlatTable", Spy)
+
+    spy(problem_module)  # the traversals' tables
+    spy(encoding)  # the collections' tables (flat_table)
     index.kneighbors(X, k=2)
     index.kneighbors(k=2)
     assert sides == [("X", 3)] * 3
     bt.kneighbors(X, Y, k=2)
-    assert sides[3:] == [("X", 3), ("Y", 30)] * 3
+    assert sides[3:] == [("X", 3), ("Y", 30)] * 2
 
 
 def test_neighbor_index_labels_and_errors():

@@ -11,8 +11,8 @@ import torch
 
 from ..costs import SymbolCost
 from ..search.engine import (SearchProblem, block_rows, bounds_cannot_pay, check_k, check_radius,
-                             knn_all_pairs, knn_blocks, matrix_block_pairs, merge_nearest, merge_stats,
-                             radius_blocks)
+                             exact_is_cheapest, knn_all_pairs, knn_blocks, matrix_block_pairs,
+                             merge_nearest, merge_stats, radius_all_pairs, radius_blocks, sorted_entries)
 from .group import ProcessGroup, Progress, raise_if_failed
 from .tiles import balanced_shares
 
@@ -44,7 +44,8 @@ def _row_range(problem: SearchProblem, grp: ProcessGroup, triangle: bool = False
 
 
 def _tile_shares(problem: SearchProblem, grp: ProcessGroup):
-    """This rank's blocks of :func:`knn_all_pairs` (their numbers; None: all), the pairs per
+    """This rank's blocks of :func:`knn_all_pairs` or :func:`radius_all_pairs` (their numbers;
+    None: all), the pairs per
     block and this rank's kernel pairs: blocks balanced among the ranks by their DP cells
     (``|x| |y|`` summed over their pairs)."""
     max_pairs = matrix_block_pairs(problem, grp.size)
@@ -126,23 +127,18 @@ def search_radius_neighbors(X: Sequence, Y: Optional[Sequence], radius: float,
     grp = ProcessGroup(group)
     problem = SearchProblem(X, Y, cost, rel_tol=rel_tol, unknown=unknown, symmetric=symmetric,
                             chunk_size=chunk_size, bounds=bounds)
-    r0, r1 = _row_range(problem, grp, triangle=problem.symmetric)
     step = block_rows(problem, block_size)
-
-    def work(bar):
-        return [radius_blocks(problem, list(range(r0, r1, step)), radius, step,
-                              on_rows=bar.update, stop=r1)]
-
-    total = r1 - r0
-    gathered = [p for rank_parts in _run(grp, progress, total, "radius_neighbors", work)
-                for p in rank_parts]
-    if gathered:
-        r, c, v = (torch.cat([g[i] for g in gathered]) for i in range(3))
+    if exact_is_cheapest(problem):  # the matrix's tiles shared among the ranks
+        blocks, max_pairs, total = _tile_shares(problem, grp)
+        gathered = _run(grp, progress, total, "radius_neighbors",
+                        lambda bar: radius_all_pairs(problem, radius, blocks, max_pairs, bar.update),
+                        unit="pair")
     else:
-        r = c = torch.zeros(0, dtype=torch.long)
-        v = torch.zeros(0, dtype=torch.float64)
-    order = torch.argsort(r * max(problem.ny, 1) + c)
-    out = (r[order], c[order], v[order])
+        r0, r1 = _row_range(problem, grp, triangle=problem.symmetric)
+        gathered = _run(grp, progress, r1 - r0, "radius_neighbors",
+                        lambda bar: radius_blocks(problem, list(range(r0, r1, step)), radius, step,
+                                                  on_rows=bar.update, stop=r1))
+    out = sorted_entries(*(torch.cat([g[i] for g in gathered]) for i in range(3)), problem.ny)
     if return_stats:
         return (*out, merge_stats(*[g[3] for g in gathered]))
     return out

@@ -29,7 +29,8 @@ open.
 
 Range search (:func:`radius_block`) applies the same bounds with the fixed threshold
 ``radius``; :func:`radius_blocks` verifies the open entries of consecutive blocks in one exact
-call.
+call. Where no bound pays (:func:`exact_is_cheapest`) it thresholds the matrix's tiles
+(:func:`radius_all_pairs`).
 
 Correctness: every entry of a row is either computed exactly or has a lower bound above a
 threshold that is never below the row's final ``k``-th (distance, index) (a threshold is
@@ -60,7 +61,8 @@ from ..costs import SymbolCost
 from .problem import BOUNDS, SearchProblem, merge_stats, new_stats
 
 __all__ = ["kneighbors", "radius_neighbors", "SearchProblem", "knn_block", "radius_block", "knn_blocks",
-           "knn_all_pairs", "matrix_block_pairs", "bounds_cannot_pay", "merge_nearest", "radius_blocks",
+           "knn_all_pairs", "radius_all_pairs", "exact_is_cheapest", "sorted_entries", "matrix_block_pairs",
+           "bounds_cannot_pay", "merge_nearest", "radius_blocks",
            "radius_candidates", "radius_verify", "RADIUS_POOL_ENTRIES", "BLOCKS_PER_PART", "block_rows",
            "check_k", "check_mode", "check_radius", "merge_stats", "BOUNDS", "problem_kneighbors",
            "problem_radius_neighbors"]
@@ -433,13 +435,20 @@ def bounds_cannot_pay(problem: SearchProblem, k: int) -> bool:
     return _one_exact_call(problem, rows, cand, k, cells=nx * ny)
 
 
+def exact_is_cheapest(problem: SearchProblem) -> bool:
+    """Whether no bound can pay for itself: the problem has no lower bound, or an exact
+    distance costs about what a bound does (:attr:`SearchProblem.cheap_exact`). Then a search
+    computes the matrix's tiles (:func:`knn_all_pairs`, :func:`radius_all_pairs`)."""
+    return (not problem.has_label and problem.traversal is None) or problem.cheap_exact
+
+
 def _one_exact_call(problem: SearchProblem, rows: torch.Tensor, cand: torch.Tensor, k: int,
                     cells: Optional[int] = None) -> bool:
     """Whether the entries of ``rows`` (candidates ``cand``; ``cells`` entries in all, default
     ``cand``'s) go to one exact call rather than rounds: no lower bound, exact distances about
     as cheap as a round's work per entry, or (sequences) a probe of ``rows`` expecting the
     label bound to leave most entries open."""
-    if (not problem.has_label and problem.traversal is None) or problem.cheap_exact:
+    if exact_is_cheapest(problem):
         return True
     cells = cand.numel() if cells is None else cells
     return (problem.traversal is None and len(rows) > 0
@@ -461,6 +470,18 @@ def knn_all_pairs(problem: SearchProblem, k: int, blocks: Optional[Collection[in
     best_d = torch.full((nx, k), math.inf, dtype=torch.float64)
     best_i = torch.full((nx, k), _NO_INDEX, dtype=torch.int64)
     stats = new_stats()
+    for a, b, v in _exact_tiles(problem, blocks, max_pairs, on_pairs, stats):
+        # (the diagonal keeps each tile's objects in the call; not an entry: dropped in the merge)
+        _merge_block(best_d, best_i, a, b, v, k, problem.symmetric, problem.same)
+    return best_d, best_i, stats
+
+
+def _exact_tiles(problem: SearchProblem, blocks: Optional[Collection[int]], max_pairs: int, on_pairs,
+                 stats: dict):
+    """The matrix's tiles (:meth:`SearchProblem.matrix_blocks` ``(max_pairs)``, those numbered in
+    ``blocks`` where given) one by one: yields each tile's pairs ``(a, b)`` and exact values,
+    counting them in ``stats`` (the diagonal of a tile of ``Y=None`` is computed, not an entry)
+    and telling ``on_pairs`` (optional) the kernel pairs of each."""
     for number, block in enumerate(problem.matrix_blocks(max_pairs)):
         if blocks is not None and number not in blocks:
             continue
@@ -468,15 +489,47 @@ def knn_all_pairs(problem: SearchProblem, k: int, blocks: Optional[Collection[in
         v = problem.block_values(a, b)
         if on_pairs is not None:
             on_pairs(len(a))
-        # (the diagonal keeps each tile's objects in the call; not an entry: dropped in the merge)
         computed = len(a) - (int((a == b).sum()) if problem.same else 0)
         stats["exact_computed"] += computed
         entries = 2 * computed if problem.symmetric else computed
         stats["pairs"] += entries
         stats["exact"] += entries
-        _merge_block(best_d, best_i, a, b, v, k, problem.symmetric, problem.same)
+        yield a, b, v
         release_freed_memory()
-    return best_d, best_i, stats
+
+
+def radius_all_pairs(problem: SearchProblem, radius: float, blocks: Optional[Collection[int]] = None,
+                     max_pairs: int = _BLOCK_CELLS, on_pairs=None):
+    """Every entry within ``radius`` from the matrix's own tiles (its bits and its work, as
+    :func:`knn_all_pairs`; ``blocks``, ``max_pairs`` and ``on_pairs`` likewise), for problems
+    where no bound pays (:func:`exact_is_cheapest`). Returns ``(rows, cols, distances, stats)``,
+    unsorted; a symmetric problem's entries listed both ways, no diagonal where ``Y=None``."""
+    stats = new_stats()
+    found = []
+    for a, b, v in _exact_tiles(problem, blocks, max_pairs, on_pairs, stats):
+        within = torch.nonzero(v <= radius).squeeze(1)  # (few: the diagonal tested on those alone)
+        r, c, v = a[within], b[within], v[within]
+        if problem.same:
+            off = r != c
+            r, c, v = r[off], c[off], v[off]
+        if problem.symmetric:  # (tiles of a symmetric problem hold r <= c)
+            r, c, v = torch.cat([r, c]), torch.cat([c, r]), torch.cat([v, v])
+        found.append((r, c, v))
+    return (*_entries(found), stats)
+
+
+def _entries(found):
+    """The concatenation of a list of ``(rows, cols, distances)`` (empty tensors for none)."""
+    if found:
+        return tuple(torch.cat([f[i] for f in found]) for i in range(3))
+    return (torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long),
+            torch.zeros(0, dtype=torch.float64))
+
+
+def sorted_entries(r: torch.Tensor, c: torch.Tensor, v: torch.Tensor, ny: int):
+    """Entries ``(r, c, v)`` sorted by row, then column (``ny`` columns)."""
+    order = torch.argsort(r * max(ny, 1) + c)
+    return r[order], c[order], v[order]
 
 
 def _merge_block(best_d, best_i, r, c, v, k, partners: bool, same: bool = False):
@@ -760,8 +813,12 @@ def radius_neighbors(X: Sequence, Y: Optional[Sequence] = None, *, radius: float
 def problem_radius_neighbors(problem: SearchProblem, radius: float, block_size: Optional[int] = None,
                              return_stats: bool = False):
     """:func:`radius_neighbors` of a prepared problem (``radius`` checked by the caller)."""
-    step = block_rows(problem, block_size)
-    out = radius_blocks(problem, list(range(0, problem.nx, step)), radius, step)
+    step = block_rows(problem, block_size)  # (checks block_size either way)
+    if exact_is_cheapest(problem):
+        r, c, v, stats = radius_all_pairs(problem, radius)
+        out = (*sorted_entries(r, c, v, problem.ny), stats)
+    else:
+        out = radius_blocks(problem, list(range(0, problem.nx, step)), radius, step)
     if return_stats:
         return out
     return out[:3]
@@ -800,10 +857,4 @@ def radius_blocks(problem: SearchProblem, starts: Sequence[int], radius: float,
         if pool_entries >= RADIUS_POOL_ENTRIES:
             verify_pool()
     verify_pool()
-    if found:
-        r, c, v = (torch.cat([f[i] for f in found]) for i in range(3))
-    else:
-        r = c = torch.zeros(0, dtype=torch.long)
-        v = torch.zeros(0, dtype=torch.float64)
-    order = torch.argsort(r * max(problem.ny, 1) + c)
-    return r[order], c[order], v[order], merge_stats(*parts)
+    return (*sorted_entries(*_entries(found), problem.ny), merge_stats(*parts))

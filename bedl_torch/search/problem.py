@@ -12,6 +12,7 @@ import torch
 
 from ..costs import SymbolCost, UnitCost
 from ..ops import FlatTable, table_pair_distances
+from ..ops.encoding import flat_table
 from ..ops.pairwise import matrix_tiles, problem_inputs, unit_sequence_path
 from .bounds import FirstPairUpper, LabelBound, SymbolCosts, traversal_sequences
 
@@ -48,7 +49,7 @@ class PreparedCollection:
 
     def __init__(self, objects: Sequence, side: str):
         self.objects, self.side = objects, side
-        self.table = FlatTable(objects, side)
+        self.table = flat_table(objects, side)  # (shared with the matrix's calls on equal objects)
         self._traversal: Dict[str, FlatTable] = {}
 
     def traversal(self, order: str) -> FlatTable:
