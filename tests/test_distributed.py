@@ -126,6 +126,12 @@ def _scenario_matrices(rank, trees, others, seqs, strings, out_dir):
     res["knn_all_pairs_seqs"] = bd.kneighbors(seq_words, k=2, cost=seq_cost, bounds=())
     res["radius_all_pairs"] = bd.radius_neighbors(trees, radius=5.0, bounds=(), return_stats=True)
     res["radius_all_pairs_xy"] = bd.radius_neighbors(trees, others, radius=6.0, bounds=())
+    # a collection prepared once, queried across the ranks
+    index = bd.NeighborIndex(trees)
+    res["index_knn"] = index.kneighbors(others, k=3, block_size=4, return_stats=True)
+    res["index_self"] = index.kneighbors(k=2)
+    res["index_radius"] = index.radius_neighbors(others, radius=6.0, block_size=3)
+    res["index_radius_self"] = index.radius_neighbors(radius=4.0)
     return res
 
 
@@ -292,6 +298,25 @@ def test_search_shares_give_every_rank_work_and_cover_the_search_once(kind):
     assert stats1["pairs"] == stats1["exact"] == len(X) * (len(X) - 1)
     ref = _reference_neighbours(bt.pairwise_distances(X).numpy(), 4, exclude_self=True)
     assert np.array_equal(d.numpy(), ref[0]) and np.array_equal(i.numpy(), ref[1])
+
+
+def test_neighbor_index_in_one_process_and_pickled():
+    """Without a process group the distributed index answers as bedl_torch.NeighborIndex; a
+    pickled one loads with the default group and its options, and checks its queries."""
+    import pickle
+
+    Y, X = _trees(20, 40), _trees(5, 41)
+    index = bd.NeighborIndex(Y, progress=False, bounds=("label",))
+    want = bt.NeighborIndex(Y, bounds=("label",))
+    for got in (index, pickle.loads(pickle.dumps(index))):
+        assert got.group is None and got.progress is False and len(got) == 20
+        assert all(torch.equal(a, b) for a, b in zip(got.kneighbors(X, k=4), want.kneighbors(X, k=4)))
+        assert all(torch.equal(a, b) for a, b in zip(got.radius_neighbors(radius=5.0),
+                                                     want.radius_neighbors(radius=5.0)))
+        with pytest.raises(ValueError, match="k"):
+            got.kneighbors(X, k=21)
+        with pytest.raises(ValueError, match="NaN"):
+            got.radius_neighbors(X, radius=float("nan"))
 
 
 def test_bad_arguments():
@@ -578,6 +603,18 @@ def test_two_ranks_search(two_rank_results):
         assert torch.equal(d, d0) and torch.equal(i, i0) and torch.equal(d, d1) and torch.equal(i, i1)
         assert stats == stats0 and stats["exact_computed"] == n_trees * (n_trees - 1) // 2
         assert all(torch.equal(a, b) for a, b in zip(res["knn_all_pairs_seqs"], (ds, js)))
+    # the distributed index: the answers of one process, stats summed over the ranks
+    d3, i3, st3 = bt.kneighbors(others, trees, k=3, return_stats=True)
+    self2 = bt.kneighbors(trees, k=2)
+    rad = bt.radius_neighbors(others, trees, radius=6.0)
+    rad_self = bt.radius_neighbors(trees, radius=4.0)
+    assert 0 < len(rad[0]) < len(others) * n_trees and 0 < len(rad_self[0]) < n_trees * (n_trees - 1)
+    for res in results:
+        d, i, stats = res["index_knn"]
+        assert torch.equal(d, d3) and torch.equal(i, i3) and stats["pairs"] == st3["pairs"]
+        assert all(torch.equal(a, b) for a, b in zip(res["index_self"], self2))
+        assert all(torch.equal(a, b) for a, b in zip(res["index_radius"], rad))
+        assert all(torch.equal(a, b) for a, b in zip(res["index_radius_self"], rad_self))
     # no lower bound: the matrix's tiles shared among the ranks, thresholded
     D = bt.pairwise_distances(trees).to(torch.float64)
     Dxy = bt.pairwise_distances(trees, data["others"]).to(torch.float64)

@@ -11,7 +11,8 @@ an initialised process group they run in one process.
 filesystem the ranks share, tile by tile, so that a rank never holds more than one tile, and
 records every finished tile in ``D.npy.tiles/``: ``resume=True`` finishes a killed run.
 :func:`kneighbors` and :func:`radius_neighbors` run the search engine of
-:mod:`bedl_torch.search` on each rank's share of the query rows (:mod:`.search`).
+:mod:`bedl_torch.search` on each rank's share of the query rows (:mod:`.search`);
+:class:`NeighborIndex` does so for queries against a collection prepared once.
 
 Modules: :mod:`.tiles` (tiles and their assignment), :mod:`.group` (the process group),
 :mod:`.problem` (the checked matrix and one tile's values, planned by the ops'
@@ -21,6 +22,8 @@ search) and :mod:`.cli` (``python -m bedl_torch pairwise``).
 """
 from .cli import add_cli_parser, run_cli
 from .matrix import kneighbors, pairwise_distances, radius_neighbors
+from .search import NeighborIndex
 from .tiles import Tile, assign_tiles, plan_tiles
 
-__all__ = ["pairwise_distances", "kneighbors", "radius_neighbors", "Tile", "plan_tiles", "assign_tiles"]
+__all__ = ["pairwise_distances", "kneighbors", "radius_neighbors", "NeighborIndex", "Tile", "plan_tiles",
+           "assign_tiles"]

@@ -13,10 +13,11 @@ from ..costs import SymbolCost
 from ..search.engine import (SearchProblem, block_rows, bounds_cannot_pay, check_k, check_radius,
                              exact_is_cheapest, knn_all_pairs, knn_blocks, matrix_block_pairs,
                              merge_nearest, merge_stats, radius_all_pairs, radius_blocks, sorted_entries)
+from ..search.index import NeighborIndex as _NeighborIndex
 from .group import ProcessGroup, Progress, raise_if_failed
 from .tiles import balanced_shares
 
-__all__ = ["search_kneighbors", "search_radius_neighbors"]
+__all__ = ["search_kneighbors", "search_radius_neighbors", "NeighborIndex"]
 
 
 def _row_range(problem: SearchProblem, grp: ProcessGroup, triangle: bool = False) -> Tuple[int, int]:
@@ -86,6 +87,12 @@ def search_kneighbors(X: Sequence, Y: Optional[Sequence], k: int, cost: Optional
     grp = ProcessGroup(group)
     problem = SearchProblem(X, Y, cost, rel_tol=rel_tol, unknown=unknown, symmetric=symmetric,
                             chunk_size=chunk_size, bounds=bounds)
+    return problem_kneighbors(problem, k, grp, progress, block_size, return_stats)
+
+
+def problem_kneighbors(problem: SearchProblem, k: int, grp: ProcessGroup, progress: bool,
+                       block_size: Optional[int], return_stats: bool):
+    """:func:`search_kneighbors` of a prepared problem (every rank holds the same)."""
     candidates = problem.ny - 1 if problem.same else problem.ny
     k = check_k(k, candidates, problem.same)
     if bounds_cannot_pay(problem, k):
@@ -127,6 +134,12 @@ def search_radius_neighbors(X: Sequence, Y: Optional[Sequence], radius: float,
     grp = ProcessGroup(group)
     problem = SearchProblem(X, Y, cost, rel_tol=rel_tol, unknown=unknown, symmetric=symmetric,
                             chunk_size=chunk_size, bounds=bounds)
+    return problem_radius_neighbors(problem, radius, grp, progress, block_size, return_stats)
+
+
+def problem_radius_neighbors(problem: SearchProblem, radius: float, grp: ProcessGroup, progress: bool,
+                             block_size: Optional[int], return_stats: bool):
+    """:func:`search_radius_neighbors` of a prepared problem (``radius`` checked)."""
     step = block_rows(problem, block_size)
     if exact_is_cheapest(problem):  # the matrix's tiles shared among the ranks
         blocks, max_pairs, total = _tile_shares(problem, grp)
@@ -143,3 +156,41 @@ def search_radius_neighbors(X: Sequence, Y: Optional[Sequence], radius: float,
         return (*out, merge_stats(*[g[3] for g in gathered]))
     return out
 
+
+class NeighborIndex(_NeighborIndex):
+    """:class:`bedl_torch.NeighborIndex` whose queries run across the ranks of a process group
+    (:func:`bedl_torch.distributed.kneighbors` and :func:`~bedl_torch.distributed.radius_neighbors`
+    of a collection prepared once). Every rank builds it from the same collection and calls its
+    methods with the same queries; each gets the whole answer, the same as in one process.
+
+    Args:
+        Y, cost, unknown, rel_tol, chunk_size, bounds: as for :class:`bedl_torch.NeighborIndex`.
+        group: the process group (default: the default group, or one process without one).
+            A pickled index is loaded with the default group.
+        progress: show rank 0's query rows.
+    """
+
+    def __init__(self, Y: Sequence, cost: Optional[SymbolCost] = None, *, group=None,
+                 progress: bool = False, **options):
+        super().__init__(Y, cost, **options)
+        self.group, self.progress = group, progress
+
+    def __getstate__(self):
+        return {**super().__getstate__(), "progress": self.progress}
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self.group, self.progress = None, state["progress"]
+
+    def kneighbors(self, X: Optional[Sequence] = None, *, k: int, block_size: Optional[int] = None,
+                   return_stats: bool = False):
+        """:meth:`bedl_torch.NeighborIndex.kneighbors` across the ranks."""
+        return problem_kneighbors(self._problem(X), k, ProcessGroup(self.group), self.progress,
+                                  block_size, return_stats)
+
+    def radius_neighbors(self, X: Optional[Sequence] = None, *, radius: float,
+                         block_size: Optional[int] = None, return_stats: bool = False):
+        """:meth:`bedl_torch.NeighborIndex.radius_neighbors` across the ranks."""
+        radius = check_radius(radius)
+        return problem_radius_neighbors(self._problem(X), radius, ProcessGroup(self.group),
+                                        self.progress, block_size, return_stats)
