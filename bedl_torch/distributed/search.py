@@ -46,9 +46,8 @@ def _row_range(problem: SearchProblem, grp: ProcessGroup, triangle: bool = False
 
 def _tile_shares(problem: SearchProblem, grp: ProcessGroup):
     """This rank's blocks of :func:`knn_all_pairs` or :func:`radius_all_pairs` (their numbers;
-    None: all), the pairs per
-    block and this rank's kernel pairs: blocks balanced among the ranks by their DP cells
-    (``|x| |y|`` summed over their pairs)."""
+    None: all), the pairs per block and this rank's kernel pairs: blocks balanced among the
+    ranks by their DP cells (``|x| |y|`` summed over their pairs)."""
     max_pairs = matrix_block_pairs(problem, grp.size)
     if grp.size == 1:
         nx, ny = problem.nx, problem.ny
