@@ -4,7 +4,8 @@ Random trees (single nodes, deep paths, wide stars, random shapes), sequences (s
 tuples of hashable labels), cost tensors (float32/float64, right and wrong shapes, tiny, huge,
 negative and zero values, NaN/inf, transposed, strided and expanded views), cost modules and
 odd data go through the tree readers, the ops (exact, pseudo and soft distances), PairBatch,
-pairwise_distances, the alignments' mappings, the cost modules, BEDL and MedianGLVQ.
+pairwise_distances, the alignments' mappings, the cost modules, the search (kneighbors,
+radius_neighbors, NeighborIndex, their distributed forms), BEDL and MedianGLVQ.
 
 Properties: only ValueError and TypeError are raised (and SyntaxError by ``Tree.from_python``
 on invalid source); valid inputs with finite costs succeed and give finite results; ``P`` has
@@ -13,7 +14,8 @@ the costs' shape and dtype, entries in [0, 1], every node of x is replaced or de
 ``P[m, n] == 0`` and ``d == sum(P * C)``; the gradient of the distance is P; the soft distance
 lies within ``T (|x| + |y|) log 2`` below d and its gradient is an alignment; optimal and sampled
 mappings are valid and cost d; batches agree with single pairs; sequence distances agree with
-the plain dynamic program below, tiny trees with the forest recursion of ``oracles.py``.
+the plain dynamic program below, tiny trees with the forest recursion of ``oracles.py``; the
+search gives the matrix's answer bit for bit, or the matrix's error.
 
 The environment tunes the run (``tools/fuzz.py`` sets it for the long campaign; ``make test``
 runs the short default, the same examples every run):
@@ -40,6 +42,7 @@ from hypothesis import HealthCheck, event, given, seed, settings
 from hypothesis import strategies as st
 
 import bedl_torch
+import bedl_torch.distributed
 from bedl_torch import BEDL, MedianGLVQ, PairBatch, Tree
 from bedl_torch.alignments import mapping_cost, optimal_mapping, sample_mappings
 from bedl_torch.costs import subtable_of
@@ -713,6 +716,90 @@ def test_fuzz_pairwise_distances(data, alphabet, trees_, mode, same, chunk, unkn
                     scale = 1.0 + float(w.abs().max())
                     err = float((g - w).abs().max())
                     assert err <= rtol * scale * (1 + len(X) * len(Ys)), (err, g, w)
+
+
+def reference_neighbours(D, k, same):
+    """Each row's ``k`` smallest entries of the matrix ``D`` by (distance, index), the
+    diagonal left out where ``same``."""
+    D = D.clone()
+    if same:
+        D.fill_diagonal_(math.inf)
+    order = torch.argsort(D, dim=1, stable=True)[:, :k]
+    return D.gather(1, order), order
+
+
+def reference_within(D, radius, same):
+    """The entries of ``D`` at most ``radius``, row-major, the diagonal left out where ``same``."""
+    mask = D <= radius
+    if same:
+        mask.fill_diagonal_(False)
+    r, c = torch.nonzero(mask, as_tuple=True)
+    return r, c, D[r, c]
+
+
+@fuzz
+@given(data=st.data(), alphabet=alphabets, trees_=st.booleans(), same=st.booleans(),
+       unknown=st.sampled_from(["error", "gap"]),
+       bounds=st.lists(st.sampled_from(["label", "traversal", "upper"]), unique=True),
+       block_size=st.one_of(st.none(), st.integers(1, 4)),
+       api=st.sampled_from(["function", "index", "distributed"]))
+def test_fuzz_search(data, alphabet, trees_, same, unknown, bounds, block_size, api):
+    """kneighbors and radius_neighbors (the functions, NeighborIndex, and the distributed
+    functions in one process) give the matrix's answer under every cost module, any subset of
+    the bounds and any block size, ties by index included: the same indices and the same
+    distance bits; stats that add up; k out of range and NaN radii a ValueError."""
+    cost = data.draw(cost_modules(alphabet))
+    known = list(cost.alphabet)
+    # (a label missing from the alphabet in about one node of twenty)
+    label = rarely(20).flatmap(lambda odd: st.just("unknown-label") if odd or not known else st.sampled_from(known))
+    draw_one = trees(6, label) if trees_ else sequences(6, label)
+    X = data.draw(st.lists(draw_one, min_size=1, max_size=9))
+    Y = None if same else data.draw(st.lists(draw_one, min_size=1, max_size=7))
+    Ys = X if same else Y
+    candidates = len(Ys) - 1 if same else len(Ys)
+    k = data.draw(mostly(None, [0, candidates + 1]))
+    k = data.draw(st.integers(1, candidates)) if k is None and candidates >= 1 else (k or 0)
+    record("search", X=X, Y=Y, cost=cost, unknown=unknown, bounds=bounds, block_size=block_size,
+           api=api, k=k)
+    ok, D = attempt(lambda: bedl_torch.pairwise_distances(X, Y, cost, unknown=unknown),
+                    label="matrix")
+    opts = dict(unknown=unknown, bounds=bounds)
+    if api == "index":
+        index_ok, index = attempt(lambda: bedl_torch.NeighborIndex(Ys, cost, **opts), label="index")
+        if not index_ok:  # (Y's labels or costs: the matrix fails too, or only X's objects do)
+            assert not ok or not same, index
+            return
+
+    def search(what, **kw):
+        if api == "index":
+            return getattr(index, what)(None if same else X, block_size=block_size, return_stats=True, **kw)
+        module = bedl_torch.distributed if api == "distributed" else bedl_torch
+        return getattr(module, what)(X, Y, cost=cost, block_size=block_size, return_stats=True,
+                                     **opts, **kw)
+
+    matrix_error = None if ok else D
+    D = D.detach().to(torch.float64) if ok else None
+    values = (sorted(set(D[torch.isfinite(D)].tolist())) if ok else []) or [0.0]
+    radius = data.draw(st.one_of(st.sampled_from(values),  # ties at the radius
+                                 st.sampled_from([-math.inf, math.inf, math.nan, -1.0, 0.5])))
+    for what, arg in (("kneighbors", dict(k=k)), ("radius_neighbors", dict(radius=radius))):
+        found, got = attempt(lambda: search(what, **arg), label=what)
+        if not ok:  # the matrix's error (labels, costs not finite or too large) is the search's,
+            # even where its bounds decide every pair or it has none (one object)
+            assert not found and isinstance(got, ValueError), (matrix_error, got)
+            continue
+        if what == "kneighbors" and not 1 <= k <= candidates:
+            assert not found and isinstance(got, ValueError) and "k" in str(got), got
+            continue
+        if what == "radius_neighbors" and math.isnan(radius):
+            assert not found and isinstance(got, ValueError) and "NaN" in str(got), got
+            continue
+        assert found, got
+        *answer, stats = got
+        want = reference_neighbours(D, k, same) if what == "kneighbors" else reference_within(D, radius, same)
+        assert all(torch.equal(a, b) for a, b in zip(answer, want)), (what, answer, want)
+        assert stats["pairs"] == stats["decided_by_label"] + stats["decided_by_traversal"] + stats["exact"]
+        assert stats["pairs"] == len(X) * candidates
 
 
 @fuzz

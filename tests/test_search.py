@@ -553,6 +553,34 @@ def test_public_exports():
 # ---------------------------------------------------------------------------
 
 
+def test_costs_the_matrix_rejects_are_rejected_even_where_no_pair_reads_them():
+    """A whole symbol table is checked as the matrix checks it (every symbol's costs finite,
+    the right shape, the kernels' overflow rule for the longest pair), also where the objects
+    use none of the bad symbols, the bounds decide every pair or no pair is computed at all (one
+    object): the search raises the matrix's ValueError."""
+    # (z at 1e200: its squared distances overflow, so the table holds inf)
+    bad = bt.EuclideanCost(["a", "b", "z"], torch.tensor([[1.0], [2.0], [1e200]], dtype=torch.float64))
+
+    class WrongShape(bt.UnitCost):
+        def symbol_table(self):
+            return torch.zeros(2, 2, dtype=self.dtype)
+
+    huge = MatrixCost(["a", "b"], np.full((3, 3), 1e308))  # 2 (|x| + |y|) max|c| overflows float64
+    for cost, message in ((bad, "must be finite"), (WrongShape(["a", "b"]), r"must return a \(3, 3\)"),
+                          (huge, "too large")):
+        for X in (["ab", "b", "ba"], ["ab"]):
+            with pytest.raises(ValueError, match=message):
+                bt.pairwise_distances(X, cost=cost)
+            with pytest.raises(ValueError, match=message):
+                radius_neighbors(X, radius=1.0, cost=cost)
+            with pytest.raises(ValueError, match=message):  # (the label bound would decide every pair)
+                radius_neighbors(X, radius=-1.0, cost=cost, bounds=("label",))
+            with pytest.raises(ValueError, match=message):
+                bt.NeighborIndex(X, cost)
+        with pytest.raises(ValueError, match=message):
+            kneighbors(["ab", "b", "ba"], k=1, cost=cost)
+
+
 def test_input_errors():
     X = ["ab", "b", "ba"]
     with pytest.raises(TypeError, match="k must be an int"):

@@ -313,6 +313,13 @@ def whole_table(cost: SymbolCost, x_table: "FlatTable", y_table: "FlatTable", un
     # Fail early, naming unknown labels, as the padded path does.
     x_table.flat_labels(cost, unknown)
     y_table.flat_labels(cost, unknown)
+    check_symbol_table(cost, table)
+    return table
+
+
+def check_symbol_table(cost: SymbolCost, table) -> None:
+    """ValueError unless ``table`` (a module's whole symbol table) is a ``(len(alphabet) + 1,) *
+    2`` tensor of finite costs."""
     size = len(cost.alphabet) + 1
     if not isinstance(table, torch.Tensor) or tuple(table.shape) != (size, size):
         raise ValueError(
@@ -320,5 +327,3 @@ def whole_table(cost: SymbolCost, x_table: "FlatTable", y_table: "FlatTable", un
             f"{tuple(table.shape) if isinstance(table, torch.Tensor) else type(table).__name__}"
         )
     check_costs(table, f"{type(cost).__name__}.symbol_table()")
-    return table
-

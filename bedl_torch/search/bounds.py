@@ -30,6 +30,7 @@ import torch
 from ..costs import SymbolCost, UnitCost, block_of, pair_costs_of, subtable_of, table_of
 from ..labels import alphabet_of, check_collection
 from ..ops import FlatTable, pairwise_distances
+from ..ops.encoding import check_symbol_table
 from ..validation import check_cost_module
 
 __all__ = ["label_lower_bound", "traversal_lower_bound", "mapping_upper_bound",
@@ -87,12 +88,19 @@ class SymbolCosts:
         self.unit = type(cost) is UnitCost
         with torch.no_grad():
             whole = table_of(cost)
+            #: the largest absolute entry of the table the matrix's kernels read (the whole
+            #: table, or the local one of the symbols in use), for their overflow rule; None
+            #: where the matrix cuts its costs into tiles
+            self.table_maxabs = None
             if whole is not None:
+                check_symbol_table(cost, whole)  # (as the matrix: every symbol's costs finite)
                 t = whole.detach().to("cpu", torch.float64)
+                self.table_maxabs = float(t.abs().max())
                 self.table, self.exact = t[self.used][:, self.used], True
-            elif k <= _TABLE_SYMBOLS:
+            elif k <= _TABLE_SYMBOLS:  # (the matrix's local table: the same symbols)
                 self.table = subtable_of(cost, self.used).detach().to("cpu", torch.float64)
                 self.exact = False
+                self.table_maxabs = float(self.table.abs().max())
             else:
                 self.table, self.exact = None, False
             if self.table is not None:
@@ -145,6 +153,22 @@ class SymbolCosts:
     def _check_maxabs(self) -> None:
         if not (self._maxabs < float("inf")):
             raise ValueError(f"{type(self.cost).__name__} costs must be finite (NaN or inf found)")
+
+    def check_overflow(self, m: int, n: int) -> None:
+        """The kernels' overflow rule for the longest pair a matrix of these collections computes
+        (``m`` and ``n`` nodes): ``2 (m + n) max|cost|`` within the dtype, ``max|cost|`` over the
+        table the matrix reads (:attr:`table_maxabs`), so that a search raises where
+        :func:`bedl_torch.pairwise_distances` does, even if its bounds decide every pair. Costs
+        in tiles are checked by the kernels, per call."""
+        if self.table_maxabs is None:
+            return
+        largest = float(torch.finfo(self.cost.dtype).max)
+        if 2.0 * (m + n) * self.table_maxabs > largest:
+            raise ValueError(
+                f"{type(self.cost).__name__} costs are too large: the longest pair has |x| = {m} and "
+                f"|y| = {n}, a mapping sums up to {m + n} costs of magnitude up to {self.table_maxabs:g}, "
+                f"and 2 (|x| + |y|) max|cost| must stay below the largest {str(self.cost.dtype)[6:]} "
+                f"({largest:g}); scale the costs down")
 
     def check_exact_arithmetic(self, longest_pair: int) -> bool:
         """Whether every value the kernels and the bounds form is exact, for pairs of at most

@@ -136,6 +136,8 @@ class SearchProblem:
         #: bounds and distances are exact numbers: a bound equal to a row's k-th distance
         #: prunes an entry whose index comes after the k-th's (ties by index)
         self.exact_arithmetic = self.costs.check_exact_arithmetic(longest)
+        if self.nx and self.ny:  # (the matrix's longest pair: X's longest against Y's)
+            self.costs.check_overflow(int(self.x_table.lengths.max()), int(self.y_table.lengths.max()))
         # Without a whole table and with more symbols than one local table holds, the kernels'
         # costs may depend on which objects a call uses (see _values); unit costs are exact.
         self._cover = self.costs.table is None and type(cost) is not UnitCost
