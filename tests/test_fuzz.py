@@ -742,12 +742,14 @@ def reference_within(D, radius, same):
        unknown=st.sampled_from(["error", "gap"]),
        bounds=st.lists(st.sampled_from(["label", "traversal", "upper"]), unique=True),
        block_size=st.one_of(st.none(), st.integers(1, 4)),
-       api=st.sampled_from(["function", "index", "distributed"]))
-def test_fuzz_search(data, alphabet, trees_, same, unknown, bounds, block_size, api):
+       api=st.sampled_from(["function", "index", "distributed"]),
+       symmetric=st.sampled_from([None, None, False, True]))
+def test_fuzz_search(data, alphabet, trees_, same, unknown, bounds, block_size, api, symmetric):
     """kneighbors and radius_neighbors (the functions, NeighborIndex, and the distributed
     functions in one process) give the matrix's answer under every cost module, any subset of
-    the bounds and any block size, ties by index included: the same indices and the same
-    distance bits; stats that add up; k out of range and NaN radii a ValueError."""
+    the bounds and any block size, half the matrix mirrored or not (``symmetric``), ties by
+    index included: the same indices and the same distance bits; stats that add up; k out of
+    range and NaN radii a ValueError."""
     cost = data.draw(cost_modules(alphabet))
     known = list(cost.alphabet)
     # (a label missing from the alphabet in about one node of twenty)
@@ -759,13 +761,18 @@ def test_fuzz_search(data, alphabet, trees_, same, unknown, bounds, block_size, 
     candidates = len(Ys) - 1 if same else len(Ys)
     k = data.draw(mostly(None, [0, candidates + 1]))
     k = data.draw(st.integers(1, candidates)) if k is None and candidates >= 1 else (k or 0)
+    if api == "index":
+        symmetric = None  # (the index's own rule: X=None and cost.symmetric)
     record("search", X=X, Y=Y, cost=cost, unknown=unknown, bounds=bounds, block_size=block_size,
-           api=api, k=k)
-    ok, D = attempt(lambda: bedl_torch.pairwise_distances(X, Y, cost, unknown=unknown),
+           api=api, k=k, symmetric=symmetric)
+    ok, D = attempt(lambda: bedl_torch.pairwise_distances(X, Y, cost, unknown=unknown, symmetric=symmetric),
                     label="matrix")
     opts = dict(unknown=unknown, bounds=bounds)
+    if symmetric is not None:
+        opts["symmetric"] = symmetric
     if api == "index":
-        index_ok, index = attempt(lambda: bedl_torch.NeighborIndex(Ys, cost, **opts), label="index")
+        index_ok, index = attempt(lambda: bedl_torch.NeighborIndex(Ys, cost, unknown=unknown, bounds=bounds),
+                                  label="index")
         if not index_ok:  # (Y's labels or costs: the matrix fails too, or only X's objects do)
             assert not ok or not same, index
             return
@@ -784,15 +791,18 @@ def test_fuzz_search(data, alphabet, trees_, same, unknown, bounds, block_size, 
                                  st.sampled_from([-math.inf, math.inf, math.nan, -1.0, 0.5])))
     for what, arg in (("kneighbors", dict(k=k)), ("radius_neighbors", dict(radius=radius))):
         found, got = attempt(lambda: search(what, **arg), label=what)
+        if what == "radius_neighbors" and math.isnan(radius):
+            assert not found and isinstance(got, ValueError) and "NaN" in str(got), got
+            continue
+        if symmetric and not same:  # (a search's symmetric=True means X against itself)
+            assert not found and isinstance(got, ValueError) and "needs Y=None" in str(got), got
+            continue
         if not ok:  # the matrix's error (labels, costs not finite or too large) is the search's,
             # even where its bounds decide every pair or it has none (one object)
             assert not found and isinstance(got, ValueError), (matrix_error, got)
             continue
         if what == "kneighbors" and not 1 <= k <= candidates:
             assert not found and isinstance(got, ValueError) and "k" in str(got), got
-            continue
-        if what == "radius_neighbors" and math.isnan(radius):
-            assert not found and isinstance(got, ValueError) and "NaN" in str(got), got
             continue
         assert found, got
         *answer, stats = got
