@@ -100,7 +100,6 @@ class SymbolCosts:
             elif k <= _TABLE_SYMBOLS:  # (the matrix's local table: the same symbols)
                 self.table = subtable_of(cost, self.used).detach().to("cpu", torch.float64)
                 self.exact = False
-                self.table_maxabs = float(self.table.abs().max())
             else:
                 self.table, self.exact = None, False
             if self.table is not None:
@@ -108,6 +107,8 @@ class SymbolCosts:
                 self.delete = self.table[:, -1].clone()
                 self.insert = self.table[-1, :].clone()
                 self._maxabs = float(self.table.abs().max())
+                if whole is None:
+                    self.table_maxabs = self._maxabs
             else:
                 g = torch.full((k,), gap, dtype=torch.long)
                 self.diag = _cpu64(pair_costs_of(cost, self.used, self.used))

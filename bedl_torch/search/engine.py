@@ -512,10 +512,16 @@ def radius_all_pairs(problem: SearchProblem, radius: float, blocks: Optional[Col
         if problem.same:
             off = r != c
             r, c, v = r[off], c[off], v[off]
-        if problem.symmetric:  # (tiles of a symmetric problem hold r <= c)
-            r, c, v = torch.cat([r, c]), torch.cat([c, r]), torch.cat([v, v])
-        found.append((r, c, v))
+        found.append(_with_partners(problem, r, c, v))  # (tiles of a symmetric problem hold r <= c)
     return (*_entries(found), stats)
+
+
+def _with_partners(problem: SearchProblem, r: torch.Tensor, c: torch.Tensor, v: torch.Tensor):
+    """Entries ``(r, c, v)`` computed once for a symmetric problem (``r < c``) listed both ways;
+    others as they are."""
+    if problem.symmetric:
+        return torch.cat([r, c]), torch.cat([c, r]), torch.cat([v, v])
+    return r, c, v
 
 
 def _entries(found):
@@ -748,10 +754,7 @@ def radius_verify(problem: SearchProblem, r: torch.Tensor, c: torch.Tensor, radi
     stats["exact_computed"] += len(r)
     stats["exact"] += (2 if problem.symmetric else 1) * len(r)
     keep = v <= radius
-    r, c, v = r[keep], c[keep], v[keep]
-    if problem.symmetric:
-        r, c, v = torch.cat([r, c]), torch.cat([c, r]), torch.cat([v, v])
-    return r, c, v
+    return _with_partners(problem, r[keep], c[keep], v[keep])
 
 
 def radius_block(problem: SearchProblem, r0: int, r1: int, radius: float):

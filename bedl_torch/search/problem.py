@@ -131,13 +131,13 @@ class SearchProblem:
             self.cheap_exact = words * int(self.y_table.lengths.sum()) <= CHEAP_WORD_STEPS * self.nx * self.ny
         self.costs = SymbolCosts(cost, [xc] if self.same else [xc, yc])
         lx, ly = self.costs.local(xc), self.costs.local(yc)
-        longest = (int(self.x_table.lengths.max()) if self.nx else 0) + \
-            (int(self.y_table.lengths.max()) if self.ny else 0)
+        longest_x = int(self.x_table.lengths.max()) if self.nx else 0
+        longest_y = int(self.y_table.lengths.max()) if self.ny else 0
         #: bounds and distances are exact numbers: a bound equal to a row's k-th distance
         #: prunes an entry whose index comes after the k-th's (ties by index)
-        self.exact_arithmetic = self.costs.check_exact_arithmetic(longest)
+        self.exact_arithmetic = self.costs.check_exact_arithmetic(longest_x + longest_y)
         if self.nx and self.ny:  # (the matrix's longest pair: X's longest against Y's)
-            self.costs.check_overflow(int(self.x_table.lengths.max()), int(self.y_table.lengths.max()))
+            self.costs.check_overflow(longest_x, longest_y)
         # Without a whole table and with more symbols than one local table holds, the kernels'
         # costs may depend on which objects a call uses (see _values); unit costs are exact.
         self._cover = self.costs.table is None and type(cost) is not UnitCost
