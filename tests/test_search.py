@@ -1105,3 +1105,44 @@ def test_neighbor_index_pickles():
             assert torch.equal(a, b)
         for a, b in zip(index.radius_neighbors(radius=2.0), copy.radius_neighbors(radius=2.0)):
             assert torch.equal(a, b)
+
+
+# ---------------------------------------------------------------------------
+# Cost modules on a device: the answers of the matrix on that device
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("device", [
+    "cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"))])
+@pytest.mark.parametrize("objects", ["trees", "sequences"])
+def test_search_with_a_cost_module_on_a_device_equals_its_matrix(device, objects):
+    """A cost module whose parameters live on a device (a GPU in a training loop): the
+    search's answers are those of ``pairwise_distances`` with the same module, bit for bit
+    (the matrix runs that device's kernels; the search's exact calls too, its bounds on CPU
+    copies), for ``kneighbors``, ``radius_neighbors`` and a ``NeighborIndex``, and the answers
+    come back on the CPU."""
+    rng = np.random.default_rng(29)
+    make = random_trees if objects == "trees" else random_sequences
+    X, Y = make(rng, 14), make(rng, 9)
+    emb = torch.as_tensor(rng.normal(size=(len(ALPHABET), 3)))
+    costs = [bt.UnitCost(ALPHABET, device=device), bt.EuclideanCost(ALPHABET, emb, device=device)]
+    for cost in costs:
+        for A, B in ((X, None), (X, Y)):
+            same = B is None
+            D = bt.pairwise_distances(A, B, cost).detach()
+            assert D.device.type == device
+            D = D.cpu().to(torch.float64)
+            for k in (1, 4, len(B or A) - same):
+                d, i = bt.kneighbors(A, B, k=k, cost=cost)
+                assert d.device.type == "cpu" and i.device.type == "cpu"
+                rd, ri = reference_knn(D, k, same)
+                assert torch.equal(i, ri) and torch.equal(d, rd), (type(cost).__name__, k, same)
+            off = D[~torch.eye(*D.shape, dtype=torch.bool)] if same else D.reshape(-1)
+            for radius in (float(off.min()), float(torch.quantile(off, 0.2))):
+                got = bt.radius_neighbors(A, B, radius=radius, cost=cost)
+                want = reference_radius(D, radius, same)
+                assert all(torch.equal(g, w) for g, w in zip(got, want)), (type(cost).__name__, radius, same)
+            index = bt.NeighborIndex(B if B is not None else A, cost)
+            d, i = index.kneighbors(None if same else A, k=3)
+            rd, ri = reference_knn(D, 3, same)
+            assert torch.equal(i, ri) and torch.equal(d, rd), (type(cost).__name__, same)

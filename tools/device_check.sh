@@ -30,7 +30,8 @@ else
   strip --strip-debug -o "$out/_C.so" bedl_torch/_C*.so && echo "$sources_hash" >"$out/sources"
 fi
 python3 -m pytest -q -p no:cacheprovider -rs --timeout 120 tests/test_cuda.py tests/test_gpu_jobs.py \
-  "tests/test_bedl.py::test_cuda_device_matches_cpu" 2>&1 | tee "$out/cuda.log"
+  "tests/test_bedl.py::test_cuda_device_matches_cpu" \
+  "tests/test_search.py::test_search_with_a_cost_module_on_a_device_equals_its_matrix" 2>&1 | tee "$out/cuda.log"
 python3 -m pytest -q -p no:cacheprovider -rs --timeout 120 tests/test_distributed.py -k "cuda or nccl" 2>&1 | tee -a "$out/cuda.log"
 echo "cuda tests: $(( $(date +%s) - start )) s"
 timeout "${BENCH_TIMEOUT:-120}" python3 benchmarks/bench_gpu.py ${BENCH_ARGS:---quick} 2>&1 | tee "$out/bench_gpu.log"
