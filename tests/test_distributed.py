@@ -782,6 +782,28 @@ def test_cli_two_processes_under_torchrun(tmp_path):
     assert np.array_equal(np.load(tmp_path / "D.npy"), bt.pairwise_distances(trees).numpy())
 
 
+def test_cli_neighbors_under_torchrun(tmp_path):
+    """The search across two processes started by torchrun: k-NN and range search equal
+    sorting and thresholding the matrix (ties among small trees on two labels)."""
+    trees = _trees(21, 53, max_nodes=8, alphabet="ab")
+    D = bt.pairwise_distances(trees).numpy()
+    _write_jsonl(tmp_path / "trees.jsonl", trees)
+    run = _torchrun(["neighbors", "trees.jsonl", "--k", "3", "--out", "nn.npz", "--no-progress"], tmp_path)
+    assert "nn.npz: 3 nearest of 21 objects" in run.stdout and "on 2 process(es)" in run.stdout
+    with np.load(tmp_path / "nn.npz") as f:
+        want_d, want_i = _sorted_matrix_rows(D, 3)
+        assert np.array_equal(f["indices"], want_i) and np.array_equal(f["distances"], want_d)
+    radius = float(np.median(D))
+    _torchrun(["neighbors", "trees.jsonl", "--radius", str(radius), "--out", "r.npz", "--no-progress"],
+              tmp_path)
+    mask = D <= radius
+    np.fill_diagonal(mask, False)
+    rows, cols = np.nonzero(mask)
+    with np.load(tmp_path / "r.npz") as f:
+        assert len(rows) > 0 and np.array_equal(f["rows"], rows) and np.array_equal(f["cols"], cols)
+        assert np.array_equal(f["distances"], D[rows, cols])
+
+
 def _sorted_matrix_rows(D, k):
     """Reference k-NN of a square matrix: rows by (distance, index), the diagonal left out."""
     D = np.array(D, dtype=np.float64)
