@@ -2,14 +2,15 @@
 full matrix (``pairwise_distances`` + sort / threshold) on real data, in the same run.
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/bench_search.py [--only ast sst]
-[--n-ast 3000] [--n-sst 3000] [--repeats 3] [--k 10] [--threads 2] [--queries Q]``.
+[--n-ast 3000] [--ast-nodes 10 150] [--n-sst 3000] [--repeats 3] [--k 10] [--threads 2]
+[--queries Q]``.
 
 Data:
 
 * ``ast``: syntax trees (``Tree.from_python``, node types as labels) of the functions defined
   in the Python standard library that runs this script (``def`` and ``async def`` at any
   depth, test packages excluded), those of 10 to 150 nodes (about the 10th to the 90th
-  percentile of sizes), ``--n-ast`` of them drawn with seed 0.
+  percentile of sizes; ``--ast-nodes LO HI`` for others), ``--n-ast`` of them drawn with seed 0.
 * ``sst``: ``--n-sst`` sentences of the Stanford Sentiment Treebank as word sequences (the
   leaves of ``datasets.load("sentiment")``), drawn with seed 0.
 * with ``--queries Q``, also the first ``Q`` syntax trees as queries against the others
@@ -210,6 +211,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", default=["ast", "sst"], choices=["ast", "sst"])
     ap.add_argument("--n-ast", type=int, default=3000)
+    ap.add_argument("--ast-nodes", type=int, nargs=2, default=(10, 150), metavar=("LO", "HI"),
+                    help="the syntax trees' sizes, LO to HI nodes (default 10 150)")
     ap.add_argument("--n-sst", type=int, default=3000)
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=3)
@@ -222,9 +225,10 @@ def main():
           f"load average at start {load_average()}")
     rows = []
     if "ast" in args.only:
-        X, is_method, total = stdlib_functions(args.n_ast)
+        lo, hi = args.ast_nodes
+        X, is_method, total = stdlib_functions(args.n_ast, lo, hi)
         sizes = sorted(len(t) for t in X)
-        print(f"ast: {len(X)} of {total} standard-library functions with 10-150 nodes "
+        print(f"ast: {len(X)} of {total} standard-library functions with {lo}-{hi} nodes "
               f"(median {sizes[len(sizes) // 2]} nodes, {len(bt.labels.alphabet_of(X))} labels)")
         cost, fit_s, unseen = learned_ast_cost(X, is_method)
         print(f"ast: BEDL fit on 200 trees in {fit_s:.1f} s; {unseen} labels unseen in the fit")
