@@ -35,6 +35,7 @@ import json
 import math
 import os
 import tempfile
+from unittest import mock
 
 import numpy as np
 import torch
@@ -47,6 +48,7 @@ from bedl_torch import BEDL, MedianGLVQ, PairBatch, Tree
 from bedl_torch.alignments import mapping_cost, optimal_mapping, sample_mappings
 from bedl_torch.costs import subtable_of
 from bedl_torch.evaluation.gesl import MatrixCost
+from bedl_torch.search import problem as search_problem
 from oracles import forest_recursion, sequence_reference
 
 EXAMPLES = int(os.environ.get("BEDL_FUZZ_EXAMPLES", "40"))
@@ -743,13 +745,20 @@ def reference_within(D, radius, same):
        bounds=st.lists(st.sampled_from(["label", "traversal", "upper"]), unique=True),
        block_size=st.one_of(st.none(), st.integers(1, 4)),
        api=st.sampled_from(["function", "index", "distributed"]),
-       symmetric=st.sampled_from([None, None, False, True]))
-def test_fuzz_search(data, alphabet, trees_, same, unknown, bounds, block_size, api, symmetric):
+       symmetric=st.sampled_from([None, None, False, True]),
+       subset_min=st.sampled_from([64, 1]))
+def test_fuzz_search(data, alphabet, trees_, same, unknown, bounds, block_size, api, symmetric, subset_min):
     """kneighbors and radius_neighbors (the functions, NeighborIndex, and the distributed
     functions in one process) give the matrix's answer under every cost module, any subset of
     the bounds and any block size, half the matrix mirrored or not (``symmetric``), ties by
     index included: the same indices and the same distance bits; stats that add up; k out of
-    range and NaN radii a ValueError."""
+    range and NaN radii a ValueError. ``subset_min=1``: calls on few objects get tables of
+    those objects at any table size (``search.problem.SUBSET_MIN_OBJECTS``)."""
+    with mock.patch.object(search_problem, "SUBSET_MIN_OBJECTS", subset_min):
+        _search_example(data, alphabet, trees_, same, unknown, bounds, block_size, api, symmetric)
+
+
+def _search_example(data, alphabet, trees_, same, unknown, bounds, block_size, api, symmetric):
     cost = data.draw(cost_modules(alphabet))
     known = list(cost.alphabet)
     # (a label missing from the alphabet in about one node of twenty)

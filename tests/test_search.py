@@ -19,6 +19,7 @@ from bedl_torch.search import (SearchProblem, SymbolCosts, kneighbors, knn_block
                                postorder_labels, radius_block, radius_neighbors,
                                traversal_lower_bound)
 from bedl_torch.search import bounds as bounds_module
+from bedl_torch.search import problem as problem_module
 from bedl_torch.search.engine import knn_blocks
 from oracles import comb_tree, path_tree, random_sequence, random_tree, star_tree
 
@@ -1146,3 +1147,86 @@ def test_search_with_a_cost_module_on_a_device_equals_its_matrix(device, objects
             d, i = index.kneighbors(None if same else A, k=3)
             rd, ri = reference_knn(D, 3, same)
             assert torch.equal(i, ri) and torch.equal(d, rd), (type(cost).__name__, same)
+
+
+# ---------------------------------------------------------------------------
+# Calls on a few objects of a large table
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("objects", ["trees", "sequences"])
+def test_flat_table_subset_equals_a_table_of_those_objects(objects):
+    """``FlatTable.subset(rows)``: the objects in that order with the lengths, offsets, subtree
+    sizes and symbol codes of a table built from them, the codes sliced from the cache."""
+    rng = np.random.default_rng(37)
+    make = random_trees if objects == "trees" else random_sequences
+    Z = make(rng, 30) + [[] if objects == "sequences" else bt.Tree(["a"], [[]])]
+    cost = bt.UnitCost(ALPHABET)
+    table = bt.ops.FlatTable(Z, "Z")
+    table.flat_labels(cost, "error")  # (encoded before the subset: sliced)
+    rows = torch.tensor([30, 3, 17, 4, 29, 0])
+    sub = table.subset(rows)
+    fresh = bt.ops.FlatTable([Z[i] for i in rows.tolist()], "Z")
+    assert sub.objects == fresh.objects and sub.kind == fresh.kind
+    assert torch.equal(sub.lengths, fresh.lengths) and torch.equal(sub.ptr, fresh.ptr)
+    if objects == "trees":
+        assert torch.equal(sub.sizes, fresh.sizes)
+    assert torch.equal(sub.flat_labels(cost, "error"), fresh.flat_labels(cost, "error"))
+    other = bt.UnitCost(ALPHABET + ["z"])  # (not encoded before the subset: encoded anew)
+    assert torch.equal(sub.flat_labels(other, "error"), fresh.flat_labels(other, "error"))
+    assert len(table.subset(torch.zeros(0, dtype=torch.long))) == 0
+
+
+class ForwardOnlyEuclidean(bt.EuclideanCost):
+    """Euclidean costs whose ``forward`` is its own: no whole symbol table (``table_of`` is
+    None), so the matrix's local tables depend on the symbols a call holds."""
+
+    def forward(self, x_idx, y_idx):
+        return super().forward(x_idx, y_idx)
+
+
+def test_calls_on_few_objects_of_a_large_table_pass_those_objects_only(monkeypatch):
+    """Where a call's pairs use under half of a table of at least 64 objects, the kernels get a
+    table of those objects only (they check every object they are given), where the values
+    cannot depend on it (the module's whole table, unit costs); the answers are the matrix's
+    bits. Modules without a whole table keep the whole tables."""
+    rng = np.random.default_rng(43)
+    Y = random_trees(rng, 90, max_nodes=12)
+    X = random_trees(rng, 3, max_nodes=12)
+    subsets = []
+    real = bt.ops.FlatTable.subset
+
+    def spy(table, rows):
+        subsets.append(len(rows))
+        return real(table, rows)
+
+    monkeypatch.setattr(bt.ops.FlatTable, "subset", spy)
+    emb = torch.as_tensor(rng.normal(size=(len(ALPHABET), 3)))
+    for cost, subsetting in ((bt.UnitCost(ALPHABET), True), (bt.EuclideanCost(ALPHABET, emb), True),
+                             (ForwardOnlyEuclidean(ALPHABET, emb), False)):
+        subsets.clear()
+        D = exact_matrix(X, Y, cost)
+        d, i = bt.NeighborIndex(Y, cost).kneighbors(X, k=4)
+        rd, ri = reference_knn(D, 4, False)
+        assert torch.equal(i, ri) and torch.equal(d, rd), type(cost).__name__
+        radius = float(torch.quantile(D.reshape(-1), 0.05))
+        got = bt.radius_neighbors(X, Y, radius=radius, cost=cost)
+        assert all(torch.equal(g, w) for g, w in zip(got, reference_radius(D, radius, False)))
+        for k in (1, 3):  # Y against itself: later rounds use few objects
+            d, i = bt.kneighbors(Y, k=k, cost=cost)
+            rd, ri = reference_knn(exact_matrix(Y, None, cost), k, True)
+            assert torch.equal(i, ri) and torch.equal(d, rd), (type(cost).__name__, k)
+        assert bool(subsets) == subsetting, type(cost).__name__
+        assert all(0 < n < 45 for n in subsets)
+    # values that come back regrouped (as tiles do) are read back by the tables' own indices
+    real_pairs = problem_module.table_pair_distances
+
+    def reversed_pairs(*args, **kw):
+        ii, jj, v = real_pairs(*args, **kw)
+        return ii.flip(0), jj.flip(0), v.flip(0)
+
+    monkeypatch.setattr(problem_module, "table_pair_distances", reversed_pairs)
+    subsets.clear()
+    d, i = bt.NeighborIndex(Y).kneighbors(X, k=4)
+    rd, ri = reference_knn(exact_matrix(X, Y, bt.UnitCost(ALPHABET)), 4, False)
+    assert subsets and torch.equal(i, ri) and torch.equal(d, rd)

@@ -84,6 +84,29 @@ class FlatTable:
     def __len__(self) -> int:
         return len(self.objects)
 
+    def subset(self, rows: torch.Tensor) -> "FlatTable":
+        """The objects ``rows`` (int64 indices) as a table of their own, in that order, with
+        this table's symbol codes sliced rather than encoded again: a call on a few objects of
+        a large table then reads and checks those objects only."""
+        rows = torch.as_tensor(rows, dtype=torch.long).reshape(-1)
+        sub = FlatTable.__new__(FlatTable)
+        sub.objects = [self.objects[i] for i in rows.tolist()]
+        sub.kind = self.kind
+        sub.lengths = self.lengths[rows]
+        sub.ptr = torch.zeros(len(rows) + 1, dtype=torch.long)
+        torch.cumsum(sub.lengths, 0, out=sub.ptr[1:])
+        total = int(sub.ptr[-1])
+        nodes = torch.arange(total) + torch.repeat_interleave(self.ptr[rows] - sub.ptr[:-1], sub.lengths,
+                                                              output_size=total)
+        if self.kind == "tree":
+            sub.sizes = self.sizes[nodes]
+        sub._encoded = weakref.WeakKeyDictionary()
+        for cost, per_cost in self._encoded.items():
+            sub._encoded[cost] = {key: {"flat": codes["flat"][nodes], "alphabet": codes["alphabet"]}
+                                  for key, codes in per_cost.items()}
+        sub._last_codes = None
+        return sub
+
     def _codes(self, cost: SymbolCost, unknown: str) -> dict:
         """This table's symbol indices under ``cost`` (cached per cost module, dropped when
         its alphabet grows or is replaced): ``"flat"`` always, ``"padded"`` once asked for."""

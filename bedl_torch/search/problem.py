@@ -141,6 +141,9 @@ class SearchProblem:
         # Without a whole table and with more symbols than one local table holds, the kernels'
         # costs may depend on which objects a call uses (see _values); unit costs are exact.
         self._cover = self.costs.table is None and type(cost) is not UnitCost
+        # (a call's values do not depend on its other objects: the module's whole table, or unit
+        # costs, exact in any local table)
+        self._subset_calls = self.costs.exact or self.costs.unit
         # (the label bound is built when first asked for: a k-NN block that a probe sends to
         # one exact call needs only the probe rows' bounds, which skip the vocabulary's pass)
         self.has_label = "label" in bounds
@@ -215,8 +218,25 @@ class SearchProblem:
         kw = dict(self.kw)
         if limits is not None:
             kw["max_distance"] = limits
+        # Pairs that use few of a large table's objects get a table of those objects only (the
+        # kernels read and check every object they are given): where the kernels' costs do not
+        # depend on which objects a call holds, the same values.
+        xs = ys = None
+        if self._subset_calls and not cover:
+            xs, qa_sub = _used_subset(x_table, qa)
+            ys, qb_sub = _used_subset(y_table, qb)
         with torch.no_grad():
-            oa, ob, v = table_pair_distances(x_table, y_table, qa, qb, self.cost, **kw)
+            if xs is None and ys is None:
+                oa, ob, v = table_pair_distances(x_table, y_table, qa, qb, self.cost, **kw)
+            else:
+                oa, ob, v = table_pair_distances(x_table if xs is None else x_table.subset(xs),
+                                                 y_table if ys is None else y_table.subset(ys),
+                                                 qa_sub, qb_sub, self.cost, **kw)
+                if oa is qa_sub and ob is qb_sub:
+                    oa, ob = qa, qb
+                else:
+                    oa = oa if xs is None else xs[oa]
+                    ob = ob if ys is None else ys[ob]
         v = v.detach().to("cpu", torch.float64)
         if (oa is qa or torch.equal(oa, qa)) and (ob is qb or torch.equal(ob, qb)):
             v = v[:wanted]  # (computed in input order)
@@ -351,6 +371,23 @@ class SearchProblem:
             rl, c, thr = rl[keep], c[keep], thr[keep]
         stats["decided_by_traversal"] += sum(len(p) for p in pruned_r)
         return rl, c, torch.cat(pruned_r) if pruned_r else rl[:0], torch.cat(pruned_c) if pruned_c else c[:0]
+
+
+#: A call's pairs get a table of the objects they use where those are fewer than half of a
+#: table of at least this many objects (smaller tables: the kernels' checks cost little).
+SUBSET_MIN_OBJECTS = 64
+
+
+def _used_subset(table: FlatTable, idx: torch.Tensor):
+    """``(rows, local)``: where the indices ``idx`` use fewer than half of ``table``'s objects
+    (and it holds at least :data:`SUBSET_MIN_OBJECTS`), the objects they use (sorted) and
+    ``idx`` in those; else ``(None, idx)``."""
+    if len(table) < SUBSET_MIN_OBJECTS:
+        return None, idx
+    used = torch.unique(idx)
+    if 2 * len(used) >= len(table):
+        return None, idx
+    return used, torch.searchsorted(used, idx)
 
 
 def _in_order(nx: int, ny: int, oa: torch.Tensor, ob: torch.Tensor, v: torch.Tensor,
