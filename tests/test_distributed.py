@@ -796,12 +796,18 @@ def test_cli_neighbors_under_torchrun(tmp_path):
     radius = float(np.median(D))
     _torchrun(["neighbors", "trees.jsonl", "--radius", str(radius), "--out", "r.npz", "--no-progress"],
               tmp_path)
-    mask = D <= radius
-    np.fill_diagonal(mask, False)
-    rows, cols = np.nonzero(mask)
+    rows, cols = _matrix_entries_within(D, radius)
     with np.load(tmp_path / "r.npz") as f:
         assert len(rows) > 0 and np.array_equal(f["rows"], rows) and np.array_equal(f["cols"], cols)
         assert np.array_equal(f["distances"], D[rows, cols])
+
+
+def _matrix_entries_within(D, radius):
+    """Reference range search of a square matrix: ``(rows, cols)`` of the entries ``<= radius``,
+    row-major, the diagonal left out."""
+    mask = D <= radius
+    np.fill_diagonal(mask, False)
+    return np.nonzero(mask)
 
 
 def _sorted_matrix_rows(D, k):
@@ -828,9 +834,7 @@ def test_cli_neighbors_in_one_process(tmp_path, monkeypatch, capsys):
     radius = float(np.median(D))
     assert main(["neighbors", "trees.jsonl", "--radius", str(radius), "--out", "r.npz",
                  "--no-progress"]) == 0
-    mask = D <= radius
-    np.fill_diagonal(mask, False)
-    rows, cols = np.nonzero(mask)
+    rows, cols = _matrix_entries_within(D, radius)
     with np.load(tmp_path / "r.npz") as f:
         assert np.array_equal(f["rows"], rows) and np.array_equal(f["cols"], cols)
         assert np.array_equal(f["distances"], D[rows, cols]) and len(rows) > 0

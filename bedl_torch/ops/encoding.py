@@ -12,7 +12,7 @@ import math
 import threading
 import weakref
 from collections import OrderedDict
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -37,6 +37,16 @@ def default_rel_tol(dtype: torch.dtype) -> float:
     then raise ValueError naming the pair.
     """
     return 1e-9 if dtype == torch.float64 else 1e-5
+
+
+def object_nodes(ptr: torch.Tensor, objects: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """``(nodes, lengths)``: the node (element) indices of ``objects`` in a table with offsets
+    ``ptr``, concatenated in that order, and each object's count."""
+    lengths = ptr[objects + 1] - ptr[objects]
+    total = int(lengths.sum())
+    first = torch.cumsum(lengths, 0) - lengths
+    nodes = torch.arange(total) + torch.repeat_interleave(ptr[objects] - first, lengths, output_size=total)
+    return nodes, lengths
 
 
 class FlatTable:
@@ -92,12 +102,9 @@ class FlatTable:
         sub = FlatTable.__new__(FlatTable)
         sub.objects = [self.objects[i] for i in rows.tolist()]
         sub.kind = self.kind
-        sub.lengths = self.lengths[rows]
+        nodes, sub.lengths = object_nodes(self.ptr, rows)
         sub.ptr = torch.zeros(len(rows) + 1, dtype=torch.long)
         torch.cumsum(sub.lengths, 0, out=sub.ptr[1:])
-        total = int(sub.ptr[-1])
-        nodes = torch.arange(total) + torch.repeat_interleave(self.ptr[rows] - sub.ptr[:-1], sub.lengths,
-                                                              output_size=total)
         if self.kind == "tree":
             sub.sizes = self.sizes[nodes]
         sub._encoded = weakref.WeakKeyDictionary()

@@ -30,7 +30,7 @@ import torch
 from ..costs import SymbolCost, UnitCost, block_of, pair_costs_of, subtable_of, table_of
 from ..labels import alphabet_of, check_collection
 from ..ops import FlatTable, pairwise_distances
-from ..ops.encoding import check_symbol_table
+from ..ops.encoding import check_symbol_table, object_nodes
 from ..validation import check_cost_module
 
 __all__ = ["label_lower_bound", "traversal_lower_bound", "mapping_upper_bound",
@@ -442,12 +442,9 @@ class _Features:
 
     def _entries(self, objects: torch.Tensor, offset, weights, dtype):
         """(row, feature, value) of the nonzero features of ``objects``, one per node."""
-        lengths = self.ptr[objects + 1] - self.ptr[objects]
-        total = int(lengths.sum())
+        node, lengths = object_nodes(self.ptr, objects)
+        total = len(node)
         row = torch.repeat_interleave(torch.arange(len(objects)), lengths, output_size=total)
-        first = torch.cumsum(lengths, 0) - lengths
-        node = torch.arange(total) + torch.repeat_interleave(self.ptr[objects] - first, lengths,
-                                                             output_size=total)
         sym = self.codes[node]
         feat = offset[sym] + self.level[node]
         vals = torch.ones(total, dtype=dtype) if weights is None else weights[sym].to(dtype)

@@ -12,7 +12,7 @@ import torch
 
 from ..costs import SymbolCost, UnitCost
 from ..ops import FlatTable, table_pair_distances
-from ..ops.encoding import flat_table
+from ..ops.encoding import flat_table, object_nodes
 from ..ops.pairwise import matrix_tiles, problem_inputs, unit_sequence_path
 from .bounds import FirstPairUpper, LabelBound, SymbolCosts, traversal_sequences
 
@@ -221,22 +221,16 @@ class SearchProblem:
         # Pairs that use few of a large table's objects get a table of those objects only (the
         # kernels read and check every object they are given): where the kernels' costs do not
         # depend on which objects a call holds, the same values.
-        xs = ys = None
-        if self._subset_calls and not cover:
-            xs, qa_sub = _used_subset(x_table, qa)
-            ys, qb_sub = _used_subset(y_table, qb)
+        subset = self._subset_calls and not cover
+        xt, ca, xs = _call_table(x_table, qa, subset)
+        yt, cb, ys = _call_table(y_table, qb, subset)
         with torch.no_grad():
-            if xs is None and ys is None:
-                oa, ob, v = table_pair_distances(x_table, y_table, qa, qb, self.cost, **kw)
-            else:
-                oa, ob, v = table_pair_distances(x_table if xs is None else x_table.subset(xs),
-                                                 y_table if ys is None else y_table.subset(ys),
-                                                 qa_sub, qb_sub, self.cost, **kw)
-                if oa is qa_sub and ob is qb_sub:
-                    oa, ob = qa, qb
-                else:
-                    oa = oa if xs is None else xs[oa]
-                    ob = ob if ys is None else ys[ob]
+            oa, ob, v = table_pair_distances(xt, yt, ca, cb, self.cost, **kw)
+        if oa is ca and ob is cb:
+            oa, ob = qa, qb
+        else:  # (regrouped: back to the whole tables' indices)
+            oa = oa if xs is None else xs[oa]
+            ob = ob if ys is None else ys[ob]
         v = v.detach().to("cpu", torch.float64)
         if (oa is qa or torch.equal(oa, qa)) and (ob is qb or torch.equal(ob, qb)):
             v = v[:wanted]  # (computed in input order)
@@ -305,12 +299,9 @@ class SearchProblem:
         if self._label is not None:
             return self._label.block(rows)
         lx, ly = self._label_codes
-        ptr = self.x_table.ptr
-        lengths = ptr[rows + 1] - ptr[rows]
+        nodes, lengths = object_nodes(self.x_table.ptr, rows)
         sub_ptr = torch.zeros(len(rows) + 1, dtype=torch.long)
         torch.cumsum(lengths, 0, out=sub_ptr[1:])
-        nodes = torch.cat([torch.arange(int(ptr[r]), int(ptr[r + 1])) for r in rows.tolist()]) \
-            if len(rows) else torch.zeros(0, dtype=torch.long)
         probe = LabelBound(self.costs, lx[nodes], sub_ptr, ly, self.y_table.ptr, x_rows_only=True)
         return probe.block(torch.arange(len(rows)))
 
@@ -378,16 +369,17 @@ class SearchProblem:
 SUBSET_MIN_OBJECTS = 64
 
 
-def _used_subset(table: FlatTable, idx: torch.Tensor):
-    """``(rows, local)``: where the indices ``idx`` use fewer than half of ``table``'s objects
-    (and it holds at least :data:`SUBSET_MIN_OBJECTS`), the objects they use (sorted) and
-    ``idx`` in those; else ``(None, idx)``."""
-    if len(table) < SUBSET_MIN_OBJECTS:
-        return None, idx
+def _call_table(table: FlatTable, idx: torch.Tensor, allowed: bool):
+    """``(table, idx, rows)`` for a kernel call on the objects ``idx`` of ``table``: where
+    ``allowed`` and they are fewer than half of a table of at least :data:`SUBSET_MIN_OBJECTS`,
+    a table of those objects (``rows``, sorted) and ``idx`` in it; else ``table``, ``idx`` and
+    None."""
+    if not allowed or len(table) < SUBSET_MIN_OBJECTS:
+        return table, idx, None
     used = torch.unique(idx)
     if 2 * len(used) >= len(table):
-        return None, idx
-    return used, torch.searchsorted(used, idx)
+        return table, idx, None
+    return table.subset(used), torch.searchsorted(used, idx), used
 
 
 def _in_order(nx: int, ny: int, oa: torch.Tensor, ob: torch.Tensor, v: torch.Tensor,
