@@ -207,6 +207,60 @@ def test_label_bound_is_histogram_intersection_under_unit_costs():
     assert torch.equal(L.diagonal(), torch.zeros(len(X), dtype=torch.float64))
 
 
+def test_label_counts_equal_a_count_of_each_objects_labels():
+    rng = np.random.default_rng(21)
+    X = random_sequences(rng, 25, 12, alphabet=list("abc")) + [[], list("aaaa")]
+    table = bt.ops.FlatTable(X, "X")
+    counts = bt.ops.encoding.label_counts(table.flat_labels(bt.UnitCost(list("abc")), "error"), table.ptr)
+    codes = table.flat_labels(bt.UnitCost(list("abc")), "error").tolist()
+    for t, x in enumerate(X):
+        start = int(table.ptr[t])
+        seen = {}
+        for n, label in enumerate(x):  # level: that label's nodes before it in x
+            assert int(counts.level[start + n]) == seen.get(label, 0)
+            seen[label] = seen.get(label, 0) + 1
+        entries = range(int(counts.ptr[t]), int(counts.ptr[t + 1]))
+        got = {codes[int(counts.first[e])]: int(counts.count[e]) for e in entries}
+        assert len(got) == len(entries)
+        assert got == {codes[start + x.index(label)]: c for label, c in seen.items()}
+        for e in entries:  # the first node of its symbol in x
+            n = int(counts.first[e]) - start
+            assert x.index(x[n]) == n
+
+
+@pytest.mark.parametrize("kind", ["unit", "euclidean", "float32"])
+def test_label_bound_from_counts_equals_its_features_and_the_formula(monkeypatch, kind):
+    """Few rows take the weighted intersections from the label counts, many rows from dense
+    features: both equal the bound's formula, max over the potentials of
+    ``P(x) + Q(y) + sum_a w[a] min(h_x(a), h_y(a))`` summed here pair by pair."""
+    rng = np.random.default_rng(23)
+    cost = make_cost(kind, rng)
+    X, Y = random_trees(rng, 9, 12), random_trees(rng, 14, 12) + [bt.Tree(*star_tree(7, "a"))]
+    problem = SearchProblem(X, Y, cost)
+    bound = problem.label
+    rows, cols = torch.tensor([4, 0]), torch.tensor([1, 14, 3, 8])
+    monkeypatch.setattr(bounds_module, "_COUNT_FORM_RATIO", 1e9)
+    counted = bound.block(rows, cols)
+    monkeypatch.setattr(bounds_module, "_COUNT_FORM_RATIO", 0.0)
+    dense = bound.block(rows, cols)
+    lx, ly = problem._label_codes
+    want = torch.zeros(len(rows), len(cols), dtype=torch.float64)
+    shared = torch.zeros(len(rows), len(cols), dtype=torch.float64)  # the intersections' part
+    for i, r in enumerate(rows.tolist()):
+        for j, c in enumerate(cols.tolist()):
+            hx = np.bincount(lx[problem.x_table.ptr[r]:problem.x_table.ptr[r + 1]].numpy(), minlength=bound.costs.k)
+            hy = np.bincount(ly[problem.y_table.ptr[c]:problem.y_table.ptr[c + 1]].numpy(), minlength=bound.costs.k)
+            want[i, j] = max(float(hx @ p.numpy()) + float(hy @ q.numpy()) + float(np.minimum(hx, hy) @ w.numpy())
+                             for p, q, w in bound.variants)
+            shared[i, j] = min(float(np.minimum(hx, hy) @ w.numpy()) for _, _, w in bound.variants)
+    assert int((shared < 0).sum()) >= 4  # (the intersections matter: entries share symbols)
+    if kind == "unit":  # integers: every order of the sums gives the same numbers
+        assert torch.equal(counted, dense) and torch.equal(counted, want)
+    else:  # (float32 costs: the bounds are float64 sums of their float64 values)
+        assert torch.allclose(counted, want, rtol=0, atol=1e-12)
+        assert torch.allclose(dense, want, rtol=0, atol=1e-12)
+
+
 def test_traversal_bound_is_tight_where_the_tree_structure_does_not_matter():
     # a path and a star with the same preorder labels: SED(pre) = 0 but not postorder
     path = bt.Tree(*path_tree(4, list("abcd")))

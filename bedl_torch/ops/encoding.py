@@ -12,7 +12,7 @@ import math
 import threading
 import weakref
 from collections import OrderedDict
-from typing import Optional, Sequence, Tuple
+from typing import NamedTuple, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -37,6 +37,47 @@ def default_rel_tol(dtype: torch.dtype) -> float:
     then raise ValueError naming the pair.
     """
     return 1e-9 if dtype == torch.float64 else 1e-5
+
+
+def node_objects(ptr: torch.Tensor) -> torch.Tensor:
+    """The object of every node (element) of a table with offsets ``ptr``, int64."""
+    lengths = ptr[1:] - ptr[:-1]
+    return torch.repeat_interleave(torch.arange(len(lengths)), lengths, output_size=int(ptr[-1]))
+
+
+class LabelCounts(NamedTuple):
+    """How often each object of a table holds each of its symbols (:func:`label_counts`)."""
+
+    level: torch.Tensor  # per node: the nodes of its object before it with its symbol
+    first: torch.Tensor  # per entry (an object and one of its symbols): the symbol's first node
+    count: torch.Tensor  # per entry: the object's nodes with that symbol
+    ptr: torch.Tensor    # (n + 1,): object t's entries are ptr[t] .. ptr[t + 1] - 1
+
+
+def label_counts(codes: torch.Tensor, ptr: torch.Tensor) -> LabelCounts:
+    """The label counts of the objects of a table with symbol codes ``codes`` and offsets
+    ``ptr`` (one sort of the nodes by object and symbol). They depend only on which labels of
+    an object are equal, so any numbering of the symbols gives the same."""
+    n = len(ptr) - 1
+    if len(codes) == 0:
+        empty = torch.zeros(0, dtype=torch.long)
+        return LabelCounts(empty, empty, empty, torch.zeros(n + 1, dtype=torch.long))
+    objects = node_objects(ptr)
+    key = objects * (int(codes.max()) + 1) + codes
+    order = torch.argsort(key, stable=True)
+    skey = key[order]
+    starts = torch.ones(len(skey), dtype=torch.bool)
+    starts[1:] = skey[1:] != skey[:-1]
+    position = torch.arange(len(skey))
+    group_start = torch.cummax(torch.where(starts, position, 0), 0).values
+    level = torch.empty_like(codes)
+    level[order] = position - group_start
+    begins = torch.nonzero(starts).reshape(-1)
+    count = torch.diff(begins, append=torch.tensor([len(skey)]))
+    first = order[begins]  # (entries ordered by object, then symbol)
+    entries_ptr = torch.zeros(n + 1, dtype=torch.long)
+    torch.cumsum(torch.bincount(objects[first], minlength=n), 0, out=entries_ptr[1:])
+    return LabelCounts(level, first, count, entries_ptr)
 
 
 def object_nodes(ptr: torch.Tensor, objects: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -142,6 +183,13 @@ class FlatTable:
         if "distinct" not in codes:
             codes["distinct"] = torch.unique(codes["flat"])
         return codes["distinct"]
+
+    def label_counts(self, cost: SymbolCost, unknown: str) -> LabelCounts:
+        """:func:`label_counts` of :meth:`flat_labels` (cached with them)."""
+        codes = self._codes(cost, unknown)
+        if "counts" not in codes:
+            codes["counts"] = label_counts(codes["flat"], self.ptr)
+        return codes["counts"]
 
     def encoded(self, cost: SymbolCost, unknown: str) -> torch.Tensor:
         """Symbol indices ``(len, max_len + 1)``, padded with the gap."""

@@ -467,13 +467,14 @@ def _check_mode(mode: str, temperature, modes: Sequence[str]) -> Optional[float]
     return None
 
 
-def problem_inputs(X, Y, cost: Optional[SymbolCost], symmetric: Optional[bool]):
+def problem_inputs(X, Y, cost: Optional[SymbolCost], symmetric: Optional[bool], y_checked: bool = False):
     """The objects and costs of a matrix or a search, as both take them: ``X`` and ``Y`` as lists
     (``Y=None``: ``X`` itself), the cost module (default: unit costs over their labels; else
-    checked) and whether the problem is symmetric (default: ``Y=None`` and ``cost.symmetric``)."""
+    checked) and whether the problem is symmetric (default: ``Y=None`` and ``cost.symmetric``).
+    ``y_checked``: ``Y`` is a list that an earlier call checked (a prepared collection)."""
     same = Y is None
     X = check_collection(X, "X")
-    Y = X if same else check_collection(Y, "Y")
+    Y = X if same else (Y if y_checked else check_collection(Y, "Y"))
     if cost is None:
         cost = UnitCost(alphabet_of(X, Y))
     else:

@@ -30,7 +30,7 @@ import torch
 from ..costs import SymbolCost, UnitCost, block_of, pair_costs_of, subtable_of, table_of
 from ..labels import alphabet_of, check_collection
 from ..ops import FlatTable, pairwise_distances
-from ..ops.encoding import check_symbol_table, object_nodes
+from ..ops.encoding import LabelCounts, check_symbol_table, label_counts, node_objects, object_nodes
 from ..validation import check_cost_module
 
 __all__ = ["label_lower_bound", "traversal_lower_bound", "mapping_upper_bound",
@@ -44,6 +44,9 @@ _ROW_BLOCK = 512
 _FEATURE_CELLS = 1 << 22
 # Above this many (symbol, level) features the query side of the product is sparse.
 _DENSE_FEATURES = 2048
+# The label bound's intersections come from the label counts where rows x the columns' (object,
+# symbol) entries are at most this many times the columns' dense features (few queries).
+_COUNT_FORM_RATIO = 0.25
 
 
 # ---------------------------------------------------------------------------
@@ -301,10 +304,13 @@ class LabelBound:
         x_rows_only: read only the cost rows of X's symbols for the potentials (a few objects
             of X against all of Y: the same bounds in this orientation, without a pass over the
             whole vocabulary; ``swap=True`` is then not available).
+        x_counts, y_counts: each collection's :class:`~bedl_torch.ops.encoding.LabelCounts`
+            where the caller has them (a prepared collection's, cached per cost module).
     """
 
     def __init__(self, costs: SymbolCosts, x_codes: torch.Tensor, x_ptr: torch.Tensor,
-                 y_codes: torch.Tensor, y_ptr: torch.Tensor, x_rows_only: bool = False):
+                 y_codes: torch.Tensor, y_ptr: torch.Tensor, x_rows_only: bool = False, *,
+                 x_counts: Optional[LabelCounts] = None, y_counts: Optional[LabelCounts] = None):
         self.costs = costs
         k = costs.k
         in_x = torch.zeros(k, dtype=torch.bool)
@@ -323,8 +329,8 @@ class LabelBound:
             else:
                 self.which.append(len(self.weights))
                 self.weights.append(w)
-        self.x = _Features(x_codes, x_ptr, k)
-        self.y = _Features(y_codes, y_ptr, k)
+        self.x = _Features(x_codes, x_ptr, k, x_counts)
+        self.y = _Features(y_codes, y_ptr, k, y_counts)
         self._swap_invariant = None
         levels = torch.maximum(self.x.max_count, self.y.max_count)
         self.offset = torch.cumsum(levels, 0) - levels
@@ -390,6 +396,9 @@ class LabelBound:
         out = torch.zeros(len(rows), len(cols), dtype=torch.float64)
         if self.n_features == 0 or len(rows) == 0 or len(cols) == 0:
             return out
+        y_entries, y_lengths = object_nodes(self.y.counts.ptr, cols)
+        if len(rows) * len(y_entries) <= _COUNT_FORM_RATIO * len(cols) * self.n_features:
+            return self._count_intersections(rows, y_entries, y_lengths, w)
         step = max(1, _FEATURE_CELLS // max(1, self.n_features))
         if self.n_features > _DENSE_FEATURES:
             # many features (words): Y's side sparse, X's side dense in chunks of rows, laid out
@@ -407,37 +416,46 @@ class LabelBound:
         return out
 
 
+    def _count_intersections(self, rows, y_entries, y_lengths, w) -> torch.Tensor:
+        """:meth:`_weighted_intersections` from the label counts, for few rows: each symbol
+        ``a`` of a column's object adds ``w[a] min(h_x(a), h_y(a))`` (``R x`` the columns'
+        entries, instead of every column's dense features)."""
+        x_entries, x_lengths = object_nodes(self.x.counts.ptr, rows)
+        h_x = torch.zeros(len(rows), len(w), dtype=torch.long)
+        row_of = torch.repeat_interleave(torch.arange(len(rows)), x_lengths, output_size=len(x_entries))
+        h_x[row_of, self.x.entry_symbol[x_entries]] = self.x.counts.count[x_entries]
+        symbol = self.y.entry_symbol[y_entries]
+        shared = torch.minimum(h_x[:, symbol], self.y.counts.count[y_entries][None, :])
+        col_of = torch.repeat_interleave(torch.arange(len(y_lengths)), y_lengths, output_size=len(y_entries))
+        out = torch.zeros(len(rows), len(y_lengths), dtype=torch.float64)
+        return out.index_add_(1, col_of, shared * w[symbol])
+
+
 class _Features:
     """One collection's nodes as (object, symbol, level) features: the ``t``-th node of symbol
-    ``a`` in an object has level ``t`` (1-based)."""
+    ``a`` in an object has level ``t`` (1-based; ``level`` holds ``t - 1``). ``counts``: the
+    collection's :class:`~bedl_torch.ops.encoding.LabelCounts` where the caller has them (a
+    prepared table caches them per cost module)."""
 
-    def __init__(self, codes: torch.Tensor, ptr: torch.Tensor, k: int):
+    def __init__(self, codes: torch.Tensor, ptr: torch.Tensor, k: int, counts: Optional[LabelCounts] = None):
         n = len(ptr) - 1
         lengths = ptr[1:] - ptr[:-1]
         self.ptr, self.codes = ptr, codes
         self.max_len = int(lengths.max()) if n else 0
-        obj = torch.repeat_interleave(torch.arange(n), lengths)
-        key = obj * k + codes
-        order = torch.argsort(key, stable=True)
-        skey = key[order]
-        starts = torch.ones(len(skey), dtype=torch.bool)
-        if len(skey):
-            starts[1:] = skey[1:] != skey[:-1]
-        group_start = torch.cummax(torch.where(starts, torch.arange(len(skey)), 0), 0).values \
-            if len(skey) else skey
-        level = torch.empty_like(codes)
-        level[order] = torch.arange(len(skey)) - group_start  # 0-based
-        self.level = level
-        self.obj = obj
+        self.counts = label_counts(codes, ptr) if counts is None else counts
+        self.level = self.counts.level
+        # per entry (an object and one of its symbols): the object and the symbol
+        self.entry_object = node_objects(self.counts.ptr)
+        self.entry_symbol = codes[self.counts.first]
         self.max_count = torch.zeros(k, dtype=torch.long)
         if len(codes):
-            self.max_count.scatter_reduce_(0, codes, level + 1, reduce="amax")
+            self.max_count.scatter_reduce_(0, self.entry_symbol, self.counts.count, reduce="amax")
 
     def sums(self, values: torch.Tensor) -> torch.Tensor:
         """Per object, the sum of ``values[symbol]`` over its nodes (float64)."""
         out = torch.zeros(len(self.ptr) - 1, dtype=torch.float64)
         if len(self.codes):
-            out.index_add_(0, self.obj, values[self.codes])
+            out.index_add_(0, self.entry_object, values[self.entry_symbol] * self.counts.count)
         return out
 
     def _entries(self, objects: torch.Tensor, offset, weights, dtype):

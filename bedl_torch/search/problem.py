@@ -100,7 +100,8 @@ class SearchProblem:
                                        or chunk_size < 1):
             raise ValueError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
         self.same = Y is None
-        X, Y, cost, symmetric = problem_inputs(X, Y, cost, symmetric)
+        y_prepared = prepared is not None and not self.same  # (Y is its objects, checked)
+        X, Y, cost, symmetric = problem_inputs(X, Y, cost, symmetric, y_checked=y_prepared)
         if symmetric and not self.same:
             raise ValueError("symmetric=True needs Y=None (a search of X against itself)")
         self.X, self.Y, self.cost, self.symmetric = X, Y, cost, symmetric
@@ -129,7 +130,9 @@ class SearchProblem:
                 unit_sequence_path(self.x_table, self.y_table, cost, "exact", unknown):
             words = int(((self.x_table.lengths + 63) // 64).sum())
             self.cheap_exact = words * int(self.y_table.lengths.sum()) <= CHEAP_WORD_STEPS * self.nx * self.ny
-        self.costs = SymbolCosts(cost, [xc] if self.same else [xc, yc])
+        # (the symbols in use from each side's cached distinct codes: the same set as all codes)
+        distinct = [t.distinct_labels(cost, unknown) for t in (self.x_table, self.y_table)]
+        self.costs = SymbolCosts(cost, distinct[:1] if self.same else distinct)
         lx, ly = self.costs.local(xc), self.costs.local(yc)
         longest_x = int(self.x_table.lengths.max()) if self.nx else 0
         longest_y = int(self.y_table.lengths.max()) if self.ny else 0
@@ -155,6 +158,8 @@ class SearchProblem:
             self.traversal = {}
             for name in ("pre", "post"):
                 self.traversal[name] = (x_side.traversal(name), y_side.traversal(name))
+                for table in self.traversal[name]:  # (encoded whole: the calls' subsets slice it)
+                    table.flat_labels(cost, unknown)
 
     # -- pairs ---------------------------------------------------------------
 
@@ -285,7 +290,10 @@ class SearchProblem:
         """The label bound (None where ``bounds`` leaves it out), built on first use."""
         if self._label is None and self.has_label:
             lx, ly = self._label_codes
-            self._label = LabelBound(self.costs, lx, self.x_table.ptr, ly, self.y_table.ptr)
+            unknown = self.kw["unknown"]
+            self._label = LabelBound(self.costs, lx, self.x_table.ptr, ly, self.y_table.ptr,
+                                     x_counts=self.x_table.label_counts(self.cost, unknown),
+                                     y_counts=self.y_table.label_counts(self.cost, unknown))
         return self._label
 
     # -- bound blocks ----------------------------------------------------------
@@ -302,7 +310,9 @@ class SearchProblem:
         nodes, lengths = object_nodes(self.x_table.ptr, rows)
         sub_ptr = torch.zeros(len(rows) + 1, dtype=torch.long)
         torch.cumsum(lengths, 0, out=sub_ptr[1:])
-        probe = LabelBound(self.costs, lx[nodes], sub_ptr, ly, self.y_table.ptr, x_rows_only=True)
+        unknown = self.kw["unknown"]
+        probe = LabelBound(self.costs, lx[nodes], sub_ptr, ly, self.y_table.ptr, x_rows_only=True,
+                           y_counts=self.y_table.label_counts(self.cost, unknown))
         return probe.block(torch.arange(len(rows)))
 
     def lower_block(self, rows: torch.Tensor, first_col: int = 0) -> torch.Tensor:
