@@ -158,8 +158,9 @@ class SearchProblem:
             self.traversal = {}
             for name in ("pre", "post"):
                 self.traversal[name] = (x_side.traversal(name), y_side.traversal(name))
-                for table in self.traversal[name]:  # (encoded whole: the calls' subsets slice it)
-                    table.flat_labels(cost, unknown)
+                if prepared is not None:  # (kept for many searches: encoded whole once, so that
+                    # the calls' subsets slice its codes instead of encoding their objects)
+                    prepared.traversal(name).flat_labels(cost, unknown)
 
     # -- pairs ---------------------------------------------------------------
 
