@@ -396,9 +396,9 @@ class LabelBound:
         out = torch.zeros(len(rows), len(cols), dtype=torch.float64)
         if self.n_features == 0 or len(rows) == 0 or len(cols) == 0:
             return out
-        y_entries, y_lengths = object_nodes(self.y.counts.ptr, cols)
-        if len(rows) * len(y_entries) <= _COUNT_FORM_RATIO * len(cols) * self.n_features:
-            return self._count_intersections(rows, y_entries, y_lengths, w)
+        entries = self.y.counts.ptr[cols + 1] - self.y.counts.ptr[cols]
+        if len(rows) * int(entries.sum()) <= _COUNT_FORM_RATIO * len(cols) * self.n_features:
+            return self._count_intersections(rows, cols, w)
         step = max(1, _FEATURE_CELLS // max(1, self.n_features))
         if self.n_features > _DENSE_FEATURES:
             # many features (words): Y's side sparse, X's side dense in chunks of rows, laid out
@@ -415,11 +415,11 @@ class LabelBound:
             out[:, s:s + step] = (ux @ uy.T).to(torch.float64)
         return out
 
-
-    def _count_intersections(self, rows, y_entries, y_lengths, w) -> torch.Tensor:
+    def _count_intersections(self, rows, cols, w) -> torch.Tensor:
         """:meth:`_weighted_intersections` from the label counts, for few rows: each symbol
         ``a`` of a column's object adds ``w[a] min(h_x(a), h_y(a))`` (``R x`` the columns'
         entries, instead of every column's dense features)."""
+        y_entries, y_lengths = object_nodes(self.y.counts.ptr, cols)
         x_entries, x_lengths = object_nodes(self.x.counts.ptr, rows)
         h_x = torch.zeros(len(rows), len(w), dtype=torch.long)
         row_of = torch.repeat_interleave(torch.arange(len(rows)), x_lengths, output_size=len(x_entries))
