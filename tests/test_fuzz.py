@@ -48,6 +48,7 @@ from bedl_torch import BEDL, MedianGLVQ, PairBatch, Tree
 from bedl_torch.alignments import mapping_cost, optimal_mapping, sample_mappings
 from bedl_torch.costs import subtable_of
 from bedl_torch.evaluation.gesl import MatrixCost
+from bedl_torch.search import bounds as search_bounds
 from bedl_torch.search import problem as search_problem
 from oracles import forest_recursion, sequence_reference
 
@@ -746,15 +747,19 @@ def reference_within(D, radius, same):
        block_size=st.one_of(st.none(), st.integers(1, 4)),
        api=st.sampled_from(["function", "index", "distributed"]),
        symmetric=st.sampled_from([None, None, False, True]),
-       subset_min=st.sampled_from([64, 1]))
-def test_fuzz_search(data, alphabet, trees_, same, unknown, bounds, block_size, api, symmetric, subset_min):
+       subset_min=st.sampled_from([64, 1]), count_form=st.sampled_from([0.25, 0.0, 1e9]))
+def test_fuzz_search(data, alphabet, trees_, same, unknown, bounds, block_size, api, symmetric, subset_min,
+                     count_form):
     """kneighbors and radius_neighbors (the functions, NeighborIndex, and the distributed
     functions in one process) give the matrix's answer under every cost module, any subset of
     the bounds and any block size, half the matrix mirrored or not (``symmetric``), ties by
     index included: the same indices and the same distance bits; stats that add up; k out of
     range and NaN radii a ValueError. ``subset_min=1``: calls on few objects get tables of
-    those objects at any table size (``search.problem.SUBSET_MIN_OBJECTS``)."""
-    with mock.patch.object(search_problem, "SUBSET_MIN_OBJECTS", subset_min):
+    those objects at any table size (``search.problem.SUBSET_MIN_OBJECTS``). ``count_form``: the
+    label bound's intersections from label counts where they would be chosen, never (0), or
+    always (``search.bounds._COUNT_FORM_RATIO``)."""
+    with mock.patch.object(search_problem, "SUBSET_MIN_OBJECTS", subset_min), \
+            mock.patch.object(search_bounds, "_COUNT_FORM_RATIO", count_form):
         _search_example(data, alphabet, trees_, same, unknown, bounds, block_size, api, symmetric)
 
 
