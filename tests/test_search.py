@@ -351,6 +351,39 @@ def test_costs_read_in_blocks_must_be_finite(monkeypatch, bounds):
         radius_neighbors(X, radius=1.0, cost=cost, bounds=bounds)
 
 
+def test_queries_read_only_their_own_symbols_cost_rows(monkeypatch):
+    """X against another Y reads the costs of X's symbols' rows only (a few queries against a
+    vocabulary): the label bound's potentials and the largest cost (the rounding margin's) from
+    those rows and the gap's, the same bounds as a pass over every row, the matrix's answers."""
+    monkeypatch.setattr(bounds_module, "_TABLE_SYMBOLS", 3)
+    monkeypatch.setattr(bounds_module, "_ROW_BLOCK", 2)
+    monkeypatch.setattr(bounds_module, "table_of", lambda c: None)
+    rng = np.random.default_rng(31)
+    alphabet = [f"w{i}" for i in range(12)]
+    m = rng.uniform(0.1, 1.0, size=(len(alphabet) + 1,) * 2)
+    np.fill_diagonal(m, 0.0)
+    m[9, 10] = 50.0  # the largest cost, between two symbols that X does not hold
+    cost = MatrixCost(alphabet, m)
+    X = [random_sequence(6, alphabet[:4], rng) for _ in range(3)]
+    Y = [random_sequence(int(rng.integers(0, 9)), alphabet, rng) for _ in range(30)]
+    read = []
+    block_of = bounds_module.block_of
+    monkeypatch.setattr(bounds_module, "block_of", lambda c, r, cols: read.append(r) or block_of(c, r, cols))
+    problem = SearchProblem(X, Y, cost)
+    x_symbols = set(problem.x_table.flat_labels(cost, "error").tolist())
+    used = problem.costs.used.tolist()
+    rows_x = [a for a in used if a in x_symbols]
+    want = max(float(np.abs(m[rows_x][:, used]).max()), float(np.abs(m[-1, used]).max()))
+    assert problem.costs.maxabs == want < 50.0
+    lx, ly = problem._label_codes
+    every_row = bounds_module.LabelBound(problem.costs, lx, problem.x_table.ptr, ly, problem.y_table.ptr)
+    read.clear()
+    bound = problem.label.block(torch.arange(len(X)))
+    assert read and {a for r in read for a in r.tolist()} <= x_symbols
+    assert torch.equal(bound, every_row.block(torch.arange(len(X))))
+    check_search(X, Y, cost, rng, ks=[1, 4], radii=[0.5, 2.0])
+
+
 @pytest.mark.parametrize("whole_table", [True, False])
 def test_unit_potentials_equal_the_general_ones(monkeypatch, whole_table):
     """Under UnitCost the label bound's potentials come from per-side minima in O(k), not from

@@ -67,17 +67,23 @@ class SymbolCosts:
     Args:
         cost: the cost module. codes: symbol indices (alphabet numbering) of every node of
             every object of the collections (any number of 1-D tensors).
+        row_codes: where the problem's pairs read only some symbols' rows (``X`` against
+            another ``Y``: the rows of ``X``'s symbols, besides the gap's), those symbols'
+            indices; :attr:`maxabs` then needs only those rows (a query against a vocabulary).
 
     Attributes:
         k (int): symbols in use plus the gap. used: int64 ``(k,)`` their alphabet indices.
         lookup: int64, alphabet index -> local index. delete, insert, diag: float64 ``(k,)``,
             ``C[a, gap]``, ``C[gap, a]`` and ``C[a, a]``. maxabs (float): the largest absolute
-            cost among the symbols in use, the ``[gap, gap]`` entry included. table: float64
+            cost among the symbols in use, the ``[gap, gap]`` entry included (in the rows of
+            ``row_codes`` and the gap's, where given). rows: int64 local indices of the
+            ``row_codes`` symbols, sorted, or None (all). table: float64
             ``(k, k)`` or None (read in blocks). exact (bool): the numbers are the kernels'.
         eps (float): machine epsilon of the cost module's dtype (the kernels compute in it).
     """
 
-    def __init__(self, cost: SymbolCost, codes: Sequence[torch.Tensor]):
+    def __init__(self, cost: SymbolCost, codes: Sequence[torch.Tensor],
+                 row_codes: Optional[Sequence[torch.Tensor]] = None):
         self.cost = cost
         gap = cost.gap_index
         parts = [c.reshape(-1).to(torch.long) for c in codes] + [torch.tensor([gap])]
@@ -85,6 +91,10 @@ class SymbolCosts:
         self.k = k = len(self.used)
         self.lookup = torch.full((gap + 1,), k - 1, dtype=torch.long)
         self.lookup[self.used] = torch.arange(k)
+        self.rows = None
+        if row_codes is not None:
+            rows = self.lookup[torch.cat([c.reshape(-1).to(torch.long) for c in row_codes])]
+            self.rows = torch.unique(rows[rows != k - 1])
         self.eps = float(torch.finfo(cost.dtype).eps)
         # UnitCost itself (not a subclass, which may change the costs): C = 1 - I among the
         # symbols in use and the gap, so nothing needs the table's rows read (large alphabets)
@@ -142,15 +152,19 @@ class SymbolCosts:
         """The largest absolute cost among the symbols in use (the gap's included)."""
         if self._maxabs is None:
             maxabs = 0.0
-            for _, block in self.row_blocks():
+            for _, block in self.row_blocks(rows=self.rows):
                 maxabs = max(maxabs, float(block.abs().max()))
-            self.note_block_maxabs(maxabs)
+            self.note_block_maxabs(maxabs, self.rows)
         return self._maxabs
 
-    def note_block_maxabs(self, maxabs: float) -> None:
-        """Takes the largest absolute cost found by a pass over every row block (the label
-        bound's potentials make one), so that :attr:`maxabs` needs no pass of its own."""
-        if self._maxabs is None:
+    def note_block_maxabs(self, maxabs: float, rows: Optional[torch.Tensor] = None) -> None:
+        """Takes the largest absolute cost found by a pass over the row blocks of ``rows`` (all
+        where None; the label bound's potentials make one), so that :attr:`maxabs` needs no
+        pass of its own; a pass over fewer rows than :attr:`rows` is not enough."""
+        covers = rows is None or (self.rows is not None and torch.equal(rows, self.rows))
+        if self._maxabs is None and covers:
+            if self.rows is not None:  # (the gap's row: the insertions)
+                maxabs = max(maxabs, float(self.insert.abs().max()))
             self._maxabs = maxabs
             self._check_maxabs()
 
@@ -522,7 +536,8 @@ def _unit_potentials(costs: SymbolCosts, in_x: torch.Tensor, in_y: torch.Tensor)
 def _potentials(costs: SymbolCosts, in_x: torch.Tensor, in_y: torch.Tensor, x_rows_only: bool = False):
     """The choices ``(p, q, min(0, w))`` of :class:`LabelBound` (float64 ``(k,)`` each).
     ``x_rows_only``: read only the cost rows of X's symbols (``p`` is then valid on those alone,
-    and the pass notes no largest cost): enough for bounds of X's objects against Y's."""
+    and the pass notes the largest cost only where those are the rows the problem reads,
+    :attr:`SymbolCosts.rows`): enough for bounds of X's objects against Y's."""
     if costs.unit:
         return _unit_potentials(costs, in_x, in_y)
     rows = torch.nonzero(in_x).reshape(-1) if x_rows_only else None
@@ -550,8 +565,7 @@ def _potentials(costs: SymbolCosts, in_x: torch.Tensor, in_y: torch.Tensor, x_ro
         masked -= delete[idx][:, None]
         q_a = torch.minimum(q_a, masked.amin(0))
     if costs.table is None:  # (no whole table: choice H's second pass over the cost blocks)
-        if rows is None:
-            costs.note_block_maxabs(maxabs)
+        costs.note_block_maxabs(maxabs, rows)
         return [(p, q, torch.clamp(diag - p - q, max=0.0)) for p, q in ((delete, q_a), (p_b, insert))]
     q_h = torch.minimum(insert, col_min / 2)
     p_h = delete.clone()

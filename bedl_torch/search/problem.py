@@ -130,9 +130,11 @@ class SearchProblem:
                 unit_sequence_path(self.x_table, self.y_table, cost, "exact", unknown):
             words = int(((self.x_table.lengths + 63) // 64).sum())
             self.cheap_exact = words * int(self.y_table.lengths.sum()) <= CHEAP_WORD_STEPS * self.nx * self.ny
-        # (the symbols in use from each side's cached distinct codes: the same set as all codes)
+        # (the symbols in use from each side's cached distinct codes: the same set as all codes;
+        # X against another Y reads only the rows of X's symbols)
         distinct = [t.distinct_labels(cost, unknown) for t in (self.x_table, self.y_table)]
-        self.costs = SymbolCosts(cost, distinct[:1] if self.same else distinct)
+        self.costs = SymbolCosts(cost, distinct[:1] if self.same else distinct,
+                                 row_codes=None if self.same else distinct[:1])
         lx, ly = self.costs.local(xc), self.costs.local(yc)
         longest_x = int(self.x_table.lengths.max()) if self.nx else 0
         longest_y = int(self.y_table.lengths.max()) if self.ny else 0
@@ -292,7 +294,10 @@ class SearchProblem:
         if self._label is None and self.has_label:
             lx, ly = self._label_codes
             unknown = self.kw["unknown"]
+            # (X against another Y never needs the swapped orientation: the rows of X's symbols
+            # give the same bounds, not a pass over every symbol's costs)
             self._label = LabelBound(self.costs, lx, self.x_table.ptr, ly, self.y_table.ptr,
+                                     x_rows_only=not self.same,
                                      x_counts=self.x_table.label_counts(self.cost, unknown),
                                      y_counts=self.y_table.label_counts(self.cost, unknown))
         return self._label
