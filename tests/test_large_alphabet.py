@@ -194,6 +194,12 @@ def test_symbol_runs_cover_objects_within_the_bound():
             symbols |= set(flat[table.ptr[o]:table.ptr[o + 1]].tolist()) - {cost.gap_index}
         assert len(symbols) <= 12 or len(run) == 1  # the 20-symbol object forms a run alone
     assert any(len(run) == 1 and int(run[0]) == 60 for run in runs)
+    # every object's runs are kept with the table's codes; a subset's are cut afresh
+    again = ops.pairwise._symbol_runs(table, objects, cost, "gap", 12)
+    assert again is runs
+    part = ops.pairwise._symbol_runs(table, objects[1:], cost, "gap", 12)
+    assert part is not runs and torch.equal(torch.cat(part), objects[1:])
+    assert ops.pairwise._symbol_runs(table, objects, cost, "gap", 11) is not runs
 
 
 @pytest.mark.parametrize("kind", ["cosine", "euclidean"])

@@ -186,10 +186,15 @@ class FlatTable:
 
     def label_counts(self, cost: SymbolCost, unknown: str) -> LabelCounts:
         """:func:`label_counts` of :meth:`flat_labels` (cached with them)."""
+        return self.derived(cost, unknown, "counts", lambda flat: label_counts(flat, self.ptr))
+
+    def derived(self, cost: SymbolCost, unknown: str, key, build):
+        """``build(flat_labels)``, cached with this table's codes under ``cost`` as ``key``: for
+        what depends only on the codes (dropped with them when the alphabet changes)."""
         codes = self._codes(cost, unknown)
-        if "counts" not in codes:
-            codes["counts"] = label_counts(codes["flat"], self.ptr)
-        return codes["counts"]
+        if key not in codes:
+            codes[key] = build(codes["flat"])
+        return codes[key]
 
     def encoded(self, cost: SymbolCost, unknown: str) -> torch.Tensor:
         """Symbol indices ``(len, max_len + 1)``, padded with the gap."""

@@ -378,11 +378,19 @@ def _symbol_runs(side: FlatTable, objects: torch.Tensor, cost: SymbolCost, unkno
     (not counting the gap; an object with more forms a run alone), as index tensors."""
     if not len(objects):
         return []
+    if len(objects) == len(side):  # every object (a matrix, a search's covered call): cached
+        return side.derived(cost, unknown, ("runs", max_symbols),
+                            lambda flat: _runs_of(side, flat, objects, cost.gap_index, max_symbols))
+    return _runs_of(side, side.flat_labels(cost, unknown), objects, cost.gap_index, max_symbols)
+
+
+def _runs_of(side: FlatTable, flat: torch.Tensor, objects: torch.Tensor, gap: int, max_symbols: int) -> list:
+    """:func:`_symbol_runs` of the codes ``flat``."""
     # (only the labels from the first object to the last go to Python lists)
     lo, hi = int(side.ptr[objects[0]]), int(side.ptr[objects[-1] + 1])
-    flat = side.flat_labels(cost, unknown)[lo:hi].tolist()
+    flat = flat[lo:hi].tolist()
     ptr = (side.ptr[objects[0]:objects[-1] + 2] - lo).tolist()
-    first, gap = int(objects[0]), cost.gap_index
+    first = int(objects[0])
     runs, run, seen = [], [], set()
     for o in objects.tolist():
         symbols = set(flat[ptr[o - first]:ptr[o - first + 1]])
