@@ -1178,6 +1178,47 @@ def test_neighbor_index_labels_and_errors():
         index.radius_neighbors(X, radius="1")
 
 
+def test_neighbor_index_keeps_its_codes_when_queries_extend_the_alphabet(monkeypatch):
+    """A query with new labels extends the default unit costs by appending them: the
+    collection's codes (and its traversals') are the same numbers under the longer alphabet, so
+    they are carried over, not encoded again, and the answers are the functions'. Carried only
+    where that holds: not for an alphabet that is no extension, nor where a label fell to the
+    gap."""
+    rng = np.random.default_rng(17)
+    Y = random_trees(rng, 12, alphabet=list("abc"))
+    index = bt.NeighborIndex(Y)
+    index.kneighbors(random_trees(rng, 2, alphabet=list("abc")), k=2)
+    before = index._prepared.table.flat_labels(index.cost, "error")
+    encoded = []
+    real = bt.UnitCost.encode
+    monkeypatch.setattr(bt.UnitCost, "encode", lambda self, labels, unknown="error":
+                        encoded.append(len(labels)) or real(self, labels, unknown))
+    answers = []
+    for new in ("xy", "z"):
+        X = random_trees(rng, 3, alphabet=list("ab" + new))
+        answers.append((X, index.kneighbors(X, k=3), index.radius_neighbors(X, radius=3.0)))
+    assert set(index.cost.alphabet[:3]) == set("abc") and 2 <= len(set(index.cost.alphabet[3:]) & set("xyz"))
+    assert encoded and max(encoded) <= 3 * 10 < sum(len(y) for y in Y)  # (the queries' tables alone)
+    assert index._prepared.table.flat_labels(index.cost, "error") is before
+    monkeypatch.setattr(bt.UnitCost, "encode", real)
+    for X, (d, i), (r, c, v) in answers:
+        D = exact_matrix(X, Y, None)
+        rd, ri = reference_knn(D, 3, False)
+        assert torch.equal(d, rd) and torch.equal(i, ri)
+        rr, rc, rv = reference_radius(D, 3.0, False)
+        assert torch.equal(r, rr) and torch.equal(c, rc) and torch.equal(v, rv)
+    table = bt.ops.FlatTable(["abc", "cab"], "Y")
+    old, longer = bt.UnitCost(list("abc")), bt.UnitCost(list("abcd"))
+    assert table.carry_codes(old, longer, "error") is False  # (nothing encoded under old yet)
+    table.flat_labels(old, "error")
+    assert not table.carry_codes(old, bt.UnitCost(list("bacd")), "error")  # not an extension
+    assert table.carry_codes(old, longer, "error")
+    assert torch.equal(table.flat_labels(longer, "error"), bt.ops.FlatTable(["abc", "cab"], "Y").flat_labels(longer, "error"))
+    gapped = bt.ops.FlatTable(["abq"], "Y")
+    gapped.flat_labels(old, "gap")  # q falls to the gap under old, and is d's neighbour under longer
+    assert not gapped.carry_codes(old, bt.UnitCost(list("abcq")), "gap")
+
+
 def test_neighbor_index_pickles():
     """A pickled index (its objects, cost and options; tables built again) answers as the
     original, learned costs included."""

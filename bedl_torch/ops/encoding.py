@@ -188,6 +188,22 @@ class FlatTable:
         """:func:`label_counts` of :meth:`flat_labels` (cached with them)."""
         return self.derived(cost, unknown, "counts", lambda flat: label_counts(flat, self.ptr))
 
+    def carry_codes(self, old: SymbolCost, new: SymbolCost, unknown: str) -> bool:
+        """Takes this table's codes under ``old`` (and what was derived from them) as its codes
+        under ``new`` where they are the same numbers: ``new``'s alphabet starts with ``old``'s
+        and no label of the table fell to ``old``'s gap. Returns whether it did (else ``new``
+        encodes the table when first asked)."""
+        per_old = self._encoded.get(old)
+        codes = None if per_old is None else per_old.get((id(old.alphabet), len(old.alphabet), unknown))
+        n = len(old.alphabet)
+        if codes is None or len(new.alphabet) < n or new.alphabet[:n] != old.alphabet \
+                or bool((codes["flat"] == old.gap_index).any()):
+            return False
+        carried = {key: value for key, value in codes.items() if key != "padded"}  # (padded with the gap)
+        carried["alphabet"] = new.alphabet
+        self._encoded[new] = {(id(new.alphabet), len(new.alphabet), unknown): carried}
+        return True
+
     def derived(self, cost: SymbolCost, unknown: str, key, build):
         """``build(flat_labels)``, cached with this table's codes under ``cost`` as ``key``: for
         what depends only on the codes (dropped with them when the alphabet changes)."""

@@ -81,7 +81,10 @@ class NeighborIndex:
                 self._known = set(self.cost.alphabet)  # (once per alphabet, not per query)
             missing = missing_labels(X, self._known)
             if missing:  # unit costs over the labels of X and Y, Y's codes kept in front
-                self.cost = UnitCost(list(self.cost.alphabet) + missing)
+                extended = UnitCost(list(self.cost.alphabet) + missing)
+                self._prepared.carry_codes(self.cost, extended, self._options["unknown"])
+                self.cost = extended
+                self._known.update(missing)
         return SearchProblem(X, self.objects, self.cost, prepared=self._prepared, **self._options)
 
     def kneighbors(self, X: Optional[Sequence] = None, *, k: int, block_size: Optional[int] = None,

@@ -52,6 +52,12 @@ class PreparedCollection:
         self.table = flat_table(objects, side)  # (shared with the matrix's calls on equal objects)
         self._traversal: Dict[str, FlatTable] = {}
 
+    def carry_codes(self, old: SymbolCost, new: SymbolCost, unknown: str) -> None:
+        """Its tables' codes under ``old`` kept for ``new``, an alphabet that extends ``old``'s
+        (:meth:`FlatTable.carry_codes <bedl_torch.ops.FlatTable.carry_codes>`)."""
+        for table in [self.table, *self._traversal.values()]:
+            table.carry_codes(old, new, unknown)
+
     def traversal(self, order: str) -> FlatTable:
         if order not in self._traversal:
             self._traversal[order] = FlatTable(traversal_sequences(self.objects, order), self.side)
