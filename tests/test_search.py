@@ -384,6 +384,30 @@ def test_queries_read_only_their_own_symbols_cost_rows(monkeypatch):
     check_search(X, Y, cost, rng, ks=[1, 4], radii=[0.5, 2.0])
 
 
+def test_a_small_query_under_tiled_costs_makes_one_exact_call(monkeypatch):
+    """Where every exact call builds every tile's costs (no whole table, symbols beyond one
+    local table), a k-NN too small to probe goes to one covered call: not rounds (several
+    calls) nor the matrix's tiles (a call each); the matrix's answer."""
+    monkeypatch.setattr(bounds_module, "_TABLE_SYMBOLS", 3)
+    monkeypatch.setattr(bounds_module, "table_of", lambda c: None)
+    monkeypatch.setattr(bt.ops.limits, "LOCAL_TABLE_CELLS", 6 * 6)  # runs of at most 5 symbols
+    rng = np.random.default_rng(41)
+    alphabet = [f"w{i}" for i in range(12)]
+    cost = make_cost("euclidean", rng, alphabet)
+    X = [random_sequence(5, alphabet, rng)]
+    Y = [random_sequence(int(rng.integers(1, 7)), alphabet, rng) for _ in range(40)]
+    problem = SearchProblem(X, Y, cost)
+    assert problem.calls_build_every_tile
+    calls = []
+    real = problem_module.table_pair_distances
+    monkeypatch.setattr(problem_module, "table_pair_distances", lambda *a, **kw: calls.append(len(a[2])) or real(*a, **kw))
+    d, i, stats = kneighbors(X, Y, k=3, cost=cost, return_stats=True)
+    assert calls == [len(Y)] and stats["exact_computed"] == len(Y)
+    monkeypatch.setattr(problem_module, "table_pair_distances", real)
+    rd, ri = reference_knn(exact_matrix(X, Y, cost), 3, False)  # (the same tiles: the same bits)
+    assert torch.equal(d, rd) and torch.equal(i, ri)
+
+
 @pytest.mark.parametrize("whole_table", [True, False])
 def test_unit_potentials_equal_the_general_ones(monkeypatch, whole_table):
     """Under UnitCost the label bound's potentials come from per-side minima in O(k), not from

@@ -152,6 +152,9 @@ class SearchProblem:
         # Without a whole table and with more symbols than one local table holds, the kernels'
         # costs may depend on which objects a call uses (see _values); unit costs are exact.
         self._cover = self.costs.table is None and type(cost) is not UnitCost
+        #: every exact call covers all objects, so builds every tile's costs (see _values): its
+        #: cost does not fall with its pairs below that
+        self.calls_build_every_tile = self._cover
         # (a call's values do not depend on its other objects: the module's whole table, or unit
         # costs, exact in any local table)
         self._subset_calls = self.costs.exact or self.costs.unit
