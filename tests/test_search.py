@@ -765,7 +765,7 @@ def test_tiled_costs_give_the_matrix_bits(monkeypatch):
     cost = MatrixCost(words, rng.uniform(-0.2, 1.0, size=(401, 401)))  # no whole table
     X = [list(rng.choice(words, size=int(rng.integers(0, 25)))) for _ in range(30)]
     problem = SearchProblem(X, None, cost)
-    assert problem.costs.table is None and problem._cover
+    assert problem.costs.table is None and problem.calls_build_every_tile
     check_search(X, None, cost, rng, ks=[3], radii=[3.0], block_size=12)
     check_search(X[:12], X[12:], cost, rng, ks=[2], radii=[3.0], block_size=5)
     # no lower bound: the matrix's own tiles, one call each (no covering pairs)

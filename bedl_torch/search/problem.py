@@ -149,12 +149,11 @@ class SearchProblem:
         self.exact_arithmetic = self.costs.check_exact_arithmetic(longest_x + longest_y)
         if self.nx and self.ny:  # (the matrix's longest pair: X's longest against Y's)
             self.costs.check_overflow(longest_x, longest_y)
-        # Without a whole table and with more symbols than one local table holds, the kernels'
-        # costs may depend on which objects a call uses (see _values); unit costs are exact.
-        self._cover = self.costs.table is None and type(cost) is not UnitCost
-        #: every exact call covers all objects, so builds every tile's costs (see _values): its
-        #: cost does not fall with its pairs below that
-        self.calls_build_every_tile = self._cover
+        #: without a whole table and with more symbols than one local table holds, the kernels'
+        #: costs may depend on which objects a call uses (unit costs are exact), so every exact
+        #: call covers all objects (see _values) and builds every tile's costs: its cost does
+        #: not fall with its pairs below that
+        self.calls_build_every_tile = self.costs.table is None and type(cost) is not UnitCost
         # (a call's values do not depend on its other objects: the module's whole table, or unit
         # costs, exact in any local table)
         self._subset_calls = self.costs.exact or self.costs.unit
@@ -266,7 +265,7 @@ class SearchProblem:
         not need a pair's exact distance: the kernels stop such a pair early and may return inf
         for it (the caller treats any value above its threshold as "above").
         """
-        return self._values(self.x_table, self.y_table, a, b, distinct, cover=self._cover,
+        return self._values(self.x_table, self.y_table, a, b, distinct, cover=self.calls_build_every_tile,
                             threshold=threshold)
 
     def matrix_blocks(self, max_pairs: int):
