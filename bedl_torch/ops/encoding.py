@@ -39,10 +39,16 @@ def default_rel_tol(dtype: torch.dtype) -> float:
     return 1e-9 if dtype == torch.float64 else 1e-5
 
 
+def owners(lengths: torch.Tensor, total: Optional[int] = None) -> torch.Tensor:
+    """For consecutive groups of ``lengths`` elements (``total`` in all, where known), each
+    element's group, int64."""
+    total = int(lengths.sum()) if total is None else total
+    return torch.repeat_interleave(torch.arange(len(lengths)), lengths, output_size=total)
+
+
 def node_objects(ptr: torch.Tensor) -> torch.Tensor:
     """The object of every node (element) of a table with offsets ``ptr``, int64."""
-    lengths = ptr[1:] - ptr[:-1]
-    return torch.repeat_interleave(torch.arange(len(lengths)), lengths, output_size=int(ptr[-1]))
+    return owners(ptr[1:] - ptr[:-1], int(ptr[-1]))
 
 
 class LabelCounts(NamedTuple):
@@ -159,7 +165,7 @@ class FlatTable:
         """This table's symbol indices under ``cost`` (cached per cost module, dropped when
         its alphabet grows or is replaced): ``"flat"`` always, ``"padded"`` once asked for."""
         # (the entry keeps the alphabet list, so its id is not reused while cached)
-        key = (id(cost.alphabet), len(cost.alphabet), unknown)
+        key = _codes_key(cost, unknown)
         last = self._last_codes  # the latest answer first: repeated calls ask for the same
         if last is not None and last[0]() is cost and last[1] == key:
             return last[2]
@@ -194,14 +200,14 @@ class FlatTable:
         and no label of the table fell to ``old``'s gap. Returns whether it did (else ``new``
         encodes the table when first asked)."""
         per_old = self._encoded.get(old)
-        codes = None if per_old is None else per_old.get((id(old.alphabet), len(old.alphabet), unknown))
+        codes = None if per_old is None else per_old.get(_codes_key(old, unknown))
         n = len(old.alphabet)
         if codes is None or len(new.alphabet) < n or new.alphabet[:n] != old.alphabet \
                 or bool((codes["flat"] == old.gap_index).any()):
             return False
         carried = {key: value for key, value in codes.items() if key != "padded"}  # (padded with the gap)
         carried["alphabet"] = new.alphabet
-        self._encoded[new] = {(id(new.alphabet), len(new.alphabet), unknown): carried}
+        self._encoded[new] = {_codes_key(new, unknown): carried}
         return True
 
     def derived(self, cost: SymbolCost, unknown: str, key, build):
@@ -221,6 +227,12 @@ class FlatTable:
             out[torch.arange(width)[None, :] < self.lengths[:, None]] = codes["flat"]
             codes["padded"] = out
         return codes["padded"]
+
+
+def _codes_key(cost: SymbolCost, unknown: str) -> tuple:
+    """Which encoding of a table a cost module's entry holds: its alphabet (the list and its
+    length: an alphabet grown in place encodes anew) and the unknown-label rule."""
+    return (id(cost.alphabet), len(cost.alphabet), unknown)
 
 
 # FlatTables of recent collections of strings, tuples and trees (hashable, and unchangeable),

@@ -30,7 +30,7 @@ import torch
 from ..costs import SymbolCost, UnitCost, block_of, pair_costs_of, subtable_of, table_of
 from ..labels import alphabet_of, check_collection
 from ..ops import FlatTable, pairwise_distances
-from ..ops.encoding import LabelCounts, check_symbol_table, label_counts, node_objects, object_nodes
+from ..ops.encoding import LabelCounts, check_symbol_table, label_counts, node_objects, object_nodes, owners
 from ..validation import check_cost_module
 
 __all__ = ["label_lower_bound", "traversal_lower_bound", "mapping_upper_bound",
@@ -77,7 +77,8 @@ class SymbolCosts:
             ``C[a, gap]``, ``C[gap, a]`` and ``C[a, a]``. maxabs (float): the largest absolute
             cost among the symbols in use, the ``[gap, gap]`` entry included (in the rows of
             ``row_codes`` and the gap's, where given). rows: int64 local indices of the
-            ``row_codes`` symbols, sorted, or None (all). table: float64
+            ``row_codes`` symbols (the gap among them where they hold it), sorted, or None
+            (all). table: float64
             ``(k, k)`` or None (read in blocks). exact (bool): the numbers are the kernels'.
         eps (float): machine epsilon of the cost module's dtype (the kernels compute in it).
     """
@@ -91,10 +92,9 @@ class SymbolCosts:
         self.k = k = len(self.used)
         self.lookup = torch.full((gap + 1,), k - 1, dtype=torch.long)
         self.lookup[self.used] = torch.arange(k)
-        self.rows = None
+        self.rows = None  # (the rows the label bound's potentials read for X: the same set)
         if row_codes is not None:
-            rows = self.lookup[torch.cat([c.reshape(-1).to(torch.long) for c in row_codes])]
-            self.rows = torch.unique(rows[rows != k - 1])
+            self.rows = torch.unique(self.lookup[torch.cat([c.reshape(-1).to(torch.long) for c in row_codes])])
         self.eps = float(torch.finfo(cost.dtype).eps)
         # UnitCost itself (not a subclass, which may change the costs): C = 1 - I among the
         # symbols in use and the gap, so nothing needs the table's rows read (large alphabets)
@@ -436,11 +436,11 @@ class LabelBound:
         y_entries, y_lengths = object_nodes(self.y.counts.ptr, cols)
         x_entries, x_lengths = object_nodes(self.x.counts.ptr, rows)
         h_x = torch.zeros(len(rows), len(w), dtype=torch.long)
-        row_of = torch.repeat_interleave(torch.arange(len(rows)), x_lengths, output_size=len(x_entries))
+        row_of = owners(x_lengths, len(x_entries))
         h_x[row_of, self.x.entry_symbol[x_entries]] = self.x.counts.count[x_entries]
         symbol = self.y.entry_symbol[y_entries]
         shared = torch.minimum(h_x[:, symbol], self.y.counts.count[y_entries][None, :])
-        col_of = torch.repeat_interleave(torch.arange(len(y_lengths)), y_lengths, output_size=len(y_entries))
+        col_of = owners(y_lengths, len(y_entries))
         out = torch.zeros(len(rows), len(y_lengths), dtype=torch.float64)
         return out.index_add_(1, col_of, shared * w[symbol])
 
@@ -476,7 +476,7 @@ class _Features:
         """(row, feature, value) of the nonzero features of ``objects``, one per node."""
         node, lengths = object_nodes(self.ptr, objects)
         total = len(node)
-        row = torch.repeat_interleave(torch.arange(len(objects)), lengths, output_size=total)
+        row = owners(lengths, total)
         sym = self.codes[node]
         feat = offset[sym] + self.level[node]
         vals = torch.ones(total, dtype=dtype) if weights is None else weights[sym].to(dtype)
@@ -732,10 +732,9 @@ class _Ends:
     def __init__(self, codes, ptr, gap_costs):
         n = len(ptr) - 1
         lengths = ptr[1:] - ptr[:-1]
-        obj = torch.repeat_interleave(torch.arange(n), lengths)
         self.total = torch.zeros(n, dtype=torch.float64)
         if len(codes):
-            self.total.index_add_(0, obj, gap_costs[codes])
+            self.total.index_add_(0, node_objects(ptr), gap_costs[codes])
         self.nonempty = lengths > 0
         self.first = torch.full((n,), len(gap_costs) - 1, dtype=torch.long)
         self.first[self.nonempty] = codes[ptr[:-1][self.nonempty]]

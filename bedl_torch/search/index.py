@@ -47,7 +47,7 @@ class NeighborIndex:
         extend = cost is None  # the default unit costs grow with the queries' labels
         Y, _, cost, _ = problem_inputs(Y, None, cost, None)
         self.cost, self._extend_labels = cost, extend
-        self._known = None  # the alphabet's labels as a set, where queries may extend it
+        self._known = set(cost.alphabet) if extend else None  # (the labels queries extend)
         self._prepared = PreparedCollection(Y, "Y")
         self._options = dict(rel_tol=rel_tol, unknown=unknown, chunk_size=chunk_size, bounds=bounds)
         # check the options and the labels now (an empty search of Y against itself)
@@ -69,7 +69,7 @@ class NeighborIndex:
     def __setstate__(self, state):
         self.cost, self._options = state["cost"], state["options"]
         self._extend_labels = state["extend"]
-        self._known = None
+        self._known = set(self.cost.alphabet) if self._extend_labels else None
         self._prepared = PreparedCollection(state["objects"], "Y")
 
     def _problem(self, X: Optional[Sequence]) -> SearchProblem:
@@ -77,8 +77,6 @@ class NeighborIndex:
             return SearchProblem(self.objects, None, self.cost, prepared=self._prepared, **self._options)
         if self._extend_labels:  # (X checked here; else by the problem)
             X = check_collection(X, "X")
-            if self._known is None or len(self._known) != len(self.cost.alphabet):
-                self._known = set(self.cost.alphabet)  # (once per alphabet, not per query)
             missing = missing_labels(X, self._known)
             if missing:  # unit costs over the labels of X and Y, Y's codes kept in front
                 extended = UnitCost(list(self.cost.alphabet) + missing)
