@@ -47,10 +47,13 @@ def run_case(case: str, n: int, queries: int, trim: bool) -> dict:
     import resource
 
     import bedl_torch as bt
-    import bedl_torch.search.engine as engine
+    import bedl_torch.search.knn as knn
+    import bedl_torch.search.radius as radius
+    import bedl_torch.search.tiles as tiles
 
     if not trim:
-        engine.release_freed_memory = lambda *a, **k: False
+        for module in (knn, radius, tiles):
+            module.release_freed_memory = lambda *a, **k: False
     X = clustered_strings(n)
     start = time.perf_counter()
     if case == "knn":

@@ -267,7 +267,9 @@ def test_search_shares_give_every_rank_work_and_cover_the_search_once(kind):
     merged give the single answer with stats that sum to the whole."""
     from types import SimpleNamespace
     from bedl_torch.distributed.search import _row_range, _tile_shares
-    from bedl_torch.search.engine import SearchProblem, knn_all_pairs, merge_nearest, merge_stats
+    from bedl_torch.search.merge import merge_nearest
+    from bedl_torch.search.problem import SearchProblem, merge_stats
+    from bedl_torch.search.tiles import knn_all_pairs
 
     X = _trees(60, 31, max_nodes=20) if kind == "trees" else _strings(60, 31, max_len=12)
     problem = SearchProblem(X, None, None)

@@ -20,7 +20,7 @@ from bedl_torch.search import (SearchProblem, SymbolCosts, kneighbors, knn_block
                                traversal_lower_bound)
 from bedl_torch.search import bounds as bounds_module
 from bedl_torch.search import problem as problem_module
-from bedl_torch.search.engine import knn_blocks
+from bedl_torch.search.knn import knn_blocks
 from oracles import comb_tree, path_tree, random_sequence, random_tree, star_tree
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -494,7 +494,7 @@ def test_all_pairs_blocks_merge_to_the_full_matrix(symmetric, max_pairs):
     block's entries, their partners (symmetric: those whose row lies in the block go into its
     own rectangle, the others are merged by the transpose) and the dropped diagonal give the
     full matrix's answer, ties by index included (strings over two letters tie often)."""
-    from bedl_torch.search.engine import knn_all_pairs
+    from bedl_torch.search.tiles import knn_all_pairs
     rng = np.random.default_rng(max_pairs)
     X = ["".join(rng.choice(list("ab"), size=int(rng.integers(0, 6)))) for _ in range(23)] + ["ab", "ab"]
     problem = SearchProblem(X, None, None, symmetric=symmetric)
@@ -621,9 +621,9 @@ def test_radius_blocks_pool_open_entries(monkeypatch, pool):
     """Open entries of consecutive blocks are verified together, in pools of at most ``pool``
     entries (a pool is verified once it reaches that): the same answer and stats for any pool
     size and any order of blocks, and every row reported finished once."""
-    import bedl_torch.search.engine as engine
+    import bedl_torch.search.radius as radius_module
 
-    monkeypatch.setattr(engine, "RADIUS_POOL_ENTRIES", pool)
+    monkeypatch.setattr(radius_module, "RADIUS_POOL_ENTRIES", pool)
     rng = np.random.default_rng(31)
     X = random_trees(rng, 26)
     for Y, same in ((None, True), (X[:9], False)):
@@ -631,8 +631,8 @@ def test_radius_blocks_pool_open_entries(monkeypatch, pool):
         D = exact_matrix(X, Y, None)
         rr, rc, rv = reference_radius(D, 3.0, same)
         finished = []
-        r, c, v, stats = engine.radius_blocks(problem, [18, 0, 24, 6, 12], 3.0, 6,
-                                              on_rows=finished.append)
+        r, c, v, stats = radius_module.radius_blocks(problem, [18, 0, 24, 6, 12], 3.0, 6,
+                                                     on_rows=finished.append)
         assert torch.equal(r, rr) and torch.equal(c, rc) and torch.equal(v, rv)
         assert sum(finished) == 26 and (pool > 1 << 20) == (len(finished) == 1)
         total = stats["decided_by_label"] + stats["decided_by_traversal"] + stats["exact"]
@@ -892,7 +892,8 @@ def test_radius_all_pairs_blocks_give_the_full_matrix(symmetric, max_pairs):
     """radius_all_pairs over blocks of every size, its blocks' entries thresholded, mirrored
     where symmetric and the diagonal left out, gives the matrix's entries within the radius;
     the blocks split in two parts (as ranks do) give the same entries and stats."""
-    from bedl_torch.search.engine import radius_all_pairs, sorted_entries
+    from bedl_torch.search.merge import sorted_entries
+    from bedl_torch.search.tiles import radius_all_pairs
     rng = np.random.default_rng(max_pairs)
     X = ["".join(rng.choice(list("ab"), size=int(rng.integers(0, 6)))) for _ in range(23)] + ["ab", "ab"]
     problem = SearchProblem(X, None, None, symmetric=symmetric)
@@ -1040,9 +1041,9 @@ def test_probe_of_empty_objects(monkeypatch, whole_table):
 def test_dense_finish_and_rounds_alone_agree(monkeypatch, share):
     """Once every row has k exact distances, k-NN computes all open entries at once when the
     bounds leave most undecided entries open (share 0: always; 2: never): same answers."""
-    from bedl_torch.search import engine as engine_module
+    from bedl_torch.search import knn as knn_module
 
-    monkeypatch.setattr(engine_module, "_DENSE_SHARE", share)
+    monkeypatch.setattr(knn_module, "_DENSE_SHARE", share)
     rng = np.random.default_rng(43)
     X = random_trees(rng, 18, max_nodes=8)
     for cost in (None, make_cost("signed", rng)):
@@ -1054,17 +1055,17 @@ def test_dense_finish_and_rounds_alone_agree(monkeypatch, share):
 def test_k_smallest_orders_by_value_then_column(k):
     """The dense merge's selection against a sort of each row's entries by (value, column):
     integer values (many ties), missing (+inf) entries, rows with fewer than k present."""
-    from bedl_torch.search.engine import _NO_INDEX, _k_smallest
+    from bedl_torch.search.merge import NO_INDEX, k_smallest
 
     g = torch.Generator().manual_seed(k)
     M = torch.randint(0, 4, (9, 7), generator=g).double()
     M[torch.rand(9, 7, generator=g) < 0.3] = math.inf
     M[0] = math.inf
     M[1, 1:] = math.inf
-    d, i = _k_smallest(M, k)
+    d, i = k_smallest(M, k)
     for r in range(9):
         want = sorted((float(M[r, c]), c) for c in range(7) if math.isfinite(M[r, c]))[:k]
-        want += [(math.inf, _NO_INDEX)] * (k - len(want))
+        want += [(math.inf, NO_INDEX)] * (k - len(want))
         assert list(zip(d[r].tolist(), i[r].tolist())) == want
 
 

@@ -9,7 +9,9 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 
 from ..costs import SymbolCost
-from ..search.engine import BOUNDS, check_k, check_mode
+from ..search.arguments import check_k, check_mode
+from ..search.merge import NO_INDEX
+from ..search.problem import BOUNDS
 from .group import ProcessGroup, raise_if_failed
 from .npy_file import pairwise_to_file
 from .problem import MatrixProblem, compute_share
@@ -120,8 +122,6 @@ def _pairwise_in_memory(problem: MatrixProblem, tiles: List[Tile], grp: ProcessG
 # kneighbors
 # ---------------------------------------------------------------------------
 
-_NO_INDEX = torch.iinfo(torch.int64).max
-
 
 def _merge_nearest(best_d: torch.Tensor, best_i: torch.Tensor, cand_d: torch.Tensor,
                    cand_i: torch.Tensor, k: int) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -178,7 +178,7 @@ def kneighbors(X: Sequence, Y: Optional[Sequence] = None, *, k: int,
     tiles = problem.tiles(check_tile_size(tile_size))
     share = assign_tiles(tiles, grp.size)[grp.rank]
     best_d = torch.full((nx, k), math.inf, dtype=torch.float64)
-    best_i = torch.full((nx, k), _NO_INDEX, dtype=torch.int64)
+    best_i = torch.full((nx, k), NO_INDEX, dtype=torch.int64)
 
     def merge(rows: slice, cols: torch.Tensor, values: torch.Tensor, r0: int) -> None:
         values = values.to(torch.float64)
@@ -186,7 +186,7 @@ def kneighbors(X: Sequence, Y: Optional[Sequence] = None, *, k: int,
         if problem.same:  # an object is no neighbour of itself
             own = torch.arange(r0, r0 + values.shape[0])[:, None] == index
             values = values.masked_fill(own, math.inf)
-            index = index.masked_fill(own, _NO_INDEX)
+            index = index.masked_fill(own, NO_INDEX)
         best_d[rows], best_i[rows] = _merge_nearest(best_d[rows], best_i[rows], values, index, k)
 
     def on_tile(tile: Tile, values: torch.Tensor) -> None:

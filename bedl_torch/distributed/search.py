@@ -10,9 +10,12 @@ from typing import Optional, Sequence, Tuple
 import torch
 
 from ..costs import SymbolCost
-from ..search.engine import (SearchProblem, block_rows, bounds_cannot_pay, check_k, check_radius,
-                             exact_is_cheapest, knn_all_pairs, knn_blocks, matrix_block_pairs,
-                             merge_nearest, merge_stats, radius_all_pairs, radius_blocks, sorted_entries)
+from ..search.arguments import block_rows, check_k, check_radius
+from ..search.knn import bounds_cannot_pay, knn_blocks
+from ..search.merge import merge_nearest, sorted_entries
+from ..search.problem import SearchProblem, merge_stats
+from ..search.radius import radius_blocks
+from ..search.tiles import exact_is_cheapest, knn_all_pairs, matrix_block_pairs, radius_all_pairs
 from ..search.index import NeighborIndex as _NeighborIndex
 from .group import ProcessGroup, Progress, raise_if_failed
 from .tiles import balanced_shares

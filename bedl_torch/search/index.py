@@ -8,7 +8,9 @@ from typing import Optional, Sequence
 from ..costs import SymbolCost, UnitCost
 from ..labels import check_collection, missing_labels
 from ..ops.pairwise import problem_inputs
-from .engine import check_radius, problem_kneighbors, problem_radius_neighbors
+from .arguments import check_radius
+from .knn import problem_kneighbors
+from .radius import problem_radius_neighbors
 from .problem import BOUNDS, PreparedCollection, SearchProblem
 
 __all__ = ["NeighborIndex"]

@@ -1,0 +1,455 @@
+"""Exact k-nearest-neighbour search, pruned by bounds.
+
+A block of query rows (objects of X) against all of Y (:func:`knn_block`): the label-multiset
+lower bound of every entry (:class:`~bedl_torch.search.bounds.LabelBound`) and the cheap
+mapping upper bounds, whose ``k``-th smallest per row starts each row's threshold; then rounds
+of a batched multi-step search (after Seidl and Kriegel's optimal multi-step k-NN). Each round
+refines, per row, the entries with the smallest current lower bounds that do not exceed the
+row's threshold by one level (trees: preorder, then postorder sequence edit distance, then the
+exact distance; sequences: the exact distance), one batched kernel call per level; each row
+keeps its ``k`` best exact distances (ties by index), and its threshold falls to the ``k``-th.
+
+An entry is pruned only where its bound, less the rounding margin
+(:meth:`~bedl_torch.search.bounds.SymbolCosts.margin`), is strictly greater than the threshold,
+so an entry whose distance equals the ``k``-th one is never lost. Where the arithmetic is exact
+(the margin is 0) an entry whose bound equals the ``k``-th distance is pruned too when its index
+comes after the ``k``-th's: it cannot win the tie.
+
+Correctness: every entry of a row is either computed exactly or has a lower bound above a
+threshold that is never below the row's final ``k``-th (distance, index) (a threshold is always
+the ``k``-th smallest of some ``k`` upper bounds or exact distances), so every entry of the
+answer is computed, and the ``k`` best by (distance, index) among the computed entries are the
+full matrix's. Exact distances come from :func:`bedl_torch.ops.table_pair_distances` over the
+same flattened collections and orientation as :func:`bedl_torch.pairwise_distances`, hence the
+same bits (see :meth:`SearchProblem.exact` for cost modules without a whole table).
+
+Where the bounds cannot pay for the whole problem (:func:`bounds_cannot_pay`), the matrix's
+tiles are computed instead (:func:`~bedl_torch.search.tiles.knn_all_pairs`); within a block,
+its open entries go to one exact call under the same conditions, and once every row has ``k``
+exact distances while most undecided entries are still open.
+
+For a distributed caller: :func:`knn_block` takes one block of rows of a shared
+:class:`SearchProblem` and returns its results, a stats dict whose entries add up across
+blocks, and (symmetric problems) the exact distances it computed for later rows, which a caller
+may pass to later blocks or drop.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence, Tuple
+
+import torch
+
+from .._memory import release_freed_memory
+from ..costs import SymbolCost
+from .arguments import block_rows, check_k, check_mode
+from .merge import NO_INDEX, k_smallest, merge_into
+from .problem import BOUNDS, SearchProblem, merge_stats, new_stats
+from .tiles import exact_is_cheapest, knn_all_pairs
+
+__all__ = ["kneighbors", "problem_kneighbors", "knn_blocks", "knn_block", "bounds_cannot_pay"]
+
+# Largest number of entries per row refined in one round of k-NN (wider rounds refine more
+# entries before the thresholds fall; 2,000 syntax trees, unit costs: 1024 computed 24% more
+# exact and 37% more traversal distances than 128).
+_MAX_WIDTH = 128
+# Once every row of a k-NN block has k exact distances: if more than this share of the
+# undecided entries is still open (bound <= threshold), all of them are computed exactly at once.
+_DENSE_SHARE = 0.5
+# Sequences (the label bound alone): before the first round, rows of a block probed for that
+# share, each with the exact distances of its candidates of smallest bound.
+_PROBE_ROWS = 16
+_PROBE_PER_K = 4
+
+
+def _pair_thresholds(problem: SearchProblem, thr: torch.Tensor, r: torch.Tensor, c: torch.Tensor, r0: int,
+                     r1: int) -> torch.Tensor:
+    """The thresholds of the kernel pairs of entries ``(r, c)`` (``r`` block rows): the row's,
+    and in a symmetric problem, where the value also serves the partner entry ``(c, r)``, the
+    larger of both rows' within the block and ``+inf`` for a later block's row (which needs the
+    exact value)."""
+    out = thr[r]
+    if problem.symmetric:
+        inb = (c >= r0) & (c < r1)
+        out[inb] = torch.maximum(out[inb], thr[c[inb] - r0])
+        out[c >= r1] = math.inf
+    return out
+
+
+def _dense_exact(problem: SearchProblem, rows: torch.Tensor, r0: int, r1: int, open_mask: torch.Tensor,
+                 thr: torch.Tensor, final: torch.Tensor, cur: torch.Tensor, best_d: torch.Tensor,
+                 best_i: torch.Tensor, k: int, stats: dict, handed: list) -> None:
+    """Every open entry of a k-NN block computed in one exact call, the matrix's way: in a
+    symmetric problem an entry ``(r, c)`` whose partner ``(c, r)`` is open in the block with
+    ``c < r`` is left to the partner. The values, their partners' copies and each row's ``k``
+    best go into one ``(rows, ny)`` matrix, whose ``k`` smallest by (distance, index) per row
+    become the ``k`` best."""
+    B, ny = open_mask.shape
+    take = open_mask
+    if problem.symmetric:
+        square = open_mask[:, r0:r1]
+        take = open_mask.clone()
+        take[:, r0:r1] &= ~torch.tril(square & square.T, -1)
+    rl, c = torch.nonzero(take, as_tuple=True)
+    a, b = problem.kernel_pairs(rows[rl], c)
+    pair_thr = None if bool(torch.isinf(thr).all()) else _pair_thresholds(problem, thr, rl, c, r0, r1)
+    v = problem.exact(a, b, threshold=pair_thr, distinct=True)
+    stats["exact_computed"] += len(a)
+    M = torch.full((B, ny), math.inf, dtype=torch.float64)
+    M[rl, c] = v
+    final[rl, c] = True
+    if problem.symmetric:
+        # partners within the block: at most one of (r, c) and (c, r) was computed
+        square = M[:, r0:r1]
+        M[:, r0:r1] = torch.minimum(square, square.T)
+        final[:, r0:r1] |= take[:, r0:r1].T
+        later = c >= r1
+        handed.append((c[later], rows[rl[later]], v[later]))
+    cur.masked_fill_(final, math.inf)
+    have = best_i != NO_INDEX
+    M[torch.arange(B)[:, None].expand_as(best_i)[have], best_i[have]] = best_d[have]
+    d, i = k_smallest(M, k)
+    best_d[:, : d.shape[1]] = d
+    best_i[:, : i.shape[1]] = i
+
+
+def _bounds_leave_most_open(problem: SearchProblem, rows: torch.Tensor, cand: torch.Tensor, k: int) -> bool:
+    """Whether the label bound is expected to leave more than ``_DENSE_SHARE`` of a block's
+    entries open. Probe rows (evenly spaced) get their bounds and the exact distances of their
+    ``_PROBE_PER_K * k`` candidates of smallest bound (:meth:`SearchProblem.estimate`); the
+    ``k``-th of those is at least a row's final ``k``-th distance, so the share of the probe
+    rows' entries whose bound is at most it is at least the share that stays open there."""
+    B, ny = cand.shape
+    probe = torch.unique(torch.linspace(0, B - 1, steps=min(B, _PROBE_ROWS)).round().long())
+    lower = problem.probe_lower(rows[probe]).masked_fill(~cand[probe], math.inf)
+    vals, cols = torch.topk(lower, min(ny, _PROBE_PER_K * k), dim=1, largest=False)
+    usable = torch.isfinite(vals)  # (the row's own entry is +inf)
+    if int(usable.sum(1).min()) < k:
+        return False
+    pr = probe[:, None].expand_as(cols)[usable]
+    a, b = problem.kernel_pairs(rows[pr], cols[usable])
+    exact = torch.full(vals.shape, math.inf, dtype=torch.float64)
+    exact[usable] = problem.estimate(a, b)
+    kth = torch.kthvalue(exact, k, dim=1).values
+    open_ = (lower <= kth[:, None]) & cand[probe]
+    return int(open_.sum()) > _DENSE_SHARE * int(cand[probe].sum())
+
+
+def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
+              known: Optional[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = None):
+    """The ``k`` nearest neighbours of the rows ``r0 .. r1 - 1`` of X.
+
+    A batched multi-step search (after Seidl and Kriegel's optimal multi-step k-NN): every
+    entry has a current lower bound (first the label bound) and a level (which refinement comes
+    next: preorder bound, postorder bound, exact distance; sequences: exact distance only).
+    Each round takes, per row, the ``width`` entries with the smallest current bounds that do
+    not exceed the row's threshold, refines each by one level (one batched kernel call per
+    level), merges exact distances into the row's ``k`` best and lowers the threshold to its
+    ``k``-th; ``width`` doubles from ``k`` up to 128. A row is finished when no open entry's
+    bound is at most its threshold. Once every row has ``k`` exact distances, if more than
+    half of the undecided entries are still open (the bounds do not pay, e.g. costs whose
+    replacements can be nearly free), they are all computed exactly in one call; so is the
+    whole block from the start where there is no lower bound, where exact distances are about
+    as cheap as a round's work per entry (``problem.cheap_exact``), or (sequences) where a
+    probe of a few rows expects the label bound to leave most entries open.
+
+    Args:
+        problem: the prepared search. k: neighbours per row (``<=`` the candidates per row).
+        known: optional exact distances ``(rows, cols, values)`` (matrix entries, float64)
+            already computed, e.g. by earlier blocks of a symmetric problem; entries outside the
+            block are ignored.
+
+    Returns:
+        ``(distances, indices, handed_on, stats)``: float64 and int64 ``(r1 - r0, k)``, each row
+        sorted by (distance, index); ``handed_on`` the exact distances this block computed that
+        are entries of later rows (symmetric problems: ``(c, r)`` for a computed ``(r, c)``,
+        ``c >= r1``), as ``(rows, cols, values)``; the block's stats.
+    """
+    rows = torch.arange(r0, r1)
+    B, ny = len(rows), problem.ny
+    stats = new_stats()
+    cand = torch.ones(B, ny, dtype=torch.bool)
+    if problem.same:
+        cand[torch.arange(B), rows] = False
+    stats["pairs"] = int(cand.sum())
+    best_d = torch.full((B, k), math.inf, dtype=torch.float64)
+    best_i = torch.full((B, k), NO_INDEX, dtype=torch.int64)
+    empty = (torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long),
+             torch.zeros(0, dtype=torch.float64))
+    if B == 0 or ny == 0:
+        return best_d, best_i, empty, stats
+    # Without a lower bound, where an exact distance costs about what a round spends per entry
+    # (problem.cheap_exact), or (sequences: the label bound alone) where a probe expects the
+    # bound to leave most entries open, the block is computed in one exact call, the matrix's
+    # way, without the bounds of the whole block or a first round (where costs come in tiles,
+    # each exact call builds every tile's costs).
+    dense_first = _one_exact_call(problem, rows, cand, k)
+    if dense_first:
+        cur = torch.full((B, ny), -math.inf, dtype=torch.float64).masked_fill(~cand, math.inf)
+    else:
+        cur = problem.lower_block(rows).masked_fill(~cand, math.inf)
+    level = torch.zeros(B, ny, dtype=torch.int8)
+    final = ~cand
+    # the row's threshold (distance, index): an entry can still enter the k best only if
+    # its (distance, index) is below it; an upper bound carries no index
+    thr = torch.full((B,), math.inf, dtype=torch.float64)
+    thr_i = torch.full((B,), NO_INDEX, dtype=torch.int64)
+    if problem.upper is not None and not dense_first:
+        thr = torch.kthvalue(problem.upper_block(rows).masked_fill(~cand, math.inf), k, dim=1).values
+    all_cols = torch.arange(ny)[None, :]
+
+    def lower_threshold():
+        d, i = best_d[:, -1], best_i[:, -1]
+        better = (d < thr) | ((d == thr) & (i < thr_i))
+        thr[better] = d[better]
+        thr_i[better] = i[better]
+
+    if known is not None and len(known[0]):
+        kr, kc, kv = known
+        inside = (kr >= r0) & (kr < r1)
+        kr, kc, kv = kr[inside] - r0, kc[inside], kv[inside]
+        fresh = ~final[kr, kc]
+        kr, kc, kv = kr[fresh], kc[fresh], kv[fresh]
+        final[kr, kc] = True
+        cur[kr, kc] = math.inf
+        merge_into(best_d, best_i, kr, kc, kv, k)
+        lower_threshold()
+    steps = ["pre", "post", "exact"] if problem.traversal is not None else ["exact"]
+    live = torch.ones(B, dtype=torch.bool)
+    handed = []
+    width = k
+    dense_done = False
+    while True:
+        if problem.exact_arithmetic:
+            # bounds and distances are exact: an entry whose bound equals the k-th distance
+            # and whose index comes after the k-th's cannot win the tie; close it (an infinite
+            # bound keeps the open entries, bound <= threshold, first in the selection)
+            # (rows still searched whose threshold is a distance with an index)
+            tied = torch.nonzero(live & (thr_i != NO_INDEX)).reshape(-1)
+            if len(tied) == B:
+                cur.masked_fill_((cur == thr[:, None]) & (all_cols > thr_i[:, None]), math.inf)
+            elif len(tied):
+                sub = cur[tied]
+                cur[tied] = sub.masked_fill_((sub == thr[tied, None]) & (all_cols > thr_i[tied, None]), math.inf)
+        dense = False
+        if not dense_done and dense_first:
+            open_mask, dense, dense_done = ~final, True, True
+        elif not dense_done and bool((best_i[:, -1] != NO_INDEX).all()):
+            # every row has k exact distances: where the bounds still leave most of the
+            # undecided entries open, they do not pay; compute all open entries exactly in
+            # one call (the matrix's way) instead of refining them round by round
+            open_mask = (cur <= thr[:, None]) & ~final
+            dense = int(open_mask.sum()) > _DENSE_SHARE * int((~final).sum())
+            dense_done = True
+        if dense:
+            _dense_exact(problem, rows, r0, r1, open_mask, thr, final, cur, best_d, best_i, k, stats, handed)
+            lower_threshold()
+            continue
+        # (a row without an open entry at or below its threshold never gets one again:
+        # thresholds only fall and bounds only rise)
+        rows_live = torch.nonzero(live).reshape(-1)
+        if len(rows_live) == 0:
+            break
+        vals, cols = torch.topk(cur if len(rows_live) == B else cur[rows_live], min(width, ny), dim=1,
+                                largest=False, sorted=False)
+        act = (vals <= thr[rows_live, None]) & ~final[rows_live[:, None], cols]
+        live[rows_live[~act.any(1)]] = False
+        if not act.any():
+            break
+        rl = rows_live[:, None].expand_as(cols)[act]
+        c = cols[act]
+        lv = level[rl, c]
+        width = min(2 * width, _MAX_WIDTH)
+        for step, what in enumerate(steps):
+            sel = lv == step
+            if not sel.any():
+                continue
+            sr, sc = rl[sel], c[sel]
+            inb = None
+            if problem.symmetric:
+                # the partner entry (c, r) is the same kernel pair: where both are selected,
+                # refine (r, c) with r < c and let the partner follow
+                inb = (sc >= r0) & (sc < r1)
+                mark = torch.zeros(B, ny, dtype=torch.bool)
+                mark[sr, sc] = True
+                dup = inb & (rows[sr] > sc) & mark[(sc - r0).clamp(0, B - 1), rows[sr]]
+                if dup.any():
+                    sr, sc, inb = sr[~dup], sc[~dup], inb[~dup]
+                del mark
+            a, b = problem.kernel_pairs(rows[sr], sc)
+            n_pairs = len(a)
+            pair_thr = _pair_thresholds(problem, thr, sr, sc, r0, r1)
+            if what != "exact":
+                margin = problem.margin(a, b)
+                # a bound above the pair's threshold comes back as inf: the entry is pruned
+                t = problem.traversal_values(a, b, what, distinct=True, threshold=pair_thr + margin) - margin
+                stats["traversal_computed"] += n_pairs
+                cur[sr, sc] = torch.maximum(cur[sr, sc], t)
+                level[sr, sc] = step + 1
+                if inb is not None and inb.any():
+                    pr, pc = sc[inb] - r0, rows[sr][inb]
+                    cur[pr, pc] = torch.maximum(cur[pr, pc], t[inb])
+                    level[pr, pc] = torch.clamp(level[pr, pc], min=step + 1)
+                continue
+            v = problem.exact(a, b, threshold=pair_thr, distinct=True)
+            stats["exact_computed"] += n_pairs
+            final[sr, sc] = True
+            cur[sr, sc] = math.inf
+            ents_r, ents_c, ents_v = [sr], [sc], [v]
+            if inb is not None:
+                pr, pc, pv = sc[inb] - r0, rows[sr][inb], v[inb]
+                fresh = ~final[pr, pc]
+                pr, pc, pv = pr[fresh], pc[fresh], pv[fresh]
+                final[pr, pc] = True
+                cur[pr, pc] = math.inf
+                ents_r.append(pr)
+                ents_c.append(pc)
+                ents_v.append(pv)
+                later = sc >= r1
+                handed.append((sc[later], rows[sr][later], v[later]))
+            merge_into(best_d, best_i, torch.cat(ents_r), torch.cat(ents_c), torch.cat(ents_v), k)
+        lower_threshold()
+    open_ = cand & ~final
+    stats["exact"] = int((cand & final).sum())
+    stats["decided_by_traversal"] = int((open_ & (level > 0)).sum())
+    stats["decided_by_label"] = int((open_ & (level == 0)).sum())
+    handed_on = tuple(torch.cat(t) for t in zip(*handed)) if handed else empty
+    return best_d, best_i, handed_on, stats
+
+
+def bounds_cannot_pay(problem: SearchProblem, k: int) -> bool:
+    """Whether every block of a k-NN would be computed in one exact call (no lower bound,
+    :attr:`SearchProblem.cheap_exact`, or, for sequences, a probe of rows spread over X that
+    expects the label bound to leave most entries open): then :func:`knn_all_pairs`. Not for a
+    problem of sequences too small to probe whose exact calls build every tile's costs: its
+    block's one covered call (:func:`knn_block`) cuts Y into runs once, where the matrix's tiles
+    would be a call each (one sentence against 5,000: 0.07 s against 0.11 s)."""
+    nx, ny = problem.nx, problem.ny
+    if _too_few_to_probe(problem, k, nx * ny) and problem.calls_build_every_tile and not exact_is_cheapest(problem):
+        return False
+    rows = torch.unique(torch.linspace(0, max(nx - 1, 0), steps=min(nx, _PROBE_ROWS)).round().long())
+    cand = torch.ones(len(rows), ny, dtype=torch.bool)
+    if problem.same:
+        cand[torch.arange(len(rows)), rows] = False
+    return _one_exact_call(problem, rows, cand, k, cells=nx * ny)
+
+
+
+def _one_exact_call(problem: SearchProblem, rows: torch.Tensor, cand: torch.Tensor, k: int,
+                    cells: Optional[int] = None) -> bool:
+    """Whether the entries of ``rows`` (candidates ``cand``; ``cells`` entries in all, default
+    ``cand``'s) go to one exact call rather than rounds: no lower bound, exact distances about
+    as cheap as a round's work per entry, or (sequences) a probe of ``rows`` expecting the
+    label bound to leave most entries open, or too few entries to probe where every exact
+    call builds every tile's costs (rounds make several calls: one sentence against 5,000
+    under cosine costs took 2.5 calls)."""
+    if exact_is_cheapest(problem):
+        return True
+    cells = cand.numel() if cells is None else cells
+    if problem.traversal is not None or len(rows) == 0:
+        return False
+    if _too_few_to_probe(problem, k, cells):
+        return problem.calls_build_every_tile
+    return _bounds_leave_most_open(problem, rows, cand, k)
+
+
+def _too_few_to_probe(problem: SearchProblem, k: int, cells: int) -> bool:
+    """Whether ``cells`` entries are too few for a probe of their bounds to pay (sequences)."""
+    return problem.traversal is None and cells < _PROBE_ROWS * k * _PROBE_PER_K * 8
+
+
+
+def kneighbors(X: Sequence, Y: Optional[Sequence] = None, *, k: int,
+               cost: Optional[SymbolCost] = None, mode: str = "exact",
+               chunk_size: Optional[int] = None, rel_tol: Optional[float] = None,
+               unknown: str = "error", symmetric: Optional[bool] = None,
+               block_size: Optional[int] = None, bounds: Sequence[str] = BOUNDS,
+               return_stats: bool = False):
+    """The ``k`` nearest objects of ``Y`` (of ``X`` itself when ``Y`` is None, each object left
+    out of its own list) for every object of ``X``, exactly, without the whole matrix.
+
+    The answer is that of sorting each row of ``bedl_torch.pairwise_distances(X, Y, cost)`` by
+    distance, equal distances by index (the distances bit for bit wherever that function
+    computes the whole matrix from one symbol table: a cost module's whole table, e.g.
+    :class:`~bedl_torch.UnitCost` or :class:`~bedl_torch.EuclideanCost` up to 2047 symbols, or at
+    most 1999 distinct symbols in X and Y; for larger alphabets without a whole table both
+    build their cost blocks in their own tiles and agree to rounding). Pairs are pruned by
+    bounds that hold for any finite costs (:mod:`bedl_torch.search.bounds`); see
+    ``docs/search.md``. No gradient.
+
+    Args:
+        X, Y: lists of trees or of sequences. k: neighbours per object, ``1 .. len(Y)``
+            (``len(X) - 1`` without ``Y``). cost: a :class:`~bedl_torch.SymbolCost` (default unit
+            costs over the labels of X and Y).
+        mode: ``"exact"`` only.
+        chunk_size, rel_tol, unknown: as for :func:`bedl_torch.pairwise_distances`.
+        symmetric: as for :func:`bedl_torch.pairwise_distances` (default: ``Y`` is None and
+            ``cost.symmetric``); needs ``Y=None``.
+        block_size: query rows per block (default: about 4M pairs per block).
+        bounds: the bounds to use, a subset of ``("label", "traversal", "upper")``.
+        return_stats: also return a dict: ``pairs`` (matrix entries searched),
+            ``decided_by_label`` and ``decided_by_traversal`` (entries excluded by that
+            bound), ``exact`` (entries whose exact distance was used), ``exact_computed``
+            (kernel pairs computed; with a symmetric problem one serves two entries),
+            ``traversal_computed`` (pairs whose traversal bounds were computed).
+
+    Returns:
+        ``(distances, indices)`` (and the stats): float64 and int64 ``(len(X), k)`` CPU tensors,
+        each row sorted by distance, then index.
+
+    Raises:
+        TypeError: ``k`` not an int; the errors of :class:`SearchProblem`.
+        ValueError: ``k`` out of range, ``mode`` other than ``"exact"``, ``block_size < 1``;
+            the errors of :class:`SearchProblem`.
+    """
+    check_mode(mode)
+    problem = SearchProblem(X, Y, cost, rel_tol=rel_tol, unknown=unknown, symmetric=symmetric,
+                            chunk_size=chunk_size, bounds=bounds)
+    return problem_kneighbors(problem, k, block_size, return_stats)
+
+
+def problem_kneighbors(problem: SearchProblem, k: int, block_size: Optional[int] = None,
+                       return_stats: bool = False):
+    """:func:`kneighbors` of a prepared problem (``k`` and ``block_size`` checked here)."""
+    candidates = problem.ny - 1 if problem.same else problem.ny
+    k = check_k(k, candidates, problem.same)
+    step = block_rows(problem, block_size)  # (checks block_size either way)
+    if bounds_cannot_pay(problem, k):
+        distances, indices, stats = knn_all_pairs(problem, k)
+    else:
+        _, distances, indices, stats = knn_blocks(problem, list(range(0, problem.nx, step)), k, step)
+    if return_stats:
+        return distances, indices, stats
+    return distances, indices
+
+
+def knn_blocks(problem: SearchProblem, starts: Sequence[int], k: int, step: Optional[int] = None,
+               on_rows=None, stop: Optional[int] = None):
+    """:func:`knn_block` over the blocks of rows starting at ``starts`` (ascending; each
+    ``step`` rows, default :func:`block_rows`' own, none past row ``stop``, default the last),
+    exact values handed on from block to block; ``on_rows(m)`` (optional) is told the rows of
+    each block done. Returns ``(rows, distances, indices, stats)``: the rows covered (int64),
+    their ``k`` best, and the merged stats."""
+    step = block_rows(problem, None) if step is None else step
+    stop = problem.nx if stop is None else min(stop, problem.nx)
+    ds, js, rs, parts = [], [], [], []
+    known = None
+    for r0 in starts:
+        r1 = min(stop, r0 + step)
+        d, j, handed, stats = knn_block(problem, r0, r1, k, known)
+        release_freed_memory()
+        ds.append(d)
+        js.append(j)
+        rs.append(torch.arange(r0, r1))
+        parts.append(stats)
+        if on_rows is not None:
+            on_rows(r1 - r0)
+        if known is not None:  # what later blocks may still use
+            keep = known[0] >= r1
+            known = tuple(t[keep] for t in known)
+        if len(handed[0]):
+            known = handed if known is None else tuple(torch.cat(p) for p in zip(known, handed))
+    distances = torch.cat(ds) if ds else torch.zeros(0, k, dtype=torch.float64)
+    indices = torch.cat(js) if js else torch.zeros(0, k, dtype=torch.int64)
+    rows = torch.cat(rs) if rs else torch.zeros(0, dtype=torch.int64)
+    return rows, distances, indices, merge_stats(*parts)
