@@ -62,57 +62,6 @@ _PROBE_ROWS = 16
 _PROBE_PER_K = 4
 
 
-def _pair_thresholds(problem: SearchProblem, thr: torch.Tensor, r: torch.Tensor, c: torch.Tensor, r0: int,
-                     r1: int) -> torch.Tensor:
-    """The thresholds of the kernel pairs of entries ``(r, c)`` (``r`` block rows): the row's,
-    and in a symmetric problem, where the value also serves the partner entry ``(c, r)``, the
-    larger of both rows' within the block and ``+inf`` for a later block's row (which needs the
-    exact value)."""
-    out = thr[r]
-    if problem.symmetric:
-        inb = (c >= r0) & (c < r1)
-        out[inb] = torch.maximum(out[inb], thr[c[inb] - r0])
-        out[c >= r1] = math.inf
-    return out
-
-
-def _dense_exact(problem: SearchProblem, rows: torch.Tensor, r0: int, r1: int, open_mask: torch.Tensor,
-                 thr: torch.Tensor, final: torch.Tensor, cur: torch.Tensor, best_d: torch.Tensor,
-                 best_i: torch.Tensor, k: int, stats: dict, handed: list) -> None:
-    """Every open entry of a k-NN block computed in one exact call, the matrix's way: in a
-    symmetric problem an entry ``(r, c)`` whose partner ``(c, r)`` is open in the block with
-    ``c < r`` is left to the partner. The values, their partners' copies and each row's ``k``
-    best go into one ``(rows, ny)`` matrix, whose ``k`` smallest by (distance, index) per row
-    become the ``k`` best."""
-    B, ny = open_mask.shape
-    take = open_mask
-    if problem.symmetric:
-        square = open_mask[:, r0:r1]
-        take = open_mask.clone()
-        take[:, r0:r1] &= ~torch.tril(square & square.T, -1)
-    rl, c = torch.nonzero(take, as_tuple=True)
-    a, b = problem.kernel_pairs(rows[rl], c)
-    pair_thr = None if bool(torch.isinf(thr).all()) else _pair_thresholds(problem, thr, rl, c, r0, r1)
-    v = problem.exact(a, b, threshold=pair_thr, distinct=True)
-    stats["exact_computed"] += len(a)
-    M = torch.full((B, ny), math.inf, dtype=torch.float64)
-    M[rl, c] = v
-    final[rl, c] = True
-    if problem.symmetric:
-        # partners within the block: at most one of (r, c) and (c, r) was computed
-        square = M[:, r0:r1]
-        M[:, r0:r1] = torch.minimum(square, square.T)
-        final[:, r0:r1] |= take[:, r0:r1].T
-        later = c >= r1
-        handed.append((c[later], rows[rl[later]], v[later]))
-    cur.masked_fill_(final, math.inf)
-    have = best_i != NO_INDEX
-    M[torch.arange(B)[:, None].expand_as(best_i)[have], best_i[have]] = best_d[have]
-    d, i = k_smallest(M, k)
-    best_d[:, : d.shape[1]] = d
-    best_i[:, : i.shape[1]] = i
-
-
 def _bounds_leave_most_open(problem: SearchProblem, rows: torch.Tensor, cand: torch.Tensor, k: int) -> bool:
     """Whether the label bound is expected to leave more than ``_DENSE_SHARE`` of a block's
     entries open. Probe rows (evenly spaced) get their bounds and the exact distances of their
@@ -133,6 +82,251 @@ def _bounds_leave_most_open(problem: SearchProblem, rows: torch.Tensor, cand: to
     kth = torch.kthvalue(exact, k, dim=1).values
     open_ = (lower <= kth[:, None]) & cand[probe]
     return int(open_.sum()) > _DENSE_SHARE * int(cand[probe].sum())
+
+
+class _BlockSearch:
+    """One block of k-NN rows and its state: each entry's current lower bound (``cur``, ``+inf``
+    once decided) and level (the refinement it gets next), which entries have their exact value
+    (``final``), each row's ``k`` best by (distance, index) and its threshold, the rows still
+    searched, and the exact values handed on to later blocks."""
+
+    def __init__(self, problem: SearchProblem, r0: int, r1: int, k: int):
+        self.problem, self.r0, self.r1, self.k = problem, r0, r1, k
+        self.rows = torch.arange(r0, r1)
+        B, ny = len(self.rows), problem.ny
+        self.stats = new_stats()
+        self.cand = torch.ones(B, ny, dtype=torch.bool)
+        if problem.same:
+            self.cand[torch.arange(B), self.rows] = False
+        self.stats["pairs"] = int(self.cand.sum())
+        self.best_d = torch.full((B, k), math.inf, dtype=torch.float64)
+        self.best_i = torch.full((B, k), NO_INDEX, dtype=torch.int64)
+        self.handed = []
+        self.steps = ["pre", "post", "exact"] if problem.traversal is not None else ["exact"]
+
+    @property
+    def empty(self) -> bool:
+        return self.cand.numel() == 0
+
+    def start(self, with_bounds: bool) -> None:
+        """Every entry's first lower bound (the label bound, or ``-inf`` where the block goes to
+        one exact call first) and each row's threshold (the ``k``-th smallest upper bound)."""
+        problem, B, ny = self.problem, *self.cand.shape
+        if with_bounds:
+            self.cur = problem.lower_block(self.rows).masked_fill(~self.cand, math.inf)
+        else:
+            self.cur = torch.full((B, ny), -math.inf, dtype=torch.float64).masked_fill(~self.cand, math.inf)
+        self.level = torch.zeros(B, ny, dtype=torch.int8)
+        self.final = ~self.cand
+        # the row's threshold (distance, index): an entry can still enter the k best only if its
+        # (distance, index) is below it; an upper bound carries no index
+        self.thr = torch.full((B,), math.inf, dtype=torch.float64)
+        self.thr_i = torch.full((B,), NO_INDEX, dtype=torch.int64)
+        if problem.upper is not None and with_bounds:
+            upper = problem.upper_block(self.rows).masked_fill(~self.cand, math.inf)
+            self.thr = torch.kthvalue(upper, self.k, dim=1).values
+        self.live = torch.ones(B, dtype=torch.bool)
+        self.all_cols = torch.arange(ny)[None, :]
+
+    def take_known(self, known: Optional[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> None:
+        """Exact values ``(rows, cols, values)`` computed before (earlier blocks); those of this
+        block's entries become final."""
+        if known is None or not len(known[0]):
+            return
+        kr, kc, kv = known
+        inside = (kr >= self.r0) & (kr < self.r1)
+        kr, kc, kv = kr[inside] - self.r0, kc[inside], kv[inside]
+        fresh = ~self.final[kr, kc]
+        kr, kc, kv = kr[fresh], kc[fresh], kv[fresh]
+        self.final[kr, kc] = True
+        self.cur[kr, kc] = math.inf
+        merge_into(self.best_d, self.best_i, kr, kc, kv, self.k)
+        self.lower_threshold()
+
+    def lower_threshold(self) -> None:
+        """Each row's threshold falls to its ``k``-th best where that is below it."""
+        d, i = self.best_d[:, -1], self.best_i[:, -1]
+        better = (d < self.thr) | ((d == self.thr) & (i < self.thr_i))
+        self.thr[better] = d[better]
+        self.thr_i[better] = i[better]
+
+    def close_lost_ties(self) -> None:
+        """Where bounds and distances are exact: an entry whose bound equals its row's ``k``-th
+        distance and whose index comes after the ``k``-th's cannot win the tie; it is closed (an
+        infinite bound keeps the open entries, bound <= threshold, first in the selection)."""
+        if not self.problem.exact_arithmetic:
+            return
+        # (rows still searched whose threshold is a distance with an index)
+        tied = torch.nonzero(self.live & (self.thr_i != NO_INDEX)).reshape(-1)
+        cur, thr, thr_i, all_cols = self.cur, self.thr, self.thr_i, self.all_cols
+        if len(tied) == len(self.rows):
+            cur.masked_fill_((cur == thr[:, None]) & (all_cols > thr_i[:, None]), math.inf)
+        elif len(tied):
+            sub = cur[tied]
+            cur[tied] = sub.masked_fill_((sub == thr[tied, None]) & (all_cols > thr_i[tied, None]), math.inf)
+
+    def rows_have_k(self) -> bool:
+        """Whether every row has ``k`` exact distances."""
+        return bool((self.best_i[:, -1] != NO_INDEX).all())
+
+    def open_entries(self) -> torch.Tensor:
+        """The entries without an exact value whose bound is at most their row's threshold."""
+        return (self.cur <= self.thr[:, None]) & ~self.final
+
+    def mostly_open(self, open_mask: torch.Tensor) -> bool:
+        """Whether more than ``_DENSE_SHARE`` of the undecided entries are open: then the bounds
+        do not pay, and the open entries go to one exact call."""
+        return int(open_mask.sum()) > _DENSE_SHARE * int((~self.final).sum())
+
+    def pair_thresholds(self, r: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        """The thresholds of the kernel pairs of entries ``(r, c)`` (``r`` block rows): the row's,
+        and in a symmetric problem, where the value also serves the partner entry ``(c, r)``, the
+        larger of both rows' within the block and ``+inf`` for a later block's row (which needs
+        the exact value)."""
+        out = self.thr[r]
+        if self.problem.symmetric:
+            inb = (c >= self.r0) & (c < self.r1)
+            out[inb] = torch.maximum(out[inb], self.thr[c[inb] - self.r0])
+            out[c >= self.r1] = math.inf
+        return out
+
+    def compute_dense(self, open_mask: torch.Tensor) -> None:
+        """Every open entry in one exact call, the matrix's way: in a symmetric problem an entry
+        ``(r, c)`` whose partner ``(c, r)`` is open in the block with ``c < r`` is left to the
+        partner. The values, their partners' copies and each row's ``k`` best go into one
+        ``(rows, ny)`` matrix, whose ``k`` smallest by (distance, index) per row become the ``k``
+        best."""
+        problem, r0, r1, rows = self.problem, self.r0, self.r1, self.rows
+        B, ny = open_mask.shape
+        take = open_mask
+        if problem.symmetric:
+            square = open_mask[:, r0:r1]
+            take = open_mask.clone()
+            take[:, r0:r1] &= ~torch.tril(square & square.T, -1)
+        rl, c = torch.nonzero(take, as_tuple=True)
+        a, b = problem.kernel_pairs(rows[rl], c)
+        pair_thr = None if bool(torch.isinf(self.thr).all()) else self.pair_thresholds(rl, c)
+        v = problem.exact(a, b, threshold=pair_thr, distinct=True)
+        self.stats["exact_computed"] += len(a)
+        M = torch.full((B, ny), math.inf, dtype=torch.float64)
+        M[rl, c] = v
+        self.final[rl, c] = True
+        if problem.symmetric:
+            # partners within the block: at most one of (r, c) and (c, r) was computed
+            square = M[:, r0:r1]
+            M[:, r0:r1] = torch.minimum(square, square.T)
+            self.final[:, r0:r1] |= take[:, r0:r1].T
+            later = c >= r1
+            self.handed.append((c[later], rows[rl[later]], v[later]))
+        self.cur.masked_fill_(self.final, math.inf)
+        best_d, best_i = self.best_d, self.best_i
+        have = best_i != NO_INDEX
+        M[torch.arange(B)[:, None].expand_as(best_i)[have], best_i[have]] = best_d[have]
+        d, i = k_smallest(M, self.k)
+        best_d[:, : d.shape[1]] = d
+        best_i[:, : i.shape[1]] = i
+        self.lower_threshold()
+
+    def select(self, width: int) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
+        """A round's entries ``(block rows, cols)``: per row still searched, the ``width``
+        entries of smallest bound that are at most its threshold and not final; ``None`` when no
+        row has one. A row without one leaves the search for good (thresholds only fall and
+        bounds only rise)."""
+        rows_live = torch.nonzero(self.live).reshape(-1)
+        if len(rows_live) == 0:
+            return None
+        cur = self.cur if len(rows_live) == len(self.rows) else self.cur[rows_live]
+        vals, cols = torch.topk(cur, min(width, self.problem.ny), dim=1, largest=False, sorted=False)
+        act = (vals <= self.thr[rows_live, None]) & ~self.final[rows_live[:, None], cols]
+        self.live[rows_live[~act.any(1)]] = False
+        if not act.any():
+            return None
+        return rows_live[:, None].expand_as(cols)[act], cols[act]
+
+    def refine(self, rl: torch.Tensor, c: torch.Tensor) -> None:
+        """Each selected entry refined by one level (one kernel call per level), then the
+        thresholds lowered."""
+        lv = self.level[rl, c]
+        for step, what in enumerate(self.steps):
+            sel = lv == step
+            if not sel.any():
+                continue
+            sr, sc, inb = self._one_of_partners(rl[sel], c[sel])
+            if what == "exact":
+                self._refine_exact(sr, sc, inb)
+            else:
+                self._refine_traversal(step, what, sr, sc, inb)
+        self.lower_threshold()
+
+    def _one_of_partners(self, sr: torch.Tensor, sc: torch.Tensor):
+        """The entries ``(sr, sc)`` of one level, where both an entry and its partner ``(c, r)``
+        (the same kernel pair, symmetric problems) are among them, only the one with ``r < c``;
+        and which columns are rows of this block (``None`` unless symmetric)."""
+        if not self.problem.symmetric:
+            return sr, sc, None
+        B, ny = self.cur.shape
+        inb = (sc >= self.r0) & (sc < self.r1)
+        mark = torch.zeros(B, ny, dtype=torch.bool)
+        mark[sr, sc] = True
+        dup = inb & (self.rows[sr] > sc) & mark[(sc - self.r0).clamp(0, B - 1), self.rows[sr]]
+        if dup.any():
+            sr, sc, inb = sr[~dup], sc[~dup], inb[~dup]
+        return sr, sc, inb
+
+    def _refine_traversal(self, step: int, what: str, sr: torch.Tensor, sc: torch.Tensor, inb) -> None:
+        """The ``what`` (preorder or postorder) bounds of entries ``(sr, sc)``, raising their
+        current bounds (and their partners' within the block); a bound above the pair's threshold
+        comes back as ``inf``: the entry is pruned."""
+        problem = self.problem
+        a, b = problem.kernel_pairs(self.rows[sr], sc)
+        margin = problem.margin(a, b)
+        threshold = self.pair_thresholds(sr, sc) + margin
+        t = problem.traversal_values(a, b, what, distinct=True, threshold=threshold) - margin
+        self.stats["traversal_computed"] += len(a)
+        cur, level = self.cur, self.level
+        cur[sr, sc] = torch.maximum(cur[sr, sc], t)
+        level[sr, sc] = step + 1
+        if inb is not None and inb.any():
+            pr, pc = sc[inb] - self.r0, self.rows[sr][inb]
+            cur[pr, pc] = torch.maximum(cur[pr, pc], t[inb])
+            level[pr, pc] = torch.clamp(level[pr, pc], min=step + 1)
+
+    def _refine_exact(self, sr: torch.Tensor, sc: torch.Tensor, inb) -> None:
+        """The exact values of entries ``(sr, sc)`` (and of their partners within the block),
+        merged into the rows' ``k`` best; those of later blocks' rows handed on."""
+        problem, final, cur = self.problem, self.final, self.cur
+        a, b = problem.kernel_pairs(self.rows[sr], sc)
+        v = problem.exact(a, b, threshold=self.pair_thresholds(sr, sc), distinct=True)
+        self.stats["exact_computed"] += len(a)
+        final[sr, sc] = True
+        cur[sr, sc] = math.inf
+        ents_r, ents_c, ents_v = [sr], [sc], [v]
+        if inb is not None:
+            pr, pc, pv = sc[inb] - self.r0, self.rows[sr][inb], v[inb]
+            fresh = ~final[pr, pc]
+            pr, pc, pv = pr[fresh], pc[fresh], pv[fresh]
+            final[pr, pc] = True
+            cur[pr, pc] = math.inf
+            ents_r.append(pr)
+            ents_c.append(pc)
+            ents_v.append(pv)
+            later = sc >= self.r1
+            self.handed.append((sc[later], self.rows[sr][later], v[later]))
+        merge_into(self.best_d, self.best_i, torch.cat(ents_r), torch.cat(ents_c), torch.cat(ents_v), self.k)
+
+    def result(self):
+        """``(distances, indices, handed_on, stats)`` of :func:`knn_block`."""
+        empty = (torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long),
+                 torch.zeros(0, dtype=torch.float64))
+        if self.empty:
+            return self.best_d, self.best_i, empty, self.stats
+        cand, final, level, stats = self.cand, self.final, self.level, self.stats
+        open_ = cand & ~final
+        stats["exact"] = int((cand & final).sum())
+        stats["decided_by_traversal"] = int((open_ & (level > 0)).sum())
+        stats["decided_by_label"] = int((open_ & (level == 0)).sum())
+        handed_on = tuple(torch.cat(t) for t in zip(*self.handed)) if self.handed else empty
+        return self.best_d, self.best_i, handed_on, stats
 
 
 def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
@@ -165,156 +359,33 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
         are entries of later rows (symmetric problems: ``(c, r)`` for a computed ``(r, c)``,
         ``c >= r1``), as ``(rows, cols, values)``; the block's stats.
     """
-    rows = torch.arange(r0, r1)
-    B, ny = len(rows), problem.ny
-    stats = new_stats()
-    cand = torch.ones(B, ny, dtype=torch.bool)
-    if problem.same:
-        cand[torch.arange(B), rows] = False
-    stats["pairs"] = int(cand.sum())
-    best_d = torch.full((B, k), math.inf, dtype=torch.float64)
-    best_i = torch.full((B, k), NO_INDEX, dtype=torch.int64)
-    empty = (torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long),
-             torch.zeros(0, dtype=torch.float64))
-    if B == 0 or ny == 0:
-        return best_d, best_i, empty, stats
+    block = _BlockSearch(problem, r0, r1, k)
+    if block.empty:
+        return block.result()
     # Without a lower bound, where an exact distance costs about what a round spends per entry
     # (problem.cheap_exact), or (sequences: the label bound alone) where a probe expects the
     # bound to leave most entries open, the block is computed in one exact call, the matrix's
     # way, without the bounds of the whole block or a first round (where costs come in tiles,
     # each exact call builds every tile's costs).
-    dense_first = _one_exact_call(problem, rows, cand, k)
-    if dense_first:
-        cur = torch.full((B, ny), -math.inf, dtype=torch.float64).masked_fill(~cand, math.inf)
-    else:
-        cur = problem.lower_block(rows).masked_fill(~cand, math.inf)
-    level = torch.zeros(B, ny, dtype=torch.int8)
-    final = ~cand
-    # the row's threshold (distance, index): an entry can still enter the k best only if
-    # its (distance, index) is below it; an upper bound carries no index
-    thr = torch.full((B,), math.inf, dtype=torch.float64)
-    thr_i = torch.full((B,), NO_INDEX, dtype=torch.int64)
-    if problem.upper is not None and not dense_first:
-        thr = torch.kthvalue(problem.upper_block(rows).masked_fill(~cand, math.inf), k, dim=1).values
-    all_cols = torch.arange(ny)[None, :]
-
-    def lower_threshold():
-        d, i = best_d[:, -1], best_i[:, -1]
-        better = (d < thr) | ((d == thr) & (i < thr_i))
-        thr[better] = d[better]
-        thr_i[better] = i[better]
-
-    if known is not None and len(known[0]):
-        kr, kc, kv = known
-        inside = (kr >= r0) & (kr < r1)
-        kr, kc, kv = kr[inside] - r0, kc[inside], kv[inside]
-        fresh = ~final[kr, kc]
-        kr, kc, kv = kr[fresh], kc[fresh], kv[fresh]
-        final[kr, kc] = True
-        cur[kr, kc] = math.inf
-        merge_into(best_d, best_i, kr, kc, kv, k)
-        lower_threshold()
-    steps = ["pre", "post", "exact"] if problem.traversal is not None else ["exact"]
-    live = torch.ones(B, dtype=torch.bool)
-    handed = []
+    dense_first = _one_exact_call(problem, block.rows, block.cand, k)
+    block.start(with_bounds=not dense_first)
+    block.take_known(known)
+    dense_pending = True  # (one dense call at most: first, or once every row has k distances)
     width = k
-    dense_done = False
     while True:
-        if problem.exact_arithmetic:
-            # bounds and distances are exact: an entry whose bound equals the k-th distance
-            # and whose index comes after the k-th's cannot win the tie; close it (an infinite
-            # bound keeps the open entries, bound <= threshold, first in the selection)
-            # (rows still searched whose threshold is a distance with an index)
-            tied = torch.nonzero(live & (thr_i != NO_INDEX)).reshape(-1)
-            if len(tied) == B:
-                cur.masked_fill_((cur == thr[:, None]) & (all_cols > thr_i[:, None]), math.inf)
-            elif len(tied):
-                sub = cur[tied]
-                cur[tied] = sub.masked_fill_((sub == thr[tied, None]) & (all_cols > thr_i[tied, None]), math.inf)
-        dense = False
-        if not dense_done and dense_first:
-            open_mask, dense, dense_done = ~final, True, True
-        elif not dense_done and bool((best_i[:, -1] != NO_INDEX).all()):
-            # every row has k exact distances: where the bounds still leave most of the
-            # undecided entries open, they do not pay; compute all open entries exactly in
-            # one call (the matrix's way) instead of refining them round by round
-            open_mask = (cur <= thr[:, None]) & ~final
-            dense = int(open_mask.sum()) > _DENSE_SHARE * int((~final).sum())
-            dense_done = True
-        if dense:
-            _dense_exact(problem, rows, r0, r1, open_mask, thr, final, cur, best_d, best_i, k, stats, handed)
-            lower_threshold()
-            continue
-        # (a row without an open entry at or below its threshold never gets one again:
-        # thresholds only fall and bounds only rise)
-        rows_live = torch.nonzero(live).reshape(-1)
-        if len(rows_live) == 0:
+        block.close_lost_ties()
+        if dense_pending and (dense_first or block.rows_have_k()):
+            dense_pending = False
+            open_mask = ~block.final if dense_first else block.open_entries()
+            if dense_first or block.mostly_open(open_mask):
+                block.compute_dense(open_mask)
+                continue
+        selected = block.select(width)
+        if selected is None:
             break
-        vals, cols = torch.topk(cur if len(rows_live) == B else cur[rows_live], min(width, ny), dim=1,
-                                largest=False, sorted=False)
-        act = (vals <= thr[rows_live, None]) & ~final[rows_live[:, None], cols]
-        live[rows_live[~act.any(1)]] = False
-        if not act.any():
-            break
-        rl = rows_live[:, None].expand_as(cols)[act]
-        c = cols[act]
-        lv = level[rl, c]
         width = min(2 * width, _MAX_WIDTH)
-        for step, what in enumerate(steps):
-            sel = lv == step
-            if not sel.any():
-                continue
-            sr, sc = rl[sel], c[sel]
-            inb = None
-            if problem.symmetric:
-                # the partner entry (c, r) is the same kernel pair: where both are selected,
-                # refine (r, c) with r < c and let the partner follow
-                inb = (sc >= r0) & (sc < r1)
-                mark = torch.zeros(B, ny, dtype=torch.bool)
-                mark[sr, sc] = True
-                dup = inb & (rows[sr] > sc) & mark[(sc - r0).clamp(0, B - 1), rows[sr]]
-                if dup.any():
-                    sr, sc, inb = sr[~dup], sc[~dup], inb[~dup]
-                del mark
-            a, b = problem.kernel_pairs(rows[sr], sc)
-            n_pairs = len(a)
-            pair_thr = _pair_thresholds(problem, thr, sr, sc, r0, r1)
-            if what != "exact":
-                margin = problem.margin(a, b)
-                # a bound above the pair's threshold comes back as inf: the entry is pruned
-                t = problem.traversal_values(a, b, what, distinct=True, threshold=pair_thr + margin) - margin
-                stats["traversal_computed"] += n_pairs
-                cur[sr, sc] = torch.maximum(cur[sr, sc], t)
-                level[sr, sc] = step + 1
-                if inb is not None and inb.any():
-                    pr, pc = sc[inb] - r0, rows[sr][inb]
-                    cur[pr, pc] = torch.maximum(cur[pr, pc], t[inb])
-                    level[pr, pc] = torch.clamp(level[pr, pc], min=step + 1)
-                continue
-            v = problem.exact(a, b, threshold=pair_thr, distinct=True)
-            stats["exact_computed"] += n_pairs
-            final[sr, sc] = True
-            cur[sr, sc] = math.inf
-            ents_r, ents_c, ents_v = [sr], [sc], [v]
-            if inb is not None:
-                pr, pc, pv = sc[inb] - r0, rows[sr][inb], v[inb]
-                fresh = ~final[pr, pc]
-                pr, pc, pv = pr[fresh], pc[fresh], pv[fresh]
-                final[pr, pc] = True
-                cur[pr, pc] = math.inf
-                ents_r.append(pr)
-                ents_c.append(pc)
-                ents_v.append(pv)
-                later = sc >= r1
-                handed.append((sc[later], rows[sr][later], v[later]))
-            merge_into(best_d, best_i, torch.cat(ents_r), torch.cat(ents_c), torch.cat(ents_v), k)
-        lower_threshold()
-    open_ = cand & ~final
-    stats["exact"] = int((cand & final).sum())
-    stats["decided_by_traversal"] = int((open_ & (level > 0)).sum())
-    stats["decided_by_label"] = int((open_ & (level == 0)).sum())
-    handed_on = tuple(torch.cat(t) for t in zip(*handed)) if handed else empty
-    return best_d, best_i, handed_on, stats
+        block.refine(*selected)
+    return block.result()
 
 
 def bounds_cannot_pay(problem: SearchProblem, k: int) -> bool:
