@@ -48,7 +48,7 @@ from bedl_torch import BEDL, MedianGLVQ, PairBatch, Tree
 from bedl_torch.alignments import mapping_cost, optimal_mapping, sample_mappings
 from bedl_torch.costs import subtable_of
 from bedl_torch.evaluation.gesl import MatrixCost
-from bedl_torch.search import bounds as search_bounds
+from bedl_torch.search import label_bound as search_label_bound
 from bedl_torch.search import problem as search_problem
 from oracles import forest_recursion, sequence_reference
 
@@ -757,9 +757,9 @@ def test_fuzz_search(data, alphabet, trees_, same, unknown, bounds, block_size, 
     range and NaN radii a ValueError. ``subset_min=1``: calls on few objects get tables of
     those objects at any table size (``search.problem.SUBSET_MIN_OBJECTS``). ``count_form``: the
     label bound's intersections from label counts where they would be chosen, never (0), or
-    always (``search.bounds._COUNT_FORM_RATIO``)."""
+    always (``search.label_bound._COUNT_FORM_RATIO``)."""
     with mock.patch.object(search_problem, "SUBSET_MIN_OBJECTS", subset_min), \
-            mock.patch.object(search_bounds, "_COUNT_FORM_RATIO", count_form):
+            mock.patch.object(search_label_bound, "_COUNT_FORM_RATIO", count_form):
         _search_example(data, alphabet, trees_, same, unknown, bounds, block_size, api, symmetric)
 
 

@@ -18,7 +18,8 @@ from bedl_torch.search import (SearchProblem, SymbolCosts, kneighbors, knn_block
                                label_lower_bound, mapping_upper_bound, merge_stats,
                                postorder_labels, radius_block, radius_neighbors,
                                traversal_lower_bound)
-from bedl_torch.search import bounds as bounds_module
+from bedl_torch.search import label_bound as label_bound_module
+from bedl_torch.search import symbol_costs as symbol_costs_module
 from bedl_torch.search import problem as problem_module
 from bedl_torch.search.knn import knn_blocks
 from oracles import comb_tree, path_tree, random_sequence, random_tree, star_tree
@@ -239,9 +240,9 @@ def test_label_bound_from_counts_equals_its_features_and_the_formula(monkeypatch
     problem = SearchProblem(X, Y, cost)
     bound = problem.label
     rows, cols = torch.tensor([4, 0]), torch.tensor([1, 14, 3, 8])
-    monkeypatch.setattr(bounds_module, "_COUNT_FORM_RATIO", 1e9)
+    monkeypatch.setattr(label_bound_module, "_COUNT_FORM_RATIO", 1e9)
     counted = bound.block(rows, cols)
-    monkeypatch.setattr(bounds_module, "_COUNT_FORM_RATIO", 0.0)
+    monkeypatch.setattr(label_bound_module, "_COUNT_FORM_RATIO", 0.0)
     dense = bound.block(rows, cols)
     lx, ly = problem._label_codes
     want = torch.zeros(len(rows), len(cols), dtype=torch.float64)
@@ -317,17 +318,17 @@ def test_bounds_read_costs_in_blocks_for_many_symbols(monkeypatch):
     X = random_sequences(rng, 14, alphabet=ALPHABET)
     cost = make_cost("signed", rng)
     all_three = label_lower_bound(X, cost=cost)
-    potentials = bounds_module._potentials
+    potentials = label_bound_module._potentials
     with monkeypatch.context() as m:
-        m.setattr(bounds_module, "_potentials", lambda *a: potentials(*a)[:2])
+        m.setattr(label_bound_module, "_potentials", lambda *a: potentials(*a)[:2])
         whole = label_lower_bound(X, cost=cost)
     assert bool((whole <= all_three).all()) and bool((whole < all_three).any())  # (H decides some here)
     up = mapping_upper_bound(X, cost=cost)
-    monkeypatch.setattr(bounds_module, "_DENSE_FEATURES", 1)  # the sparse product too
-    monkeypatch.setattr(bounds_module, "_TABLE_SYMBOLS", 3)
-    monkeypatch.setattr(bounds_module, "_ROW_BLOCK", 2)
+    monkeypatch.setattr(label_bound_module, "_DENSE_FEATURES", 1)  # the sparse product too
+    monkeypatch.setattr(symbol_costs_module, "_TABLE_SYMBOLS", 3)
+    monkeypatch.setattr(symbol_costs_module, "_ROW_BLOCK", 2)
     monkeypatch.setattr(bt.costs.base, "table_of", lambda c: None)
-    monkeypatch.setattr(bounds_module, "table_of", lambda c: None)
+    monkeypatch.setattr(symbol_costs_module, "table_of", lambda c: None)
     blocked = label_lower_bound(X, cost=cost)
     assert torch.allclose(blocked, whole, rtol=0, atol=1e-12)
     assert torch.allclose(mapping_upper_bound(X, cost=cost), up, rtol=0, atol=1e-12)
@@ -341,9 +342,9 @@ def test_costs_read_in_blocks_must_be_finite(monkeypatch, bounds):
     bound's pass over the blocks or in a pass of its own, or the kernels' own check, names it."""
     cost = MatrixCost(ALPHABET, np.ones((len(ALPHABET) + 1,) * 2) - np.eye(len(ALPHABET) + 1))
     cost.matrix[1, 3] = math.inf  # (after the constructor's own check)
-    monkeypatch.setattr(bounds_module, "_TABLE_SYMBOLS", 3)
-    monkeypatch.setattr(bounds_module, "_ROW_BLOCK", 2)
-    monkeypatch.setattr(bounds_module, "table_of", lambda c: None)
+    monkeypatch.setattr(symbol_costs_module, "_TABLE_SYMBOLS", 3)
+    monkeypatch.setattr(symbol_costs_module, "_ROW_BLOCK", 2)
+    monkeypatch.setattr(symbol_costs_module, "table_of", lambda c: None)
     X = ["abcd", "bdd", "ea", "cc"]
     with pytest.raises(ValueError, match="NaN or inf"):
         kneighbors(X, k=2, cost=cost, bounds=bounds)
@@ -355,9 +356,9 @@ def test_queries_read_only_their_own_symbols_cost_rows(monkeypatch):
     """X against another Y reads the costs of X's symbols' rows only (a few queries against a
     vocabulary): the label bound's potentials and the largest cost (the rounding margin's) from
     those rows and the gap's, the same bounds as a pass over every row, the matrix's answers."""
-    monkeypatch.setattr(bounds_module, "_TABLE_SYMBOLS", 3)
-    monkeypatch.setattr(bounds_module, "_ROW_BLOCK", 2)
-    monkeypatch.setattr(bounds_module, "table_of", lambda c: None)
+    monkeypatch.setattr(symbol_costs_module, "_TABLE_SYMBOLS", 3)
+    monkeypatch.setattr(symbol_costs_module, "_ROW_BLOCK", 2)
+    monkeypatch.setattr(symbol_costs_module, "table_of", lambda c: None)
     rng = np.random.default_rng(31)
     alphabet = [f"w{i}" for i in range(12)]
     m = rng.uniform(0.1, 1.0, size=(len(alphabet) + 1,) * 2)
@@ -367,8 +368,8 @@ def test_queries_read_only_their_own_symbols_cost_rows(monkeypatch):
     X = [random_sequence(6, alphabet[:4], rng) for _ in range(3)]
     Y = [random_sequence(int(rng.integers(0, 9)), alphabet, rng) for _ in range(30)]
     read = []
-    block_of = bounds_module.block_of
-    monkeypatch.setattr(bounds_module, "block_of", lambda c, r, cols: read.append(r) or block_of(c, r, cols))
+    block_of = symbol_costs_module.block_of
+    monkeypatch.setattr(symbol_costs_module, "block_of", lambda c, r, cols: read.append(r) or block_of(c, r, cols))
     problem = SearchProblem(X, Y, cost)
     x_symbols = set(problem.x_table.flat_labels(cost, "error").tolist())
     used = problem.costs.used.tolist()
@@ -376,7 +377,7 @@ def test_queries_read_only_their_own_symbols_cost_rows(monkeypatch):
     want = max(float(np.abs(m[rows_x][:, used]).max()), float(np.abs(m[-1, used]).max()))
     assert problem.costs.maxabs == want < 50.0
     lx, ly = problem._label_codes
-    every_row = bounds_module.LabelBound(problem.costs, lx, problem.x_table.ptr, ly, problem.y_table.ptr)
+    every_row = label_bound_module.LabelBound(problem.costs, lx, problem.x_table.ptr, ly, problem.y_table.ptr)
     read.clear()
     bound = problem.label.block(torch.arange(len(X)))
     assert read and {a for r in read for a in r.tolist()} <= x_symbols
@@ -388,8 +389,8 @@ def test_a_small_query_under_tiled_costs_makes_one_exact_call(monkeypatch):
     """Where every exact call builds every tile's costs (no whole table, symbols beyond one
     local table), a k-NN too small to probe goes to one covered call: not rounds (several
     calls) nor the matrix's tiles (a call each); the matrix's answer."""
-    monkeypatch.setattr(bounds_module, "_TABLE_SYMBOLS", 3)
-    monkeypatch.setattr(bounds_module, "table_of", lambda c: None)
+    monkeypatch.setattr(symbol_costs_module, "_TABLE_SYMBOLS", 3)
+    monkeypatch.setattr(symbol_costs_module, "table_of", lambda c: None)
     monkeypatch.setattr(bt.ops.limits, "LOCAL_TABLE_CELLS", 6 * 6)  # runs of at most 5 symbols
     rng = np.random.default_rng(41)
     alphabet = [f"w{i}" for i in range(12)]
@@ -417,9 +418,9 @@ def test_unit_potentials_equal_the_general_ones(monkeypatch, whole_table):
     alphabet = [f"s{i}" for i in range(9)]
     cost = bt.UnitCost(alphabet)
     if not whole_table:  # rows in blocks of 2 (a large alphabet)
-        monkeypatch.setattr(bounds_module, "_TABLE_SYMBOLS", 3)
-        monkeypatch.setattr(bounds_module, "_ROW_BLOCK", 2)
-        monkeypatch.setattr(bounds_module, "table_of", lambda c: None)
+        monkeypatch.setattr(symbol_costs_module, "_TABLE_SYMBOLS", 3)
+        monkeypatch.setattr(symbol_costs_module, "_ROW_BLOCK", 2)
+        monkeypatch.setattr(symbol_costs_module, "table_of", lambda c: None)
     costs = SymbolCosts(cost, [torch.arange(len(alphabet))])
     assert costs.unit and costs.exact and costs.maxabs == 1.0 and (costs.table is None) != whole_table
     k = costs.k
@@ -431,9 +432,9 @@ def test_unit_potentials_equal_the_general_ones(monkeypatch, whole_table):
     masks += [torch.as_tensor(rng.random(k) < 0.4) for _ in range(6)]
     for in_x in masks:
         for in_y in masks:
-            fast = bounds_module._potentials(costs, in_x, in_y)
+            fast = label_bound_module._potentials(costs, in_x, in_y)
             costs.unit = False
-            general = bounds_module._potentials(costs, in_x, in_y)
+            general = label_bound_module._potentials(costs, in_x, in_y)
             costs.unit = True
             for f, g in zip(fast, general):
                 for a, b in zip(f, g):
@@ -445,8 +446,8 @@ def test_unit_costs_of_a_large_alphabet_search_with_exact_arithmetic(monkeypatch
     the kernels' 0s and 1s): ties at the k-th distance are decided by index, as with a table."""
     rng = np.random.default_rng(13)
     X = random_trees(rng, 25, max_nodes=8, alphabet=list("abcdefg")) + [bt.Tree(*star_tree(4, "a"))] * 2
-    monkeypatch.setattr(bounds_module, "_TABLE_SYMBOLS", 3)
-    monkeypatch.setattr(bounds_module, "table_of", lambda c: None)
+    monkeypatch.setattr(symbol_costs_module, "_TABLE_SYMBOLS", 3)
+    monkeypatch.setattr(symbol_costs_module, "table_of", lambda c: None)
     cost = bt.UnitCost(list("abcdefg"))
     problem = SearchProblem(X, None, cost)
     assert problem.costs.table is None and problem.exact_arithmetic
@@ -759,7 +760,7 @@ def test_tiled_costs_give_the_matrix_bits(monkeypatch):
     object (cheap extra pairs) so that its tiles, blocks and bits are the matrix's. The local
     table limit is lowered here so that a few hundred symbols take that path."""
     monkeypatch.setattr(bt.ops.limits, "LOCAL_TABLE_CELLS", 120 * 120)
-    monkeypatch.setattr(bounds_module, "_TABLE_SYMBOLS", 120)
+    monkeypatch.setattr(symbol_costs_module, "_TABLE_SYMBOLS", 120)
     rng = np.random.default_rng(31)
     words = [f"w{i}" for i in range(400)]
     cost = MatrixCost(words, rng.uniform(-0.2, 1.0, size=(401, 401)))  # no whole table
@@ -987,9 +988,9 @@ def test_probe_bounds_hold_and_read_only_their_rows(monkeypatch):
     cost rows only) never exceeds the exact distance; with X's own symbols, reading only their
     rows gives the full pass's numbers. A block that the probe sends to one exact call never
     builds the problem's label bound (no pass over every cost row)."""
-    monkeypatch.setattr(bounds_module, "_TABLE_SYMBOLS", 4)
-    monkeypatch.setattr(bounds_module, "_ROW_BLOCK", 3)
-    monkeypatch.setattr(bounds_module, "table_of", lambda c: None)
+    monkeypatch.setattr(symbol_costs_module, "_TABLE_SYMBOLS", 4)
+    monkeypatch.setattr(symbol_costs_module, "_ROW_BLOCK", 3)
+    monkeypatch.setattr(symbol_costs_module, "table_of", lambda c: None)
     rng = np.random.default_rng(47)
     m = rng.uniform(0.0, 1.0, size=(len(ALPHABET) + 1,) * 2)
     cost = MatrixCost(ALPHABET, m + m.T)
@@ -1003,8 +1004,8 @@ def test_probe_bounds_hold_and_read_only_their_rows(monkeypatch):
     assert problem._label is None
     lx, ly = problem._label_codes
     ptr = problem.x_table.ptr
-    full = bounds_module.LabelBound(problem.costs, lx, ptr, ly, problem.y_table.ptr)
-    only = bounds_module.LabelBound(problem.costs, lx, ptr, ly, problem.y_table.ptr, x_rows_only=True)
+    full = label_bound_module.LabelBound(problem.costs, lx, ptr, ly, problem.y_table.ptr)
+    only = label_bound_module.LabelBound(problem.costs, lx, ptr, ly, problem.y_table.ptr, x_rows_only=True)
     assert torch.equal(full.block(torch.arange(len(X))), only.block(torch.arange(len(X))))
     # near-free replacements: the probe sends the block to one call, the label bound unbuilt
     Z = [random_sequence(8, ALPHABET, rng) for _ in range(40)]
@@ -1023,8 +1024,8 @@ def test_probe_of_empty_objects(monkeypatch, whole_table):
     """Probe rows that are all empty have no symbols: their bound reads no cost row (and the
     search answers as the matrix does)."""
     if not whole_table:
-        monkeypatch.setattr(bounds_module, "_TABLE_SYMBOLS", 2)
-        monkeypatch.setattr(bounds_module, "table_of", lambda c: None)
+        monkeypatch.setattr(symbol_costs_module, "_TABLE_SYMBOLS", 2)
+        monkeypatch.setattr(symbol_costs_module, "table_of", lambda c: None)
     rng = np.random.default_rng(48)
     m = rng.uniform(0.0, 1.0, size=(len(ALPHABET) + 1,) * 2)
     cost = MatrixCost(ALPHABET, m + m.T)

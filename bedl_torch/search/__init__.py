@@ -9,8 +9,10 @@ and the engine: :mod:`.knn` (rounds over blocks of rows), :mod:`.radius`, :mod:`
 matrix's own tiles, where no bound pays), :mod:`.merge` (each row's ``k`` best), over the
 prepared :mod:`.problem`. Layer: above the ops (imports them, the cost modules and the trees).
 """
-from .bounds import (FirstPairUpper, LabelBound, SymbolCosts, label_lower_bound,
-                     mapping_upper_bound, postorder_labels, traversal_lower_bound)
+from .bounds import (FirstPairUpper, label_lower_bound, mapping_upper_bound, postorder_labels,
+                     traversal_lower_bound)
+from .label_bound import LabelBound
+from .symbol_costs import SymbolCosts
 from .knn import kneighbors, knn_block
 from .problem import BOUNDS, SearchProblem, merge_stats
 from .radius import radius_block, radius_neighbors

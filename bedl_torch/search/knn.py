@@ -1,7 +1,7 @@
 """Exact k-nearest-neighbour search, pruned by bounds.
 
 A block of query rows (objects of X) against all of Y (:func:`knn_block`): the label-multiset
-lower bound of every entry (:class:`~bedl_torch.search.bounds.LabelBound`) and the cheap
+lower bound of every entry (:class:`~bedl_torch.search.label_bound.LabelBound`) and the cheap
 mapping upper bounds, whose ``k``-th smallest per row starts each row's threshold; then rounds
 of a batched multi-step search (after Seidl and Kriegel's optimal multi-step k-NN). Each round
 refines, per row, the entries with the smallest current lower bounds that do not exceed the
@@ -10,8 +10,8 @@ exact distance; sequences: the exact distance), one batched kernel call per leve
 keeps its ``k`` best exact distances (ties by index), and its threshold falls to the ``k``-th.
 
 An entry is pruned only where its bound, less the rounding margin
-(:meth:`~bedl_torch.search.bounds.SymbolCosts.margin`), is strictly greater than the threshold,
-so an entry whose distance equals the ``k``-th one is never lost. Where the arithmetic is exact
+(:meth:`~bedl_torch.search.symbol_costs.SymbolCosts.margin`), is strictly greater than the
+threshold, so an entry whose distance equals the ``k``-th one is never lost. Where the arithmetic is exact
 (the margin is 0) an entry whose bound equals the ``k``-th distance is pruned too when its index
 comes after the ``k``-th's: it cannot win the tie.
 

@@ -14,7 +14,9 @@ from ..costs import SymbolCost, UnitCost
 from ..ops import FlatTable, table_pair_distances
 from ..ops.encoding import flat_table, object_nodes
 from ..ops.pairwise import matrix_tiles, problem_inputs, unit_sequence_path
-from .bounds import FirstPairUpper, LabelBound, SymbolCosts, traversal_sequences
+from .bounds import FirstPairUpper, traversal_sequences
+from .label_bound import LabelBound
+from .symbol_costs import SymbolCosts
 
 __all__ = ["SearchProblem", "PreparedCollection", "BOUNDS", "STAT_KEYS", "new_stats", "merge_stats"]
 
