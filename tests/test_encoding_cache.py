@@ -121,3 +121,33 @@ def test_only_small_blocks_keep_their_pair_indices_and_batches(monkeypatch):
         assert torch.equal(first, second)
         assert first[0, 2] == first[2, 0] == 2.0  # "ab" -> "ba": delete a, insert a (two swaps cost 2 sqrt 2)
         assert batches == ([6] if X is small else [15, 15])
+
+
+def test_default_unit_costs_are_one_module_per_alphabet_and_keep_codes():
+    """Calls without a cost on the same collections get one default module (Y's labels first),
+    so a collection's codes are encoded once; a query with a new label gets another module; a
+    module moved or grown in place is not handed out again. The answers are those of unit costs
+    over the labels in X's order (the order changes no distance)."""
+    from bedl_torch.ops.pairwise import default_unit_cost
+
+    Y = [bt.Tree(["a", "b", "c"], [[1, 2], [], []]), bt.Tree(["b", "c"], [[1], []]), bt.Tree(["d"], [[]])]
+    q, new = [bt.Tree(["c", "a"], [[1], []])], [bt.Tree(["e", "a"], [[1], []])]
+    cost = default_unit_cost(q, Y)
+    assert list(cost.alphabet) == ["a", "b", "c", "d"]
+    assert default_unit_cost([bt.Tree(["d"], [[]])], Y) is cost
+    other = default_unit_cost(new, Y)
+    assert other is not cost and list(other.alphabet) == ["a", "b", "c", "d", "e"]
+    table = flat_table(Y, "Y")
+    codes = table.flat_labels(cost, "error")
+    assert table.flat_labels(default_unit_cost(q, Y), "error") is codes  # not encoded again
+    for X in (q, new):
+        want = bt.pairwise_distances(X, Y, bt.UnitCost(bt.labels.alphabet_of(X, Y)))
+        assert torch.equal(bt.pairwise_distances(X, Y), want)
+        d, i = bt.kneighbors(X, Y, k=3)
+        assert torch.equal(d, want.sort(dim=1, stable=True).values)
+    cost.to(torch.float32)
+    assert default_unit_cost(q, Y) is not cost
+    grown = default_unit_cost(q, Y)
+    grown.alphabet.append("z")
+    fresh = default_unit_cost(q, Y)
+    assert fresh is not grown and list(fresh.alphabet) == ["a", "b", "c", "d"]

@@ -475,6 +475,33 @@ def _check_mode(mode: str, temperature, modes: Sequence[str]) -> Optional[float]
     return None
 
 
+# Default cost modules of the latest alphabets (see default_unit_cost).
+_DEFAULT_COSTS_SIZE = 4
+_default_costs: "OrderedDict[tuple, UnitCost]" = OrderedDict()
+_default_costs_lock = threading.Lock()
+
+
+def default_unit_cost(X: Sequence, Y: Sequence) -> UnitCost:
+    """Unit costs over the labels of ``Y``, then those of ``X`` not in ``Y``: one module per
+    alphabet among the latest calls, so that repeated calls on the same collections (a query
+    against a collection whose labels it shares) find their cached codes instead of encoding
+    them again. Under unit costs the order of the alphabet changes no distance, P or bound."""
+    alphabet = tuple(alphabet_of(Y, X))
+    with _default_costs_lock:
+        cost = _default_costs.get(alphabet)
+        # (a module moved or grown in place since is not the default any more)
+        if cost is not None and tuple(cost.alphabet) == alphabet and cost.dtype == torch.float64 \
+                and cost.device.type == "cpu":
+            _default_costs.move_to_end(alphabet)
+            return cost
+    cost = UnitCost(list(alphabet))
+    with _default_costs_lock:
+        _default_costs[alphabet] = cost
+        while len(_default_costs) > _DEFAULT_COSTS_SIZE:
+            _default_costs.popitem(last=False)
+    return cost
+
+
 def problem_inputs(X, Y, cost: Optional[SymbolCost], symmetric: Optional[bool], y_checked: bool = False):
     """The objects and costs of a matrix or a search, as both take them: ``X`` and ``Y`` as lists
     (``Y=None``: ``X`` itself), the cost module (default: unit costs over their labels; else
@@ -484,7 +511,7 @@ def problem_inputs(X, Y, cost: Optional[SymbolCost], symmetric: Optional[bool], 
     X = check_collection(X, "X")
     Y = X if same else (Y if y_checked else check_collection(Y, "Y"))
     if cost is None:
-        cost = UnitCost(alphabet_of(X, Y))
+        cost = default_unit_cost(X, Y)
     else:
         check_cost_module(cost)
     if symmetric is None:
