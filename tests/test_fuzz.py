@@ -757,9 +757,11 @@ def test_fuzz_search(data, alphabet, trees_, same, unknown, bounds, block_size, 
     range and NaN radii a ValueError. ``subset_min=1``: calls on few objects get tables of
     those objects at any table size (``search.problem.SUBSET_MIN_OBJECTS``). ``count_form``: the
     label bound's intersections from label counts where they would be chosen, never (0), or
-    always (``search.label_bound._COUNT_FORM_RATIO``)."""
+    always (``search.label_bound._COUNT_FORM_RATIO`` and ``_COUNT_FORM_SPARSE_ROWS``)."""
+    sparse_rows = search_label_bound._COUNT_FORM_SPARSE_ROWS if count_form == 0.25 else count_form
     with mock.patch.object(search_problem, "SUBSET_MIN_OBJECTS", subset_min), \
-            mock.patch.object(search_label_bound, "_COUNT_FORM_RATIO", count_form):
+            mock.patch.object(search_label_bound, "_COUNT_FORM_RATIO", count_form), \
+            mock.patch.object(search_label_bound, "_COUNT_FORM_SPARSE_ROWS", sparse_rows):
         _search_example(data, alphabet, trees_, same, unknown, bounds, block_size, api, symmetric)
 
 

@@ -232,7 +232,7 @@ def test_label_counts_equal_a_count_of_each_objects_labels():
 @pytest.mark.parametrize("kind", ["unit", "euclidean", "float32"])
 def test_label_bound_from_counts_equals_its_features_and_the_formula(monkeypatch, kind):
     """Few rows take the weighted intersections from the label counts, many rows from dense
-    features: both equal the bound's formula, max over the potentials of
+    features (or Y's side sparse, for many features): all equal the bound's formula, max over the potentials of
     ``P(x) + Q(y) + sum_a w[a] min(h_x(a), h_y(a))`` summed here pair by pair."""
     rng = np.random.default_rng(23)
     cost = make_cost(kind, rng)
@@ -244,6 +244,11 @@ def test_label_bound_from_counts_equals_its_features_and_the_formula(monkeypatch
     counted = bound.block(rows, cols)
     monkeypatch.setattr(label_bound_module, "_COUNT_FORM_RATIO", 0.0)
     dense = bound.block(rows, cols)
+    monkeypatch.setattr(label_bound_module, "_DENSE_FEATURES", 1)  # Y's side sparse
+    monkeypatch.setattr(label_bound_module, "_COUNT_FORM_SPARSE_ROWS", len(rows))
+    counted_sparse = bound.block(rows, cols)
+    monkeypatch.setattr(label_bound_module, "_COUNT_FORM_SPARSE_ROWS", len(rows) - 1)
+    sparse = bound.block(rows, cols)
     lx, ly = problem._label_codes
     want = torch.zeros(len(rows), len(cols), dtype=torch.float64)
     shared = torch.zeros(len(rows), len(cols), dtype=torch.float64)  # the intersections' part
@@ -256,10 +261,11 @@ def test_label_bound_from_counts_equals_its_features_and_the_formula(monkeypatch
             shared[i, j] = min(float(np.minimum(hx, hy) @ w.numpy()) for _, _, w in bound.variants)
     assert int((shared < 0).sum()) >= 4  # (the intersections matter: entries share symbols)
     if kind == "unit":  # integers: every order of the sums gives the same numbers
-        assert torch.equal(counted, dense) and torch.equal(counted, want)
+        for got in (counted, dense, counted_sparse, sparse):
+            assert torch.equal(got, want)
     else:  # (float32 costs: the bounds are float64 sums of their float64 values)
-        assert torch.allclose(counted, want, rtol=0, atol=1e-12)
-        assert torch.allclose(dense, want, rtol=0, atol=1e-12)
+        for got in (counted, dense, counted_sparse, sparse):
+            assert torch.allclose(got, want, rtol=0, atol=1e-12)
 
 
 def test_traversal_bound_is_tight_where_the_tree_structure_does_not_matter():

@@ -19,8 +19,13 @@ _FEATURE_CELLS = 1 << 22
 # Above this many (symbol, level) features the query side of the product is sparse.
 _DENSE_FEATURES = 2048
 # The label bound's intersections come from the label counts where rows x the columns' (object,
-# symbol) entries are at most this many times the columns' dense features (few queries).
+# symbol) entries are at most this many times the columns' dense features (few queries; measured
+# on syntax trees)...
 _COUNT_FORM_RATIO = 0.25
+# ...and, where Y's side of the product is sparse (more than _DENSE_FEATURES features: word
+# vocabularies), for at most this many rows: the sparse product reads each column's entries once
+# for all its rows, the counts once per row.
+_COUNT_FORM_SPARSE_ROWS = 2
 
 
 class LabelBound:
@@ -164,7 +169,11 @@ class LabelBound:
         if self.n_features == 0 or len(rows) == 0 or len(cols) == 0:
             return out
         entries = self.y.counts.ptr[cols + 1] - self.y.counts.ptr[cols]
-        if len(rows) * int(entries.sum()) <= _COUNT_FORM_RATIO * len(cols) * self.n_features:
+        if self.n_features > _DENSE_FEATURES:
+            counts_pay = len(rows) <= _COUNT_FORM_SPARSE_ROWS
+        else:
+            counts_pay = len(rows) * int(entries.sum()) <= _COUNT_FORM_RATIO * len(cols) * self.n_features
+        if counts_pay:
             return self._count_intersections(rows, cols, w)
         step = max(1, _FEATURE_CELLS // max(1, self.n_features))
         if self.n_features > _DENSE_FEATURES:
