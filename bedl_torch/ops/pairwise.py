@@ -475,15 +475,16 @@ def _check_mode(mode: str, temperature, modes: Sequence[str]) -> Optional[float]
     return None
 
 
-# Default cost modules of the latest alphabets (see default_unit_cost).
-_DEFAULT_COSTS_SIZE = 4
+# Default cost modules of the latest alphabets (see default_unit_cost); each keeps its codes of
+# the cached tables alive, so few.
+_DEFAULT_COSTS_SIZE = 2
 _default_costs: "OrderedDict[tuple, UnitCost]" = OrderedDict()
 _default_costs_lock = threading.Lock()
 
 
 def default_unit_cost(X: Sequence, Y: Sequence) -> UnitCost:
     """Unit costs over the labels of ``Y``, then those of ``X`` not in ``Y``: one module per
-    alphabet among the latest calls, so that repeated calls on the same collections (a query
+    alphabet among the latest two, so that repeated calls on the same collections (a query
     against a collection whose labels it shares) find their cached codes instead of encoding
     them again. Under unit costs the order of the alphabet changes no distance, P or bound."""
     alphabet = tuple(alphabet_of(Y, X))
