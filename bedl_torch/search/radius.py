@@ -25,7 +25,9 @@ from .tiles import exact_is_cheapest, radius_all_pairs
 __all__ = ["radius_neighbors", "problem_radius_neighbors", "radius_blocks", "radius_block",
            "radius_candidates", "radius_verify", "RADIUS_POOL_ENTRIES"]
 
-
+#: Range search pools the entries its bounds leave open over blocks of rows up to this many, so
+#: that one exact call verifies them: where costs come in tiles (no whole symbol table), every
+#: exact call builds the tiles of all the objects it covers (see :meth:`SearchProblem.exact`)
 RADIUS_POOL_ENTRIES = 1 << 22
 
 
