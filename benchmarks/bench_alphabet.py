@@ -149,7 +149,6 @@ def child_full(rows: int) -> dict:
     """The first ``rows`` rows of the whole SST matrix (symmetric: columns j >= i), 2 threads."""
     import torch
 
-    import bedl_torch as bt
     from bedl_torch.evaluation.protocol.data import SentimentCosts
     from bedl_torch.ops import FlatTable, table_pair_distances
 

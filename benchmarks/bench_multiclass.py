@@ -151,7 +151,7 @@ def main():
         cells = " | ".join(f"{errs[k]:.1f}" for k in ks)
         own_s = "-" if own is None else f"{own:.1f}"
         print(f"| {name} | {beta} | {cells} | {own_s} | {fit:.1f} | {tm:.1f} | {info} |")
-    print(f"\ncommand: `PYTHONPATH=. .venv/bin/python benchmarks/bench_multiclass.py "
+    print("\ncommand: `PYTHONPATH=. .venv/bin/python benchmarks/bench_multiclass.py "
           + " ".join(sys.argv[1:]) + "`")
     print(f"CPU: {cpu_model()}; load average before: {load0}, after: {load_average()}; "
           f"torch threads {args.threads}")

@@ -1,7 +1,6 @@
 """A stand-in for BEDL's metric-step solver that probes the objective it is given."""
 import sys
 
-import numpy as np
 import torch
 
 from bedl_torch.learning import BEDL

@@ -6,7 +6,6 @@ bit where it computes from one symbol table), brute-force neighbour lists sorted
 of two processes on 127.0.0.1.
 """
 import json
-import math
 import os
 import pathlib
 import subprocess

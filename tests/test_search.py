@@ -925,8 +925,6 @@ def test_sequence_probe_chooses_one_call_where_the_label_bound_cannot_prune(monk
     0, so every entry stays open: after the probe, one exact call of every pair. Unit costs
     (from a table: not the bit-vector path, whose short sequences skip the probe) prune most
     entries: rounds. Both answer as the matrix does."""
-    from bedl_torch.search import problem as problem_module
-
     rng = np.random.default_rng(45)
     X = [random_sequence(8, ALPHABET, rng) for _ in range(40)] if near_free else random_sequences(rng, 40, 12)
     if near_free:
@@ -955,7 +953,6 @@ def test_short_unit_cost_sequences_take_one_call(monkeypatch, length):
     blocks. Longer ones go round by round (range search: bounds, then exact calls). With the
     fast paths off (the DP, no bit vectors) short ones do too."""
     from bedl_torch import _ext
-    from bedl_torch.search import problem as problem_module
 
     rng = np.random.default_rng(46)
     X = [random_sequence(length - int(rng.integers(0, 3)), ALPHABET, rng) for _ in range(30)]
