@@ -747,7 +747,7 @@ def reference_within(D, radius, same):
        block_size=st.one_of(st.none(), st.integers(1, 4)),
        api=st.sampled_from(["function", "index", "distributed"]),
        symmetric=st.sampled_from([None, None, False, True]),
-       subset_min=st.sampled_from([64, 1]), count_form=st.sampled_from([0.25, 0.0, 1e9]))
+       subset_min=st.sampled_from([64, 1]), count_form=st.sampled_from(["chosen", "never", "always"]))
 def test_fuzz_search(data, alphabet, trees_, same, unknown, bounds, block_size, api, symmetric, subset_min,
                      count_form):
     """kneighbors and radius_neighbors (the functions, NeighborIndex, and the distributed
@@ -756,12 +756,13 @@ def test_fuzz_search(data, alphabet, trees_, same, unknown, bounds, block_size, 
     index included: the same indices and the same distance bits; stats that add up; k out of
     range and NaN radii a ValueError. ``subset_min=1``: calls on few objects get tables of
     those objects at any table size (``search.problem.SUBSET_MIN_OBJECTS``). ``count_form``: the
-    label bound's intersections from label counts where they would be chosen, never (0), or
-    always (``search.label_bound._COUNT_FORM_RATIO`` and ``_COUNT_FORM_SPARSE_ROWS``)."""
-    sparse_rows = search_label_bound._COUNT_FORM_SPARSE_ROWS if count_form == 0.25 else count_form
+    label bound's intersections from label counts where they would be chosen, never, or always
+    (``search.label_bound._COUNT_FORM_RATIO`` and ``_COUNT_FORM_SPARSE_ROWS``)."""
+    rules = ("_COUNT_FORM_RATIO", "_COUNT_FORM_SPARSE_ROWS")
+    forced = {"chosen": {rule: getattr(search_label_bound, rule) for rule in rules},
+              "never": dict.fromkeys(rules, 0), "always": dict.fromkeys(rules, math.inf)}[count_form]
     with mock.patch.object(search_problem, "SUBSET_MIN_OBJECTS", subset_min), \
-            mock.patch.object(search_label_bound, "_COUNT_FORM_RATIO", count_form), \
-            mock.patch.object(search_label_bound, "_COUNT_FORM_SPARSE_ROWS", sparse_rows):
+            mock.patch.multiple(search_label_bound, **forced):
         _search_example(data, alphabet, trees_, same, unknown, bounds, block_size, api, symmetric)
 
 

@@ -23,7 +23,7 @@ from ..validation import check_cost_tensor
 from . import limits
 
 __all__ = ["default_rel_tol", "check_rel_tol", "check_costs", "FlatTable", "flat_table",
-           "SymbolView", "matrix_view", "whole_table"]
+           "check_same_kind", "SymbolView", "matrix_view", "whole_table"]
 
 
 def default_rel_tol(dtype: torch.dtype) -> float:
@@ -267,6 +267,15 @@ def flat_table(objects: Sequence, side: str) -> FlatTable:
         while len(_table_cache) > _TABLE_CACHE_SIZE:
             _table_cache.popitem(last=False)
     return table
+
+
+def check_same_kind(x_table: FlatTable, y_table: FlatTable) -> Optional[str]:
+    """The kind the two tables hold (``"tree"`` or ``"sequence"``; None where both are empty);
+    TypeError where one holds trees and the other sequences."""
+    kx, ky = x_table.kind, y_table.kind
+    if kx and ky and kx != ky:
+        raise TypeError(f"X and Y must both hold trees or both sequences, got {kx}s and {ky}s")
+    return kx or ky
 
 
 def check_rel_tol(rel_tol, dtype) -> float:

@@ -28,7 +28,7 @@ from ..labels import alphabet_of, check_collection
 from ..validation import check_cost_module
 from . import limits
 from .batch import PairBatch, check_temperature, soft_distances
-from .encoding import FlatTable, SymbolView, check_rel_tol, flat_table, matrix_view
+from .encoding import FlatTable, SymbolView, check_rel_tol, check_same_kind, flat_table, matrix_view
 
 __all__ = ["MODES", "PairwisePlan", "pair_indices", "assemble", "pair_chunks", "size_order_chunks",
            "table_pair_distances", "pairwise_distances", "matrix_tiles"]
@@ -561,9 +561,7 @@ class PairwisePlan:
             x_table = flat_table(X, "X")
             tables = (x_table, x_table if self.same else flat_table(Y, "Y"))
         self.x_table, self.y_table = tables
-        kx, ky = self.x_table.kind, self.y_table.kind
-        if kx and ky and kx != ky:
-            raise TypeError(f"X and Y must both hold trees or both sequences, got {kx}s and {ky}s")
+        check_same_kind(self.x_table, self.y_table)
         # Fail early, naming unknown labels, before any work.
         for module in (cost, reference_cost):
             if module is not None:

@@ -26,11 +26,10 @@ from typing import Optional, Sequence
 
 import torch
 
-from ..costs import SymbolCost, UnitCost
-from ..labels import alphabet_of, check_collection
+from ..costs import SymbolCost
 from ..ops import FlatTable, pairwise_distances
-from ..ops.encoding import node_objects
-from ..validation import check_cost_module
+from ..ops.encoding import check_same_kind, node_objects
+from ..ops.pairwise import problem_inputs
 from .label_bound import LabelBound
 from .symbol_costs import SymbolCosts
 
@@ -56,23 +55,14 @@ def traversal_sequences(trees: Sequence, order: str) -> list:
     return [t.postorder_labels() for t in trees]
 
 
-def _check_same_kind(x_table, y_table):
-    if x_table.kind and y_table.kind and x_table.kind != y_table.kind:
-        raise TypeError(f"X and Y must both hold trees or both sequences, got "
-                        f"{x_table.kind}s and {y_table.kind}s")
-
-
 def _prepare(X, Y, cost, unknown):
-    X = check_collection(X, "X")
+    """The objects and the cost module as a matrix takes them (:func:`problem_inputs`), and
+    both collections flattened."""
     same = Y is None
-    Y = X if same else check_collection(Y, "Y")
-    if cost is None:
-        cost = UnitCost(alphabet_of(X, Y))
-    else:
-        check_cost_module(cost)
+    X, Y, cost, _ = problem_inputs(X, Y, cost, None)
     x_table = FlatTable(X, "X")
     y_table = x_table if same else FlatTable(Y, "Y")
-    _check_same_kind(x_table, y_table)
+    check_same_kind(x_table, y_table)
     return X, Y, cost, x_table, y_table
 
 

@@ -12,7 +12,7 @@ import torch
 
 from ..costs import SymbolCost, UnitCost
 from ..ops import FlatTable, table_pair_distances
-from ..ops.encoding import flat_table, object_nodes
+from ..ops.encoding import check_same_kind, flat_table, object_nodes
 from ..ops.pairwise import matrix_tiles, problem_inputs, unit_sequence_path
 from .bounds import FirstPairUpper, traversal_sequences
 from .label_bound import LabelBound
@@ -117,10 +117,7 @@ class SearchProblem:
         x_side = prepared if prepared is not None and self.same else PreparedCollection(X, "X")
         y_side = x_side if self.same else (prepared if prepared is not None else PreparedCollection(Y, "Y"))
         self.x_table, self.y_table = x_side.table, y_side.table
-        kx, ky = self.x_table.kind, self.y_table.kind
-        if kx and ky and kx != ky:
-            raise TypeError(f"X and Y must both hold trees or both sequences, got {kx}s and {ky}s")
-        self.kind = kx or ky or "sequence"
+        self.kind = check_same_kind(self.x_table, self.y_table) or "sequence"
         self.nx, self.ny = len(X), len(Y)
         self.kw = dict(rel_tol=rel_tol, unknown=unknown, chunk_size=chunk_size)
         # Fail early, naming unknown labels.
