@@ -220,6 +220,15 @@ def bench_sequences(rows, quick):
     rows.append(("sequences of length 1000, arbitrary costs: ns per DP cell (distance)", t / cells * 1e9, None))
     rows.append(("same, the kernel alone (_C.sed_cpu, with its own cost checks)", tk / cells * 1e9, None))
     rows.append(("sequences of length 1000, arbitrary costs: ns per DP cell (distance + P)", tp / cells * 1e9, None))
+    # A symbol table over a small alphabet (the kernels gather each pair's costs from it).
+    rng = random.Random(4)
+    alphabet = [chr(97 + k) for k in range(20)]
+    strings = [[rng.choice(alphabet) for _ in range(rng.randint(150, 300))] for _ in range(100 if quick else 300)]
+    cost = bt.EuclideanCost(alphabet, torch.randn(20, 4, generator=gen, dtype=torch.float64))
+    with torch.no_grad():
+        ts = timeit(lambda: bt.pairwise_distances(strings, cost=cost), repeat=3)
+    rows.append((f"{len(strings)} sequences of 150-300 symbols over 20, Euclidean symbol table, 1 thread: "
+                 "matrix seconds", ts, None))
 
 
 def _alternating_matrices(objects, ours, peer):

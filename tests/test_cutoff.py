@@ -140,18 +140,22 @@ import resource, sys, numpy as np, torch, bedl_torch as bt
 n = int(sys.argv[1])
 rng = np.random.default_rng(0)
 x = "".join(rng.choice(list("abcd"), n)); y = "".join(rng.choice(list("abcd"), n))
+cost = bt.UnitCost(list("abcd")) if sys.argv[2] == "unit" else bt.EuclideanCost(list("abcd"), torch.eye(4, dtype=torch.float64))
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-d = bt.pairwise_distances([x], [y], bt.UnitCost(list("abcd")))
+with torch.no_grad():
+    d = bt.pairwise_distances([x], [y], cost)
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(float(d[0, 0]), (after - before) * 1024)
 """
 
 
-def test_long_sequence_pair_distance_in_linear_memory():
+@pytest.mark.parametrize("costs", ["unit", "table"])
+def test_long_sequence_pair_distance_in_linear_memory(costs):
     """Two 20,000-symbol sequences: 4e8 cells, 3.2 GB as a table of doubles; the distance
-    alone must not allocate more than a few rows of them."""
+    alone must not allocate more than a few rows of them (unit costs: bit vectors; a symbol
+    table: its rows gathered a few at a time)."""
     n = 20000
-    out = subprocess.run([sys.executable, "-c", _LONG_PAIR, str(n)], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", _LONG_PAIR, str(n), costs], capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0, out.stderr
     distance, grown = out.stdout.split()

@@ -100,6 +100,32 @@ def test_table_path_gradient_equals_padded_path(kind):
     torch.testing.assert_close(cost_a.embedding.grad, cost_b.embedding.grad, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("simd", [True, False], ids=["avx2", "scalar"])
+def test_long_sequence_rows_by_symbol_and_ring_equal_padded_path(simd):
+    """The distance of a long pair gathers its cost rows from the table either once per distinct
+    symbol of x (x repeats its symbols) or four at a time (many distinct symbols, or rows by
+    symbol above their memory cap at a 20,000-symbol y): each gives the padded path's bits."""
+    rng = random.Random(12)
+    alphabet = [f"s{k}" for k in range(40)]
+    few = [rng.choice(alphabet[:3]) for _ in range(70)]       # 3 distinct: rows by symbol
+    many = alphabet + [rng.choice(alphabet) for _ in range(20)]  # 40 of 60 distinct: the ring
+    rng.shuffle(many)
+    y_mid = [rng.choice(alphabet) for _ in range(300)]
+    y_long = [rng.choice(alphabet[:5]) for _ in range(20000)]  # 5 rows of 20,001 > the cap
+    xs, ys = [few, many, few[:30], many[:7]], [y_mid, y_mid, y_long, y_long]
+    cost = _euclidean(alphabet, 13)
+    batch = bedl_torch.PairBatch(xs, ys)
+    prev = _ext.simd_enabled()
+    _ext.set_simd_enabled(simd)
+    try:
+        with torch.no_grad():
+            d_table = batch.distances(cost)
+            d_padded = batch.distances(batch.costs(cost))
+    finally:
+        _ext.set_simd_enabled(prev)
+    assert torch.equal(d_table, d_padded)
+
+
 def test_table_gradient_is_P_summed_per_symbol_pair():
     """The gradient with respect to the table is sum over pairs and nodes of P at (label, label)."""
     objs = _trees(5, 6)

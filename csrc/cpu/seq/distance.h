@@ -33,10 +33,17 @@ struct PaddedRows {
   const scalar_t* ins() const { return c + m * stride; }
 };
 
+// At most this many doubles of rows by symbol (512 KB): a long pair keeps the
+// four-row ring, so memory stays linear in |y|.
+constexpr int64_t kRowsBySymbolMax = int64_t{1} << 16;
+
 // The same rows gathered from a (R, C) symbol table (x's labels index rows, y's
-// columns, the gap last in both), at most four at a time: need(first, count)
-// gathers rows first .. first + count - 1 (count <= 4, ascending calls) into
-// slots of n + 1 doubles, so memory stays linear in |y|.
+// columns, the gap last in both), in slots of n + 1 doubles. Where at most half
+// of x's symbols are distinct (node types, small alphabets) and their rows fit
+// in kRowsBySymbolMax, each distinct symbol's row is gathered once; otherwise
+// need(first, count) gathers rows first .. first + count - 1 (count <= 4,
+// ascending calls) into a ring of four, so memory stays linear in |y|. The
+// same costs either way.
 template <typename scalar_t, typename Buffer = std::vector<double>>
 struct SymbolRows {
   using value_type = double;
@@ -44,29 +51,69 @@ struct SymbolRows {
   int64_t R, C;
   const int64_t *x, *y;
   int64_t m, n;
-  Buffer& buf;  // 4 rows + the insertions
+  Buffer& buf;  // 4 rows (or one per distinct symbol) + the insertions
+  const int64_t* of_row = nullptr;  // by symbol: x's row -> its slot
+  int64_t ins_at = 0;
   int64_t held[4] = {-1, -1, -1, -1};
 
   SymbolRows(const scalar_t* table_, int64_t R_, int64_t C_, const int64_t* x_, int64_t m_, const int64_t* y_,
-             int64_t n_, Buffer& buf_)
+             int64_t n_, Buffer& buf_, SymbolRowSlots& slots)
       : table(table_), R(R_), C(C_), x(x_), y(y_), m(m_), n(n_), buf(buf_) {
-    buf.resize(5 * (n + 1));
+    const int64_t distinct = symbol_slots(slots);
+    if (distinct >= 0) {
+      of_row = slots.of_row.data();
+      buf.resize((distinct + 1) * (n + 1));
+      ins_at = distinct * (n + 1);
+      // Slots are numbered in order of first use: row i opens slot `next`.
+      for (int64_t i = 0, next = 0; i < m; ++i) {
+        if (of_row[i] != next) continue;
+        gather_row(x[i], buf.data() + next * (n + 1));
+        ++next;
+      }
+    } else {
+      buf.resize(5 * (n + 1));
+      ins_at = 4 * (n + 1);
+    }
     const scalar_t* gap_row = table + (R - 1) * C;
-    double* ins_out = buf.data() + 4 * (n + 1);
+    double* ins_out = buf.data() + ins_at;
     for (int64_t j = 0; j < n; ++j) ins_out[j] = static_cast<double>(gap_row[y[j]]);
   }
   void need(int64_t first, int count) {
+    if (of_row != nullptr) return;
     for (int64_t i = first; i < first + count; ++i) {
       double* out = buf.data() + (i & 3) * (n + 1);
       if (held[i & 3] == i) continue;
-      const scalar_t* src = table + x[i] * C;
-      for (int64_t j = 0; j < n; ++j) out[j] = static_cast<double>(src[y[j]]);
-      out[n] = static_cast<double>(src[C - 1]);
+      gather_row(x[i], out);
       held[i & 3] = i;
     }
   }
-  const double* row(int64_t i) const { return buf.data() + (i & 3) * (n + 1); }
-  const double* ins() const { return buf.data() + 4 * (n + 1); }
+  const double* row(int64_t i) const {
+    return buf.data() + (of_row != nullptr ? of_row[i] : (i & 3)) * (n + 1);
+  }
+  const double* ins() const { return buf.data() + ins_at; }
+
+ private:
+  // x's rows' slots, by first use; -1 (and no slots kept) where too many are distinct.
+  int64_t symbol_slots(SymbolRowSlots& slots) const {
+    if (slots.slot_of.size() < static_cast<size_t>(R)) slots.slot_of.resize(R, -1);
+    slots.of_row.resize(m);
+    int64_t distinct = 0, i = 0;
+    for (; i < m; ++i) {
+      int64_t& slot = slots.slot_of[x[i]];
+      if (slot < 0) {
+        if (2 * (distinct + 1) > m || (distinct + 2) * (n + 1) > kRowsBySymbolMax) break;
+        slot = distinct++;
+      }
+      slots.of_row[i] = slot;
+    }
+    for (int64_t k = 0; k < i; ++k) slots.slot_of[x[k]] = -1;
+    return i == m ? distinct : -1;
+  }
+  void gather_row(int64_t symbol, double* out) const {
+    const scalar_t* src = table + symbol * C;
+    for (int64_t j = 0; j < n; ++j) out[j] = static_cast<double>(src[y[j]]);
+    out[n] = static_cast<double>(src[C - 1]);
+  }
 };
 
 // No cutoff: every pair to its end.
@@ -85,9 +132,15 @@ struct RowCutoff {
   const double* below;  // m + 1 entries
   int64_t n;
   bool beyond(int64_t i, const double* row) const {
-    double low = row[0];
-    for (int64_t j = 1; j <= n; ++j) low = std::min(low, row[j]);
-    return low + below[i] > limit;
+    // Four running minima (one chain waits on each comparison); the minimum is
+    // the same number in any order.
+    double low[4] = {row[0], row[0], row[0], row[0]};
+    int64_t j = 1;
+    for (; j + 3 <= n; j += 4) {
+      for (int k = 0; k < 4; ++k) low[k] = std::min(low[k], row[j + k]);
+    }
+    for (; j <= n; ++j) low[0] = std::min(low[0], row[j]);
+    return std::min(std::min(low[0], low[1]), std::min(low[2], low[3])) + below[i] > limit;
   }
 };
 

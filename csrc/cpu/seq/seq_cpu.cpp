@@ -108,7 +108,7 @@ struct SymbolGroup {
 template <typename scalar_t>
 double symbol_distance(const scalar_t* t, int64_t R, int64_t C, const SymbolPair& sp, int64_t b,
                        const dp::DistanceCutoffs* cutoff, SedWorkspace& ws) {
-  SymbolRows<scalar_t, decltype(ws.cost)> rows(t, R, C, sp.x, sp.m, sp.y, sp.n, ws.cost);
+  SymbolRows<scalar_t, decltype(ws.cost)> rows(t, R, C, sp.x, sp.m, sp.y, sp.n, ws.cost, ws.row_slots);
   if (cutoff == nullptr || !cutoff->applies(b)) return sed_distance_rows(rows, sp.m, sp.n, ws);
   // below[i]: each of x_i .. x_{m-1} deleted or replaced at its row's least cost, and
   // every insertion that could lower the sum.

@@ -22,6 +22,13 @@ struct SedCounts {
   staggered_vector<C, 4> out_ins;
 };
 
+// Where x repeats its symbols, SymbolRows (distance.h) gathers one row per
+// distinct symbol: its slots (symbol -> slot, all -1 between pairs; x's row ->
+// its slot).
+struct SymbolRowSlots {
+  std::vector<int64_t> slot_of, of_row;
+};
+
 struct SedWorkspace {
   std::vector<double> row_prev, row_cur, row_next;  // distance rows
   SedCounts<dp::FastCount> fast;            // counts as doubles: the usual case
@@ -29,6 +36,7 @@ struct SedWorkspace {
   staggered_vector<uint8_t, 5> coopt;       // co-optimal incoming edges per cell
   staggered_vector<double, 6> p_acc;        // P accumulator, (m+1)(n+1)
   staggered_vector<double, 7> cost;         // a pair's costs gathered from a symbol table (or a few rows of them)
+  SymbolRowSlots row_slots;                 // x's symbols' rows (SymbolRows)
   std::vector<double> below;               // a cutoff's lower bounds of each row's completions
   std::vector<double> ins_skew;             // insertion costs as the AVX2 strips read them
   sed::SedLanes lanes;                      // four pairs' inside passes at once (AVX2)
