@@ -26,7 +26,9 @@ def _owns_forward(cost: "SymbolCost", method: str) -> bool:
     """Whether the class that defines ``method`` (a table shortcut) also defines the
     ``forward`` in use; a subclass that changes ``forward`` alone must not be bypassed."""
     cls = type(cost)
-    return _forward_owned(cls, method, cls.forward, getattr(cls, method))
+    # (torch.compile traces the uncached function: it would skip the cache and warn)
+    owned = _forward_owned.__wrapped__ if torch.compiler.is_compiling() else _forward_owned
+    return owned(cls, method, cls.forward, getattr(cls, method))
 
 
 @functools.lru_cache(maxsize=256)

@@ -424,7 +424,8 @@ def pair_indices(rows: int, cols: int, triangle: bool) -> Tuple[torch.Tensor, to
     """Row-major pair indices ``(ii, jj)`` of a ``rows x cols`` block: all pairs, or with
     ``triangle`` only ``i <= j`` (the rest mirrors them). Small blocks' are cached: the same
     tensors for the same block, which callers must not change in place."""
-    if rows * cols <= _CACHED_PAIRS:
+    if rows * cols <= _CACHED_PAIRS and not torch.compiler.is_compiling():
+        # (torch.compile traces the uncached function: it would skip the cache and warn)
         return _cached_pair_indices(rows, cols, triangle)
     return _pair_indices(rows, cols, triangle)
 
