@@ -207,3 +207,30 @@ def test_callable_phi_through_the_numpy_objective_in_a_fit():
     y = STRING_LABELS * 2
     model = BEDL(phi=lambda mu: torch.exp(mu), max_rounds=1, max_eval=5).fit(X, y)
     assert model.loss_history_[0] == pytest.approx(model.actual_loss_history_[0], rel=REL)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_backward_with_gives_torch_backward_bits(dtype):
+    """backward_with (the evaluators' backward through a scalar) leaves the same gradients as
+    torch.autograd.backward with explicit gradients, bit for bit: into leaves and through
+    non-leaf tensors, several at once, with signed and zero gradients."""
+    from bedl_torch.learning.objective_base import backward_with
+
+    gen = torch.Generator().manual_seed(5)
+    grads = []
+    for how in ("torch", "ours"):
+        gen.manual_seed(5)
+        a = torch.randn(4, 3, generator=gen, dtype=dtype).requires_grad_(True)
+        b = torch.randn(3, generator=gen, dtype=dtype).requires_grad_(True)
+        t1 = (a.exp() * b).sin()               # a non-leaf of a and b
+        t2 = b                                 # a leaf
+        g1 = torch.randn(4, 3, generator=gen, dtype=dtype)
+        g1[0, 0] = 0.0
+        g1[1, 1] = -0.0
+        g2 = torch.randn(3, generator=gen, dtype=dtype) * 1e-30
+        if how == "torch":
+            torch.autograd.backward([t1, t2], [g1, g2])
+        else:
+            backward_with([t1, t2], [g1, g2])
+        grads.append((a.grad, b.grad))
+    assert torch.equal(grads[0][0], grads[1][0]) and torch.equal(grads[0][1], grads[1][1])

@@ -43,7 +43,7 @@ from .losses import (
     nca_loss_and_grad_numpy,
 )
 from .numpy_objectives import NumpyEuclideanBase
-from .objective_base import MetricObjective, regularized_matrix
+from .objective_base import MetricObjective, backward_with, regularized_matrix
 
 __all__ = ["NCAReferences", "NCALossTerms", "nca_scale", "knn_vote", "PairKernels",
            "FrozenPairLists", "NumpyEuclideanNCAObjective", "NCAObjective", "SparsePseudoNCAObjective"]
@@ -419,5 +419,5 @@ class SparsePseudoNCAObjective(MetricObjective):
             if d.grad is not None:
                 t, g = self.terms.backprop(self.all_pairs, d.grad, c)
                 if t.requires_grad:
-                    torch.autograd.backward([t], [g])
+                    backward_with([t], [g])
         return loss.detach()

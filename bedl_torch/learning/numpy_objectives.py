@@ -265,8 +265,9 @@ class NumpyEuclideanExactObjective(NumpyEuclideanBase):
             d = self._distances(batch, grad=True)
             dn = d.detach().numpy()
             loss, g_plus, g_minus = glvq_loss_and_grad_numpy(dn[:m], dn[m:], self.loss.phi)
-            (G,) = torch.autograd.grad(d, self.table,
-                                       torch.from_numpy(np.concatenate((g_plus, g_minus))))
+            # (d * w).sum()'s gradient is that of d weighted by w, the same bits (backward_with)
+            w = torch.from_numpy(np.concatenate((g_plus, g_minus)))
+            (G,) = torch.autograd.grad((d * w).sum(), self.table)
         return loss, G.numpy().astype(C.dtype, copy=True)
 
     def _direct_glvq_and_table_grad(self, C, backward):

@@ -50,7 +50,7 @@ from .numpy_objectives import (
     NumpyEuclideanObjective,
     numpy_path_applies,
 )
-from .objective_base import LossTerms, MetricObjective, PrototypePairs, regularized_matrix
+from .objective_base import LossTerms, MetricObjective, PrototypePairs, backward_with, regularized_matrix
 
 __all__ = [
     "LossTerms",
@@ -318,7 +318,7 @@ class LinearPseudoObjective(MetricObjective):
         if backward:
             keep = [k for k, t in enumerate(tensors) if t.requires_grad]
             if keep:
-                torch.autograd.backward([tensors[k] for k in keep], [grads[k] for k in keep])
+                backward_with([tensors[k] for k in keep], [grads[k] for k in keep])
         return loss
 
 
