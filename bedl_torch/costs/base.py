@@ -9,7 +9,6 @@ the ``forward`` in use), so a subclass that changes ``forward`` alone is never b
 """
 from __future__ import annotations
 
-import functools
 import itertools
 
 from typing import Hashable, Iterable, Optional, Sequence
@@ -17,6 +16,7 @@ from typing import Hashable, Iterable, Optional, Sequence
 import torch
 from torch import nn
 
+from .._cache import lru_cache_outside_compile
 from ..labels import long_tensor
 
 __all__ = ["SymbolCost", "table_of", "subtable_of", "block_of", "pair_costs_of"]
@@ -26,12 +26,10 @@ def _owns_forward(cost: "SymbolCost", method: str) -> bool:
     """Whether the class that defines ``method`` (a table shortcut) also defines the
     ``forward`` in use; a subclass that changes ``forward`` alone must not be bypassed."""
     cls = type(cost)
-    # (torch.compile traces the uncached function: it would skip the cache and warn)
-    owned = _forward_owned.__wrapped__ if torch.compiler.is_compiling() else _forward_owned
-    return owned(cls, method, cls.forward, getattr(cls, method))
+    return _forward_owned(cls, method, cls.forward, getattr(cls, method))
 
 
-@functools.lru_cache(maxsize=256)
+@lru_cache_outside_compile(maxsize=256)
 def _forward_owned(cls, method: str, forward, shortcut) -> bool:
     # (keyed by the class's current forward and shortcut too: patching either asks again)
     owner = next(k for k in cls.__mro__ if method in vars(k))

@@ -13,7 +13,6 @@ Layer: ops (imports :mod:`.batch`, :mod:`.encoding`, the cost modules and
 from __future__ import annotations
 
 import copy
-import functools
 import math
 import threading
 from collections import OrderedDict
@@ -23,6 +22,7 @@ import numpy as np
 import torch
 
 from .. import _ext
+from .._cache import lru_cache_outside_compile
 from ..costs import SymbolCost, UnitCost
 from ..labels import alphabet_of, check_collection
 from ..validation import check_cost_module
@@ -424,13 +424,12 @@ def pair_indices(rows: int, cols: int, triangle: bool) -> Tuple[torch.Tensor, to
     """Row-major pair indices ``(ii, jj)`` of a ``rows x cols`` block: all pairs, or with
     ``triangle`` only ``i <= j`` (the rest mirrors them). Small blocks' are cached: the same
     tensors for the same block, which callers must not change in place."""
-    if rows * cols <= _CACHED_PAIRS and not torch.compiler.is_compiling():
-        # (torch.compile traces the uncached function: it would skip the cache and warn)
+    if rows * cols <= _CACHED_PAIRS:
         return _cached_pair_indices(rows, cols, triangle)
     return _pair_indices(rows, cols, triangle)
 
 
-@functools.lru_cache(maxsize=32)
+@lru_cache_outside_compile(maxsize=32)
 def _cached_pair_indices(rows: int, cols: int, triangle: bool) -> Tuple[torch.Tensor, torch.Tensor]:
     return _pair_indices(rows, cols, triangle)
 

@@ -16,6 +16,7 @@
 
 #include "../../common/sequence.h"
 #include "../parallel.h"
+#include "../row_minimum.h"
 #include "workspace.h"
 
 namespace bedl {
@@ -131,17 +132,7 @@ struct RowCutoff {
   double limit;         // the threshold plus a margin for rounding
   const double* below;  // m + 1 entries
   int64_t n;
-  bool beyond(int64_t i, const double* row) const {
-    // Four running minima (one chain waits on each comparison); the minimum is
-    // the same number in any order.
-    double low[4] = {row[0], row[0], row[0], row[0]};
-    int64_t j = 1;
-    for (; j + 3 <= n; j += 4) {
-      for (int k = 0; k < 4; ++k) low[k] = std::min(low[k], row[j + k]);
-    }
-    for (; j <= n; ++j) low[0] = std::min(low[0], row[j]);
-    return std::min(std::min(low[0], low[1]), std::min(low[2], low[3])) + below[i] > limit;
-  }
+  bool beyond(int64_t i, const double* row) const { return dp::row_minimum(row, 0, n) + below[i] > limit; }
 };
 
 #ifdef BEDL_X86_SIMD

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "../avx2.h"
+#include "../row_minimum.h"
 #include "pair.h"
 
 namespace bedl {
@@ -55,9 +56,7 @@ void leaf_y(TreePair<Count>& p, size_t kx_index, int64_t ky) {
 // rest at least cut_below[i] (any costs).
 template <typename Count>
 bool final_row_beyond(TreePair<Count>& p, const double* row, int64_t c0, int64_t cols_end, int64_t i) {
-  double low = row[c0];
-  for (int64_t j = c0 + 1; j <= cols_end; ++j) low = std::min(low, row[j]);
-  if (low + p.cut_below[i] <= p.cut_limit) return false;
+  if (dp::row_minimum(row, c0, cols_end) + p.cut_below[i] <= p.cut_limit) return false;
   p.beyond = true;
   return true;
 }
