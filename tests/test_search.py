@@ -893,6 +893,30 @@ def test_radius_without_a_lower_bound_thresholds_the_matrix(monkeypatch, bounds,
         assert stats["exact_computed"] == (entries // 2 if same else entries)
 
 
+@pytest.mark.parametrize("same", [True, False])
+def test_radius_inf_thresholds_the_matrix_without_bounds(monkeypatch, same):
+    """At radius inf no bound can exclude an entry: with every bound on, radius_neighbors
+    thresholds the matrix's blocks (no label or traversal bound computed), and the answer is
+    every entry of the matrix; a finite radius goes by the bounds."""
+    calls = _spy_exact_calls(monkeypatch)
+    rng = np.random.default_rng(50 + same)
+    X = random_trees(rng, 14, max_nodes=8)
+    Y = None if same else random_trees(rng, 6, max_nodes=8)
+    D = exact_matrix(X, Y, None)
+    ny = 14 if same else 6
+    for radius in (math.inf, float(D.max()) - 1):
+        calls.clear()
+        r, c, v, stats = radius_neighbors(X, Y, radius=radius, block_size=5, return_stats=True)
+        rr, rc, rv = reference_radius(D, radius, same)
+        assert torch.equal(r, rr) and torch.equal(c, rc) and torch.equal(v, rv), radius
+        if radius == math.inf:
+            assert _pairs_of(calls, "exact") == [] and stats["traversal_computed"] == 0
+            assert sum(_pairs_of(calls, "matrix")) == (14 * 15 // 2 if same else 14 * ny)
+            assert stats["exact"] == stats["pairs"] == (14 * 13 if same else 14 * ny)
+        else:
+            assert _pairs_of(calls, "matrix") == [] and stats["traversal_computed"] > 0
+
+
 @pytest.mark.parametrize("symmetric", [True, False])
 @pytest.mark.parametrize("max_pairs", [5, 37, 400, 10**6])
 def test_radius_all_pairs_blocks_give_the_full_matrix(symmetric, max_pairs):
@@ -943,6 +967,36 @@ def test_sequence_probe_chooses_one_call_where_the_label_bound_cannot_prune(monk
         assert exact_pairs == [] and sum(matrix_pairs) >= 40 * 39 // 2
     else:
         assert matrix_pairs == [] and len(exact_pairs) > 1 and sum(exact_pairs) < 40 * 39 // 2
+
+
+@pytest.mark.parametrize("case", ["every-entry-open", "paths-pruned"])
+def test_tree_probe_sends_a_k_that_leaves_most_work_open_to_the_matrix_tiles(monkeypatch, case):
+    """Trees: a probe of rows spread over X estimates the share of their DP work that the label
+    and traversal bounds leave at or below the rows' k-th distances. With k = every candidate,
+    every entry is open: the matrix's tiles, no round. Paths of one label and distinct lengths
+    (distance |m - n|, which the label bound gives exactly) leave two entries a row open at
+    k = 1: rounds. Both answer as the matrix does."""
+    from bedl_torch.search import knn as knn_module
+    from bedl_torch.search.knn import bounds_cannot_pay
+
+    monkeypatch.setattr(knn_module, "_TREE_PROBE_MIN_ROWS", 16)
+    rng = np.random.default_rng(49)
+    if case == "every-entry-open":
+        X, k, costs = random_trees(rng, 24, max_nodes=9), 23, [None, make_cost("signed", rng)]
+    else:
+        X, k, costs = [bt.Tree(*path_tree(n)) for n in rng.permutation(np.arange(1, 25))], 1, [None]
+    for cost in costs:
+        problem = SearchProblem(X, None, cost)
+        assert bounds_cannot_pay(problem, k) == (case == "every-entry-open")
+        calls = _spy_exact_calls(monkeypatch)
+        d, i = kneighbors(X, k=k, cost=cost)
+        want = reference_knn(exact_matrix(X, None, cost), k, True)
+        assert torch.equal(d, want[0]) and torch.equal(i, want[1])
+        exact_pairs, matrix_pairs = _pairs_of(calls, "exact"), _pairs_of(calls, "matrix")
+        if case == "every-entry-open":  # (the probe's estimates do not go through exact())
+            assert exact_pairs == [] and sum(matrix_pairs) >= 24 * 23 // 2
+        else:
+            assert matrix_pairs == [] and 0 < sum(exact_pairs) < 24 * 23 // 2
 
 
 @pytest.mark.parametrize("length", [12, 150])

@@ -14,8 +14,8 @@ from ..search.arguments import block_rows, check_k, check_radius
 from ..search.knn import bounds_cannot_pay, knn_blocks
 from ..search.merge import merge_nearest, sorted_entries
 from ..search.problem import SearchProblem, merge_stats
-from ..search.radius import radius_blocks
-from ..search.tiles import exact_is_cheapest, knn_all_pairs, matrix_block_pairs, radius_all_pairs
+from ..search.radius import radius_blocks, radius_takes_every_pair
+from ..search.tiles import knn_all_pairs, matrix_block_pairs, radius_all_pairs
 from ..search.index import NeighborIndex as _NeighborIndex
 from .group import ProcessGroup, Progress, raise_if_failed
 from .tiles import balanced_shares
@@ -143,7 +143,7 @@ def problem_radius_neighbors(problem: SearchProblem, radius: float, grp: Process
                              block_size: Optional[int], return_stats: bool):
     """:func:`search_radius_neighbors` of a prepared problem (``radius`` checked)."""
     step = block_rows(problem, block_size)
-    if exact_is_cheapest(problem):  # the matrix's tiles shared among the ranks
+    if radius_takes_every_pair(problem, radius):  # the matrix's tiles shared among the ranks
         blocks, max_pairs, total = _tile_shares(problem, grp)
         gathered = _run(grp, progress, total, "radius_neighbors",
                         lambda bar: radius_all_pairs(problem, radius, blocks, max_pairs, bar.update),

@@ -60,6 +60,13 @@ _DENSE_SHARE = 0.5
 # share, each with the exact distances of its candidates of smallest bound.
 _PROBE_ROWS = 16
 _PROBE_PER_K = 4
+# Trees: where a probe of a problem's rows expects the entries left open by the label and
+# traversal bounds to hold more than this share of its rows' DP work (|x| |y|), the matrix's
+# tiles are computed instead (near where the rounds stop paying: docs/search.md). Probed only
+# with at least _TREE_PROBE_MIN_ROWS rows of X (the probe's rows then cost at most a 32nd of
+# the bounds).
+_TREE_OPEN_WORK_SHARE = 0.5
+_TREE_PROBE_MIN_ROWS = 32 * _PROBE_ROWS
 
 
 def _bounds_leave_most_open(problem: SearchProblem, rows: torch.Tensor, cand: torch.Tensor, k: int) -> bool:
@@ -68,20 +75,74 @@ def _bounds_leave_most_open(problem: SearchProblem, rows: torch.Tensor, cand: to
     ``_PROBE_PER_K * k`` candidates of smallest bound (:meth:`SearchProblem.estimate`); the
     ``k``-th of those is at least a row's final ``k``-th distance, so the share of the probe
     rows' entries whose bound is at most it is at least the share that stays open there."""
-    B, ny = cand.shape
-    probe = torch.unique(torch.linspace(0, B - 1, steps=min(B, _PROBE_ROWS)).round().long())
+    probe = _probe_rows(cand.shape[0])
     lower = problem.probe_lower(rows[probe]).masked_fill(~cand[probe], math.inf)
-    vals, cols = torch.topk(lower, min(ny, _PROBE_PER_K * k), dim=1, largest=False)
-    usable = torch.isfinite(vals)  # (the row's own entry is +inf)
-    if int(usable.sum(1).min()) < k:
+    kth = _probe_thresholds(problem, rows[probe], lower, k)[0]
+    if kth is None:
         return False
-    pr = probe[:, None].expand_as(cols)[usable]
-    a, b = problem.kernel_pairs(rows[pr], cols[usable])
-    exact = torch.full(vals.shape, math.inf, dtype=torch.float64)
-    exact[usable] = problem.estimate(a, b)
-    kth = torch.kthvalue(exact, k, dim=1).values
     open_ = (lower <= kth[:, None]) & cand[probe]
     return int(open_.sum()) > _DENSE_SHARE * int(cand[probe].sum())
+
+
+def _probe_rows(n: int) -> torch.Tensor:
+    """Up to ``_PROBE_ROWS`` rows evenly spaced over ``0 .. n - 1``."""
+    return torch.unique(torch.linspace(0, max(n - 1, 0), steps=min(n, _PROBE_ROWS)).round().long())
+
+
+def _probe_thresholds(problem: SearchProblem, rows: torch.Tensor, bound: torch.Tensor, k: int,
+                      exact: Optional[torch.Tensor] = None):
+    """Each probe row's estimate of its final ``k``-th distance (at least it): the ``k``-th
+    smallest of the exact distances computed for it, here those of its ``_PROBE_PER_K * k``
+    candidates of smallest ``bound`` (``+inf``: not a candidate) and those in ``exact``
+    (``(len(rows), ny)``, NaN where not computed), which is returned with the new ones.
+    ``(None, exact)`` where a row has fewer than ``k`` candidates."""
+    vals, cols = torch.topk(bound, min(bound.shape[1], _PROBE_PER_K * k), dim=1, largest=False)
+    usable = torch.isfinite(vals)  # (the row's own entry is +inf)
+    if int(usable.sum(1).min()) < k:
+        return None, exact
+    if exact is None:
+        exact = torch.full(bound.shape, math.nan, dtype=torch.float64)
+    pr = torch.arange(len(rows))[:, None].expand_as(cols)[usable]
+    pc = cols[usable]
+    todo = torch.isnan(exact[pr, pc])
+    pr, pc = pr[todo], pc[todo]
+    a, b = problem.kernel_pairs(rows[pr], pc)
+    exact[pr, pc] = problem.estimate(a, b)
+    return torch.kthvalue(exact.nan_to_num(nan=math.inf), k, dim=1).values, exact
+
+
+def _tree_bounds_leave_most_work_open(problem: SearchProblem, k: int) -> bool:
+    """Whether the label and traversal bounds are expected to leave entries holding more than
+    ``_TREE_OPEN_WORK_SHARE`` of the probe rows' DP work (``|x| |y|``) at or below the rows'
+    ``k``-th distances (trees; large ``k``). Probe rows spread over X get their label bounds, an
+    estimate of their ``k``-th distance from the candidates of smallest label bound
+    (:func:`_probe_thresholds`), the traversal bounds of the entries at or below it, and a
+    second estimate from the candidates of smallest bound among all three; each estimate is at
+    least the row's final ``k``-th distance, so the share of the work still at or below the
+    smaller one is at least the share that stays open for these rows."""
+    rows = _probe_rows(problem.nx)
+    cand = torch.ones(len(rows), problem.ny, dtype=torch.bool)
+    if problem.same:
+        cand[torch.arange(len(rows)), rows] = False
+    if problem.has_label:  # (the problem's label bound, which the rounds then use)
+        bound = problem.label.block(rows).masked_fill(~cand, math.inf)
+    else:
+        bound = torch.full(cand.shape, -math.inf, dtype=torch.float64).masked_fill(~cand, math.inf)
+    kth, exact = _probe_thresholds(problem, rows, bound, k)
+    if kth is None:
+        return False
+    rl, c = torch.nonzero(bound <= kth[:, None], as_tuple=True)
+    for order in ("pre", "post"):  # (inf above the threshold)
+        a, b = problem.kernel_pairs(rows[rl], c)
+        value = problem.traversal_values(a, b, order, threshold=kth[rl])
+        bound[rl, c] = torch.maximum(bound[rl, c], value)
+        keep = value <= kth[rl]
+        rl, c = rl[keep], c[keep]
+    second = _probe_thresholds(problem, rows, bound, k, exact)[0]  # (the union's k-th: at most the first)
+    kth = kth if second is None else second
+    work = problem.mx[rows][:, None] * problem.my[None, :]
+    open_ = (bound <= kth[:, None]) & cand
+    return float(work[open_].sum()) > _TREE_OPEN_WORK_SHARE * float(work[cand].sum())
 
 
 class _BlockSearch:
@@ -389,16 +450,21 @@ def knn_block(problem: SearchProblem, r0: int, r1: int, k: int,
 
 
 def bounds_cannot_pay(problem: SearchProblem, k: int) -> bool:
-    """Whether every block of a k-NN would be computed in one exact call (no lower bound,
+    """Whether the rounds cannot pay for a k-NN, so that :func:`knn_all_pairs` computes the
+    matrix's tiles instead: every block would be computed in one exact call (no lower bound,
     :attr:`SearchProblem.cheap_exact`, or, for sequences, a probe of rows spread over X that
-    expects the label bound to leave most entries open): then :func:`knn_all_pairs`. Not for a
-    problem of sequences too small to probe whose exact calls build every tile's costs: its
-    block's one covered call (:func:`knn_block`) cuts Y into runs once, where the matrix's tiles
-    would be a call each (one sentence against 5,000: 0.07 s against 0.11 s)."""
+    expects the label bound to leave most entries open), or, for trees of at least
+    ``_TREE_PROBE_MIN_ROWS`` rows, a probe expects the bounds to leave most of the DP work open
+    (large ``k``; :func:`_tree_bounds_leave_most_work_open`). Not for a problem of sequences
+    too small to probe whose exact calls build every tile's costs: its block's one covered call
+    (:func:`knn_block`) cuts Y into runs once, where the matrix's tiles would be a call each
+    (one sentence against 5,000: 0.07 s against 0.11 s)."""
     nx, ny = problem.nx, problem.ny
     if _too_few_to_probe(problem, k, nx * ny) and problem.calls_build_every_tile and not exact_is_cheapest(problem):
         return False
-    rows = torch.unique(torch.linspace(0, max(nx - 1, 0), steps=min(nx, _PROBE_ROWS)).round().long())
+    if problem.traversal is not None and nx >= _TREE_PROBE_MIN_ROWS and not exact_is_cheapest(problem):
+        return _tree_bounds_leave_most_work_open(problem, k)
+    rows = _probe_rows(nx)
     cand = torch.ones(len(rows), ny, dtype=torch.bool)
     if problem.same:
         cand[torch.arange(len(rows)), rows] = False

@@ -5,12 +5,13 @@ after the block's first row, ``c > r``), then the traversal bounds of the entrie
 ``radius`` (trees), then the exact distances of the survivors, whose kernels stop a pair once
 it cannot end at or below ``radius``. The open entries of consecutive blocks are verified in
 one exact call (:func:`radius_blocks`). Where no bound pays
-(:func:`~bedl_torch.search.tiles.exact_is_cheapest`) the matrix's tiles are thresholded
-instead (:func:`~bedl_torch.search.tiles.radius_all_pairs`). An entry is left out only where a
+(:func:`~bedl_torch.search.tiles.exact_is_cheapest`, or ``radius`` is ``inf``) the matrix's
+tiles are thresholded instead (:func:`~bedl_torch.search.tiles.radius_all_pairs`). An entry is left out only where a
 bound, less the rounding margin, exceeds ``radius``: an entry at exactly ``radius`` is kept.
 """
 from __future__ import annotations
 
+import math
 from typing import Optional, Sequence
 
 import torch
@@ -23,12 +24,19 @@ from .problem import BOUNDS, SearchProblem, merge_stats, new_stats
 from .tiles import exact_is_cheapest, radius_all_pairs
 
 __all__ = ["radius_neighbors", "problem_radius_neighbors", "radius_blocks", "radius_block",
-           "radius_candidates", "radius_verify", "RADIUS_POOL_ENTRIES"]
+           "radius_candidates", "radius_verify", "radius_takes_every_pair", "RADIUS_POOL_ENTRIES"]
 
 #: Range search pools the entries its bounds leave open over blocks of rows up to this many, so
 #: that one exact call verifies them: where costs come in tiles (no whole symbol table), every
 #: exact call builds the tiles of all the objects it covers (see :meth:`SearchProblem.exact`)
 RADIUS_POOL_ENTRIES = 1 << 22
+
+
+def radius_takes_every_pair(problem: SearchProblem, radius: float) -> bool:
+    """Whether a range search thresholds the matrix's tiles: no bound pays
+    (:func:`~bedl_torch.search.tiles.exact_is_cheapest`), or ``radius`` is ``inf``, which no
+    bound can exceed."""
+    return exact_is_cheapest(problem) or radius == math.inf
 
 
 def radius_candidates(problem: SearchProblem, r0: int, r1: int, radius: float):
@@ -128,7 +136,7 @@ def problem_radius_neighbors(problem: SearchProblem, radius: float, block_size: 
                              return_stats: bool = False):
     """:func:`radius_neighbors` of a prepared problem (``radius`` checked by the caller)."""
     step = block_rows(problem, block_size)  # (checks block_size either way)
-    if exact_is_cheapest(problem):
+    if radius_takes_every_pair(problem, radius):
         r, c, v, stats = radius_all_pairs(problem, radius)
         out = (*sorted_entries(r, c, v, problem.ny), stats)
     else:
