@@ -116,8 +116,9 @@ def _tree_bounds_leave_most_work_open(problem: SearchProblem, k: int) -> bool:
     ``_TREE_OPEN_WORK_SHARE`` of the probe rows' DP work (``|x| |y|``) at or below the rows'
     ``k``-th distances (trees; large ``k``). Probe rows spread over X get their label bounds, an
     estimate of their ``k``-th distance from the candidates of smallest label bound
-    (:func:`_probe_thresholds`), the traversal bounds of the entries at or below it, and a
-    second estimate from the candidates of smallest bound among all three; each estimate is at
+    (:func:`_probe_thresholds`), and where the label bound leaves more than that share at or
+    below it, the traversal bounds of those entries and a second estimate from the
+    candidates of smallest bound among all three; each estimate is at
     least the row's final ``k``-th distance, so the share of the work still at or below the
     smaller one is at least the share that stays open for these rows."""
     rows = _probe_rows(problem.nx)
@@ -131,6 +132,10 @@ def _tree_bounds_leave_most_work_open(problem: SearchProblem, k: int) -> bool:
     kth, exact = _probe_thresholds(problem, rows, bound, k)
     if kth is None:
         return False
+    work = problem.mx[rows][:, None] * problem.my[None, :]
+    limit = _TREE_OPEN_WORK_SHARE * float(work[cand].sum())
+    if float(work[bound <= kth[:, None]].sum()) <= limit:  # (the traversal bounds only lower it)
+        return False
     rl, c = torch.nonzero(bound <= kth[:, None], as_tuple=True)
     for order in ("pre", "post"):  # (inf above the threshold)
         a, b = problem.kernel_pairs(rows[rl], c)
@@ -140,9 +145,7 @@ def _tree_bounds_leave_most_work_open(problem: SearchProblem, k: int) -> bool:
         rl, c = rl[keep], c[keep]
     second = _probe_thresholds(problem, rows, bound, k, exact)[0]  # (the union's k-th: at most the first)
     kth = kth if second is None else second
-    work = problem.mx[rows][:, None] * problem.my[None, :]
-    open_ = (bound <= kth[:, None]) & cand
-    return float(work[open_].sum()) > _TREE_OPEN_WORK_SHARE * float(work[cand].sum())
+    return float(work[(bound <= kth[:, None]) & cand].sum()) > limit
 
 
 class _BlockSearch:
