@@ -399,10 +399,16 @@ def _call_table(table: FlatTable, idx: torch.Tensor, allowed: bool):
     None."""
     if not allowed or len(table) < SUBSET_MIN_OBJECTS:
         return table, idx, None
-    used = torch.unique(idx)
+    # (a mark per object and a position per used one: a call of millions of pairs is not
+    # sorted, as torch.unique and searchsorted would)
+    mark = torch.zeros(len(table), dtype=torch.bool)
+    mark[idx] = True
+    used = torch.nonzero(mark).reshape(-1)
     if 2 * len(used) >= len(table):
         return table, idx, None
-    return table.subset(used), torch.searchsorted(used, idx), used
+    at = torch.empty(len(table), dtype=torch.long)
+    at[used] = torch.arange(len(used))
+    return table.subset(used), at[idx], used
 
 
 def _in_order(nx: int, ny: int, oa: torch.Tensor, ob: torch.Tensor, v: torch.Tensor,
