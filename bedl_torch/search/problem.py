@@ -185,11 +185,14 @@ class SearchProblem:
         return self.costs.margin(self.mx[a], self.my[b])
 
     def _values(self, x_table, y_table, a, b, distinct: bool = False, cover: bool = False,
-                threshold: Optional[torch.Tensor] = None) -> torch.Tensor:
+                threshold: Optional[torch.Tensor] = None, subset: bool = True) -> torch.Tensor:
         """Distances of the kernel pairs ``(a[q], b[q])`` in input order (float64, CPU): one
         :func:`table_pair_distances` call over the distinct pairs (``distinct=True``: the
         caller guarantees there are no repeats). ``threshold`` (per pair): the kernels may
         return inf for a pair above it (a repeated pair gets the largest of its thresholds).
+
+        ``subset=False``: the call gets the whole tables, never a subset of the objects its
+        pairs use (a tile of the matrix, whose objects are many: not worth the look).
 
         ``cover=True`` adds, for every object of either side that no pair uses, a pair with the
         other side's smallest object. Where a cost module has no whole symbol table and its
@@ -236,7 +239,7 @@ class SearchProblem:
         # Pairs that use few of a large table's objects get a table of those objects only (the
         # kernels read and check every object they are given): where the kernels' costs do not
         # depend on which objects a call holds, the same values.
-        subset = self._subset_calls and not cover
+        subset = subset and self._subset_calls and not cover
         xt, ca, xs = _call_table(x_table, qa, subset)
         yt, cb, ys = _call_table(y_table, qb, subset)
         with torch.no_grad():
@@ -278,7 +281,7 @@ class SearchProblem:
         """The exact distances of a block of :meth:`matrix_blocks` (distinct kernel pairs, in
         input order, float64): the values of :func:`bedl_torch.pairwise_distances`, without
         :meth:`exact`'s covering pairs (the block finds the matrix's tile by itself)."""
-        return self._values(self.x_table, self.y_table, a, b, distinct=True)
+        return self._values(self.x_table, self.y_table, a, b, distinct=True, subset=False)
 
     def estimate(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """The exact distances of the kernel pairs ``(a, b)`` (repeats computed once), for
