@@ -31,6 +31,8 @@ ted_symbols_cpu = _ops.ted_symbols
 sed_symbols_cpu = _ops.sed_symbols
 # int64 distances (B,) of sequences under unit costs between the labels themselves (no table)
 sed_unit_cpu = _ops.sed_unit
+# their whole (nx, ny) matrix in a dtype, without pair lists (triangle: i <= j computed, mirrored)
+sed_unit_matrix_cpu = _ops.sed_unit_matrix
 # the (S, S) gradient of sum_b pair_weights[b] * distance_b in the symbol table
 ted_symbols_grad_cpu = _ops.ted_symbols_grad
 sed_symbols_grad_cpu = _ops.sed_symbols_grad
@@ -97,6 +99,11 @@ def _sed_symbols_fake(table, x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y, n
 @torch.library.register_fake("bedl_torch::sed_unit")
 def _sed_unit_fake(x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y):
     return x_labels.new_empty((pair_x.shape[0],))
+
+
+@torch.library.register_fake("bedl_torch::sed_unit_matrix")
+def _sed_unit_matrix_fake(x_labels, x_ptr, y_labels, y_ptr, triangle, dtype):
+    return x_labels.new_empty((x_ptr.shape[0] - 1, y_ptr.shape[0] - 1), dtype=dtype)
 
 
 @torch.library.register_fake("bedl_torch::ted_symbols_grad")

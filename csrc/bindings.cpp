@@ -23,6 +23,8 @@ TORCH_LIBRARY(bedl_torch, m) {
         "Tensor pair_x, Tensor pair_y, bool need_coopt, float rel_tol, Tensor? max_distance=None) -> (Tensor, Tensor)");
   m.def("sed_unit(Tensor x_labels, Tensor x_ptr, Tensor y_labels, Tensor y_ptr, Tensor pair_x, Tensor pair_y) "
         "-> Tensor");
+  m.def("sed_unit_matrix(Tensor x_labels, Tensor x_ptr, Tensor y_labels, Tensor y_ptr, bool triangle, "
+        "ScalarType dtype) -> Tensor");
   m.def("ted_symbols_grad(Tensor symbol_costs, Tensor x_labels, Tensor x_sizes, Tensor x_ptr, "
         "Tensor y_labels, Tensor y_sizes, Tensor y_ptr, Tensor pair_x, Tensor pair_y, "
         "Tensor pair_weights, float rel_tol) -> Tensor");
@@ -46,6 +48,7 @@ TORCH_LIBRARY_IMPL(bedl_torch, CPU, m) {
   m.impl("sed", &bedl::sed_cpu);
   m.impl("sed_symbols", &bedl::sed_symbols_cpu);
   m.impl("sed_unit", &bedl::sed_unit_cpu);
+  m.impl("sed_unit_matrix", &bedl::sed_unit_matrix_cpu);
   m.impl("ted_symbols_grad", &bedl::ted_symbols_grad_cpu);
   m.impl("sed_symbols_grad", &bedl::sed_symbols_grad_cpu);
   m.impl("ted_symbols_sums", &bedl::ted_symbols_sums_cpu);

@@ -73,6 +73,12 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_cost
 at::Tensor sed_unit_cpu(const at::Tensor& x_labels, const at::Tensor& x_ptr, const at::Tensor& y_labels,
                         const at::Tensor& y_ptr, const at::Tensor& pair_x, const at::Tensor& pair_y);
 
+// The whole (nx, ny) matrix of sed_unit_cpu's distances in dtype (int64,
+// float64 or float32), computed without pair lists; with `triangle` (nx == ny)
+// only i <= j, mirrored.
+at::Tensor sed_unit_matrix_cpu(const at::Tensor& x_labels, const at::Tensor& x_ptr, const at::Tensor& y_labels,
+                               const at::Tensor& y_ptr, bool triangle, at::ScalarType dtype);
+
 // The gradient of sum_b pair_weights[b] * distance_b with respect to the
 // (rows, cols) symbol table, for the pairs of ted_symbols_cpu (sed_symbols_cpu): the
 // weighted co-optimal matrices summed by (x label, y label), deletions in the

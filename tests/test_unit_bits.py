@@ -281,6 +281,57 @@ def test_table_free_unit_op_passes_opcheck():
     torch.library.opcheck(torch.ops.bedl_torch.sed_unit, args)
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float64, torch.float32], ids=["i64", "f64", "f32"])
+def test_unit_matrix_op_equals_the_pairs_op_and_the_dp(dtype):
+    """sed_unit_matrix writes every entry of the matrix without pair lists: each one the pairs
+    op's value (and the DP's) in the dtype asked for; with triangle (x against itself) the
+    entries i <= j computed and mirrored. Sizes around the scheduler's pieces and the mirror's
+    64-row tiles (130 sequences: three tiles, the last ragged), labels up to 10^6, empty
+    sequences, a rectangle with more rows than columns and one with fewer."""
+    rng = np.random.default_rng(22)
+    words = rng.choice(1_000_000, size=9, replace=False)
+    xs = [list(words[rng.integers(0, 9, size=int(L))]) for L in rng.integers(0, 80, size=130)]
+    xs[7], xs[70] = [], []
+    ys = xs[:3] + [list(words[rng.integers(0, 4, size=L)]) for L in (0, 64, 65, 130)]
+    for a, b, triangle in ((xs, xs, True), (xs, ys, False), (ys, xs, False), (xs[:1], xs[:1], True)):
+        x_lab, x_ptr = _flat(a)
+        y_lab, y_ptr = _flat(b)
+        got = torch.ops.bedl_torch.sed_unit_matrix(x_lab, x_ptr, y_lab, y_ptr, triangle, dtype)
+        assert got.dtype == dtype and got.shape == (len(a), len(b))
+        ii, jj = torch.meshgrid(torch.arange(len(a)), torch.arange(len(b)), indexing="ij")
+        pairs = torch.ops.bedl_torch.sed_unit(x_lab, x_ptr, y_lab, y_ptr, ii.reshape(-1), jj.reshape(-1))
+        assert torch.equal(got, pairs.reshape(len(a), len(b)).to(dtype))
+    sample = [(int(i), int(j)) for i, j in rng.integers(0, 130, size=(40, 2))]
+    x_lab, x_ptr = _flat(xs)
+    got = torch.ops.bedl_torch.sed_unit_matrix(x_lab, x_ptr, x_lab, x_ptr, True, dtype)
+    assert [int(got[i, j]) for i, j in sample] == [_unit_reference(xs[i], xs[j]) for i, j in sample]
+
+
+def test_unit_matrix_op_passes_opcheck():
+    xs, ys = [[3, 1, 4, 1, 5], [], [9, 2, 6]], [[1, 4], [5, 9, 2, 6, 5, 3]]
+    x_lab, x_ptr = _flat(xs)
+    y_lab, y_ptr = _flat(ys)
+    torch.library.opcheck(torch.ops.bedl_torch.sed_unit_matrix, (x_lab, x_ptr, y_lab, y_ptr, False, torch.float64))
+    torch.library.opcheck(torch.ops.bedl_torch.sed_unit_matrix, (x_lab, x_ptr, x_lab, x_ptr, True, torch.int64))
+
+
+@pytest.mark.parametrize("case,error,message", [
+    ("negative", ValueError, r"y_labels\[0\] = -1 is not a label"),
+    ("ptr", ValueError, r"x_ptr must start at 0 and end at the number of labels \(2\)"),
+    ("triangle", ValueError, r"triangle needs as many x as y sequences, got 1 and 2"),
+    ("dtype", TypeError, r"dtype must be int64, float64 or float32"),
+    ("labels", TypeError, r"y_labels must be int64"),
+])
+def test_unit_matrix_op_rejects_bad_input(case, error, message):
+    x_lab, x_ptr = torch.tensor([1, 2]), torch.tensor([0, 3 if case == "ptr" else 2])
+    y_lab, y_ptr = torch.tensor([-1 if case == "negative" else 1, 2]), torch.tensor([0, 1, 2])
+    if case == "labels":
+        y_lab = y_lab.to(torch.int32)
+    dtype = torch.int32 if case == "dtype" else torch.float64
+    with pytest.raises(error, match=message):
+        torch.ops.bedl_torch.sed_unit_matrix(x_lab, x_ptr, y_lab, y_ptr, case == "triangle", dtype)
+
+
 @pytest.mark.parametrize("case,error,message", [
     ("negative", ValueError, r"x_labels\[1\] = -3 is not a label"),
     ("ptr", ValueError, r"y_ptr must start at 0 and end at the number of labels \(2\)"),
@@ -308,8 +359,9 @@ def test_large_vocabularies_under_unit_cost_need_no_table(dtype, monkeypatch):
     seqs += [seqs[3][:40] + ["w1"] * 30, list(rng.choice(vocab[:20], size=70))]
     cost = bt.UnitCost(vocab, dtype=dtype)
     calls = []
-    op = _ext.sed_unit_cpu
+    op, matrix_op = _ext.sed_unit_cpu, _ext.sed_unit_matrix_cpu
     monkeypatch.setattr(_ext, "sed_unit_cpu", lambda *a: calls.append(len(a[-1])) or op(*a))
+    monkeypatch.setattr(_ext, "sed_unit_matrix_cpu", lambda *a: calls.append("matrix") or matrix_op(*a))
     fast = bt.pairwise_distances(seqs, cost=cost)
     expected = torch.tensor([[_unit_reference(x, y) for y in seqs] for x in seqs], dtype=dtype)
     assert torch.equal(fast, expected)

@@ -3,6 +3,9 @@
 // replacement, deletion and insertion costs 1. Bit vectors (unit_bits.h) over
 // any alphabet, so that a large vocabulary needs neither a table nor tiles.
 #include <algorithm>
+#include <utility>
+
+#include <ATen/Parallel.h>
 
 #include "../../edit_distance.h"
 #include "../inputs.h"
@@ -30,7 +33,130 @@ int64_t longest(const int64_t* ptr, int64_t count) {
   return most;
 }
 
+// Row-major pairs (i, j) of an (n x m) matrix, or with `triangle` (n == m) those
+// with j >= i: pair b's position, found by a cursor that moves row by row, since
+// a piece asks for its pairs in nearly ascending order.
+class MatrixPairs {
+ public:
+  MatrixPairs(int64_t rows, int64_t cols, bool triangle) : rows_(rows), cols_(cols), triangle_(triangle) {}
+  int64_t count() const { return row_start(rows_); }
+  // Row i's first pair.
+  int64_t row_start(int64_t i) const { return triangle_ ? i * cols_ - i * (i - 1) / 2 : i * cols_; }
+  int64_t first_col(int64_t i) const { return triangle_ ? i : 0; }
+  // The row holding pair b (0 <= b < count()): binary search.
+  int64_t row_of(int64_t b) const {
+    int64_t lo = 0, hi = rows_ - 1;
+    while (lo < hi) {
+      const int64_t mid = (lo + hi + 1) / 2;
+      if (row_start(mid) <= b) lo = mid; else hi = mid - 1;
+    }
+    return lo;
+  }
+
+ private:
+  int64_t rows_, cols_;
+  bool triangle_;
+};
+
+class MatrixCursor {
+ public:
+  MatrixCursor(const MatrixPairs& pairs, int64_t b) : pairs_(pairs), row_(pairs.row_of(b)) {
+    start_ = pairs_.row_start(row_);
+    end_ = pairs_.row_start(row_ + 1);
+  }
+  // (i, j) of pair b.
+  std::pair<int64_t, int64_t> at(int64_t b) {
+    while (b >= end_) {
+      ++row_;
+      start_ = end_;
+      end_ = pairs_.row_start(row_ + 1);
+    }
+    while (b < start_) {
+      --row_;
+      end_ = start_;
+      start_ = pairs_.row_start(row_);
+    }
+    return {row_, pairs_.first_col(row_) + (b - start_)};
+  }
+
+ private:
+  const MatrixPairs& pairs_;
+  int64_t row_, start_ = 0, end_ = 0;
+};
+
+// d[j][i] = d[i][j] for j > i of an (n x n) row-major matrix, in square tiles
+// (a column written entry by entry misses the cache at every row).
+template <typename T>
+void mirror_upper(T* d, int64_t n) {
+  constexpr int64_t kTile = 64;
+  const int64_t tiles = (n + kTile - 1) / kTile;
+  at::parallel_for(0, tiles, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t ti = begin; ti < end; ++ti) {  // the tile row of the lower triangle's rows
+      const int64_t j0 = ti * kTile, j1 = std::min(n, j0 + kTile);
+      for (int64_t i0 = 0; i0 <= j0; i0 += kTile) {
+        const int64_t i1 = std::min(n, i0 + kTile);
+        for (int64_t j = j0; j < j1; ++j) {
+          for (int64_t i = i0; i < std::min(i1, j); ++i) d[j * n + i] = d[i * n + j];
+        }
+      }
+    }
+  });
+}
+
+// The matrix's pairs into d (row-major, ny columns), each distance converted
+// to T as Tensor.to would (integers: exact in float32 up to 2^24).
+template <typename T>
+void unit_matrix(const int64_t* xl, const int64_t* xp, int64_t nx, const int64_t* yl, const int64_t* yp, int64_t ny,
+                 int64_t symbols, bool triangle, T* d) {
+  const sed::UnitTable unit = sed::UnitTable::labels_match_themselves();
+  const MatrixPairs pairs(nx, ny, triangle);
+  const int64_t cells = sed::unit_piece_cells(longest(xp, nx), longest(yp, ny));
+  dp::for_each_piece<sed::UnitWorkspace>(pairs.count(), cells, [&](int64_t begin, int64_t end, sed::UnitWorkspace& ws) {
+    MatrixCursor cursor(pairs, begin);
+    sed::unit_distances(
+        unit, symbols + 1, symbols + 1, begin, end,
+        [&](int64_t b) {
+          const auto [tx, ty] = cursor.at(b);
+          return sed::UnitPair{xl + xp[tx], xp[tx + 1] - xp[tx], yl + yp[ty], yp[ty + 1] - yp[ty]};
+        },
+        [&](int64_t b, int64_t v) {
+          const auto [i, j] = cursor.at(b);
+          d[i * ny + j] = static_cast<T>(v);
+        },
+        ws);
+  });
+  if (triangle) mirror_upper(d, nx);
+}
+
 }  // namespace
+
+at::Tensor sed_unit_matrix_cpu(const at::Tensor& x_labels_in, const at::Tensor& x_ptr_in,
+                               const at::Tensor& y_labels_in, const at::Tensor& y_ptr_in, bool triangle,
+                               at::ScalarType dtype) {
+  dp::check_index(x_labels_in, "x_labels", -1);
+  dp::check_index(y_labels_in, "y_labels", -1);
+  dp::check_index(x_ptr_in, "x_ptr", -1);
+  dp::check_index(y_ptr_in, "y_ptr", -1);
+  BEDL_CHECK_TYPE(dtype == at::kLong || dtype == at::kDouble || dtype == at::kFloat,
+                  "dtype must be int64, float64 or float32, got ", dtype);
+  const at::Tensor x_labels = x_labels_in.contiguous(), y_labels = y_labels_in.contiguous();
+  const at::Tensor x_ptr = x_ptr_in.contiguous(), y_ptr = y_ptr_in.contiguous();
+  const int64_t nx = dp::check_ptr(x_ptr, "x_ptr", x_labels.size(0), "labels");
+  const int64_t ny = dp::check_ptr(y_ptr, "y_ptr", y_labels.size(0), "labels");
+  BEDL_CHECK_VALUE(!triangle || nx == ny, "triangle needs as many x as y sequences, got ", nx, " and ", ny);
+  const int64_t symbols = std::max(label_extent(x_labels, "x_labels"), label_extent(y_labels, "y_labels"));
+  const int64_t *xl = x_labels.data_ptr<int64_t>(), *yl = y_labels.data_ptr<int64_t>();
+  const int64_t *xp = x_ptr.data_ptr<int64_t>(), *yp = y_ptr.data_ptr<int64_t>();
+  at::Tensor dist = at::empty({nx, ny}, x_labels.options().dtype(dtype));
+  if (dtype == at::kLong) {
+    unit_matrix(xl, xp, nx, yl, yp, ny, symbols, triangle, dist.data_ptr<int64_t>());
+  } else if (dtype == at::kDouble) {
+    unit_matrix(xl, xp, nx, yl, yp, ny, symbols, triangle, dist.data_ptr<double>());
+  } else {
+    unit_matrix(xl, xp, nx, yl, yp, ny, symbols, triangle, dist.data_ptr<float>());
+  }
+  return dist;
+}
 
 at::Tensor sed_unit_cpu(const at::Tensor& x_labels_in, const at::Tensor& x_ptr_in, const at::Tensor& y_labels_in,
                         const at::Tensor& y_ptr_in, const at::Tensor& pair_x_in, const at::Tensor& pair_y_in) {
