@@ -31,7 +31,8 @@ ted_symbols_cpu = _ops.ted_symbols
 sed_symbols_cpu = _ops.sed_symbols
 # int64 distances (B,) of sequences under unit costs between the labels themselves (no table)
 sed_unit_cpu = _ops.sed_unit
-# their whole (nx, ny) matrix in a dtype, without pair lists (triangle: i <= j computed, mirrored)
+# their matrix's rows in a dtype, without pair lists (triangle: the columns from the first row
+# on, i <= j computed, mirrored)
 sed_unit_matrix_cpu = _ops.sed_unit_matrix
 # the (S, S) gradient of sum_b pair_weights[b] * distance_b in the symbol table
 ted_symbols_grad_cpu = _ops.ted_symbols_grad
@@ -102,8 +103,9 @@ def _sed_unit_fake(x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y):
 
 
 @torch.library.register_fake("bedl_torch::sed_unit_matrix")
-def _sed_unit_matrix_fake(x_labels, x_ptr, y_labels, y_ptr, triangle, dtype):
-    return x_labels.new_empty((x_ptr.shape[0] - 1, y_ptr.shape[0] - 1), dtype=dtype)
+def _sed_unit_matrix_fake(x_labels, x_ptr, y_labels, y_ptr, row_begin, row_end, triangle, dtype):
+    return x_labels.new_empty((row_end - row_begin, y_ptr.shape[0] - 1 - (row_begin if triangle else 0)),
+                              dtype=dtype)
 
 
 @torch.library.register_fake("bedl_torch::ted_symbols_grad")

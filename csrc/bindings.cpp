@@ -23,8 +23,8 @@ TORCH_LIBRARY(bedl_torch, m) {
         "Tensor pair_x, Tensor pair_y, bool need_coopt, float rel_tol, Tensor? max_distance=None) -> (Tensor, Tensor)");
   m.def("sed_unit(Tensor x_labels, Tensor x_ptr, Tensor y_labels, Tensor y_ptr, Tensor pair_x, Tensor pair_y) "
         "-> Tensor");
-  m.def("sed_unit_matrix(Tensor x_labels, Tensor x_ptr, Tensor y_labels, Tensor y_ptr, bool triangle, "
-        "ScalarType dtype) -> Tensor");
+  m.def("sed_unit_matrix(Tensor x_labels, Tensor x_ptr, Tensor y_labels, Tensor y_ptr, int row_begin, "
+        "int row_end, bool triangle, ScalarType dtype) -> Tensor");
   m.def("ted_symbols_grad(Tensor symbol_costs, Tensor x_labels, Tensor x_sizes, Tensor x_ptr, "
         "Tensor y_labels, Tensor y_sizes, Tensor y_ptr, Tensor pair_x, Tensor pair_y, "
         "Tensor pair_weights, float rel_tol) -> Tensor");

@@ -73,11 +73,13 @@ std::tuple<at::Tensor, at::Tensor> sed_symbols_cpu(const at::Tensor& symbol_cost
 at::Tensor sed_unit_cpu(const at::Tensor& x_labels, const at::Tensor& x_ptr, const at::Tensor& y_labels,
                         const at::Tensor& y_ptr, const at::Tensor& pair_x, const at::Tensor& pair_y);
 
-// The whole (nx, ny) matrix of sed_unit_cpu's distances in dtype (int64,
-// float64 or float32), computed without pair lists; with `triangle` (nx == ny)
-// only i <= j, mirrored.
+// sed_unit_cpu's distances of the rows row_begin .. row_end - 1 of the (nx, ny)
+// matrix in dtype (int64, float64 or float32), computed without pair lists:
+// (rows, ny); with `triangle` (nx == ny) the columns from row_begin on,
+// (rows, ny - row_begin), only j >= i computed and the square's j < i mirrored.
 at::Tensor sed_unit_matrix_cpu(const at::Tensor& x_labels, const at::Tensor& x_ptr, const at::Tensor& y_labels,
-                               const at::Tensor& y_ptr, bool triangle, at::ScalarType dtype);
+                               const at::Tensor& y_ptr, int64_t row_begin, int64_t row_end, bool triangle,
+                               at::ScalarType dtype);
 
 // The gradient of sum_b pair_weights[b] * distance_b with respect to the
 // (rows, cols) symbol table, for the pairs of ted_symbols_cpu (sed_symbols_cpu): the

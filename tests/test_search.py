@@ -828,16 +828,25 @@ def test_exact_arithmetic_ties_by_index(low):
 
 def _spy_exact_calls(monkeypatch):
     """Record the pairs of every exact call of the search: ``("exact", n)`` for the rounds' and
-    blocks' calls, ``("matrix", n)`` for the blocks of the matrix's tiles."""
+    blocks' calls, ``("matrix", n)`` for the blocks of the matrix's tiles (pairs or dense)."""
     from bedl_torch.search import problem as problem_module
 
     calls = []
     cls = problem_module.SearchProblem
-    exact, block_values = cls.exact, cls.block_values
+    exact, block_values, block_matrix = cls.exact, cls.block_values, cls.block_matrix
     monkeypatch.setattr(cls, "exact", lambda self, a, b, **kw: calls.append(("exact", len(a)))
                         or exact(self, a, b, **kw))
     monkeypatch.setattr(cls, "block_values", lambda self, a, b: calls.append(("matrix", len(a)))
                         or block_values(self, a, b))
+
+    def dense(self, block):  # (a block of rows as one matrix: its pairs are j >= i where triangle)
+        M = block_matrix(self, block)
+        if M is not None:
+            h, w = M.shape
+            calls.append(("matrix", h * w - (h * (h - 1) // 2 if block.triangle else 0)))
+        return M
+
+    monkeypatch.setattr(cls, "block_matrix", dense)
     return calls
 
 
@@ -915,6 +924,45 @@ def test_radius_inf_thresholds_the_matrix_without_bounds(monkeypatch, same):
             assert stats["exact"] == stats["pairs"] == (14 * 13 if same else 14 * ny)
         else:
             assert _pairs_of(calls, "matrix") == [] and stats["traversal_computed"] > 0
+
+
+@pytest.mark.parametrize("case", ["symmetric", "asymmetric", "x-against-y"])
+@pytest.mark.parametrize("max_pairs", [7, 60, 10**6])
+def test_dense_unit_tiles_equal_the_pairs_tiles(monkeypatch, case, max_pairs):
+    """Unit-cost sequences on bit vectors take the matrix's blocks of rows as dense matrices
+    (SearchProblem.block_matrix): k-NN and range search over all tiles, and over the tiles
+    split in two parts (as ranks do), give the answers and stats of the blocks' pair lists."""
+    from bedl_torch.search.merge import merge_nearest, sorted_entries
+    from bedl_torch.search.tiles import knn_all_pairs, radius_all_pairs
+
+    rng = np.random.default_rng(max_pairs)
+    X = ["".join(rng.choice(list("abc"), size=int(rng.integers(0, 9)))) for _ in range(26)] + ["ab", "ab"]
+    Y = None if case != "x-against-y" else ["".join(rng.choice(list("abc"), size=int(rng.integers(0, 9))))
+                                            for _ in range(11)]
+    problem = SearchProblem(X, Y, None, symmetric=False if case == "asymmetric" else None)
+    if problem.block_matrix(problem.matrix_blocks(max_pairs)[0]) is None:
+        pytest.skip("no bit-vector path here (BEDL_TORCH_SIMD=0 or no AVX2)")
+    n_blocks = len(problem.matrix_blocks(max_pairs))
+    halves = [set(range(p, n_blocks, 2)) for p in (0, 1)]
+
+    def run():
+        knn = knn_all_pairs(problem, 3, max_pairs=max_pairs)
+        parts = [knn_all_pairs(problem, 3, h, max_pairs) for h in halves]
+        joined = merge_nearest([q[:2] for q in parts], 3)
+        radius = [radius_all_pairs(problem, r, max_pairs=max_pairs) for r in (0.0, 2.0, math.inf)]
+        return knn, joined, [(*sorted_entries(*q[:3], problem.ny), q[3]) for q in radius]
+
+    dense = run()
+    monkeypatch.setattr(SearchProblem, "block_matrix", lambda self, block: None)
+    pairs = run()
+    assert all(torch.equal(a, b) for a, b in zip(dense[0][:2], pairs[0][:2])) and dense[0][2] == pairs[0][2]
+    assert all(torch.equal(a, b) for a, b in zip(dense[1], pairs[1]))
+    assert all(torch.equal(a, b) for a, b in zip(dense[1], dense[0][:2]))
+    for got, want in zip(dense[2], pairs[2]):
+        assert all(torch.equal(a, b) for a, b in zip(got[:3], want[:3])) and got[3] == want[3]
+    D = exact_matrix(X, Y, None)
+    want = reference_knn(D, 3, Y is None)
+    assert torch.equal(dense[0][0], want[0]) and torch.equal(dense[0][1], want[1])
 
 
 @pytest.mark.parametrize("symmetric", [True, False])

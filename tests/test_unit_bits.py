@@ -283,9 +283,9 @@ def test_table_free_unit_op_passes_opcheck():
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.float64, torch.float32], ids=["i64", "f64", "f32"])
 def test_unit_matrix_op_equals_the_pairs_op_and_the_dp(dtype):
-    """sed_unit_matrix writes every entry of the matrix without pair lists: each one the pairs
-    op's value (and the DP's) in the dtype asked for; with triangle (x against itself) the
-    entries i <= j computed and mirrored. Sizes around the scheduler's pieces and the mirror's
+    """sed_unit_matrix writes the entries of the matrix's rows without pair lists: each one the
+    pairs op's value (and the DP's) in the dtype asked for; with triangle (x against itself)
+    the columns from the first row on, the entries i <= j computed and the square mirrored. Sizes around the scheduler's pieces and the mirror's
     64-row tiles (130 sequences: three tiles, the last ragged), labels up to 10^6, empty
     sequences, a rectangle with more rows than columns and one with fewer."""
     rng = np.random.default_rng(22)
@@ -296,14 +296,19 @@ def test_unit_matrix_op_equals_the_pairs_op_and_the_dp(dtype):
     for a, b, triangle in ((xs, xs, True), (xs, ys, False), (ys, xs, False), (xs[:1], xs[:1], True)):
         x_lab, x_ptr = _flat(a)
         y_lab, y_ptr = _flat(b)
-        got = torch.ops.bedl_torch.sed_unit_matrix(x_lab, x_ptr, y_lab, y_ptr, triangle, dtype)
-        assert got.dtype == dtype and got.shape == (len(a), len(b))
         ii, jj = torch.meshgrid(torch.arange(len(a)), torch.arange(len(b)), indexing="ij")
         pairs = torch.ops.bedl_torch.sed_unit(x_lab, x_ptr, y_lab, y_ptr, ii.reshape(-1), jj.reshape(-1))
-        assert torch.equal(got, pairs.reshape(len(a), len(b)).to(dtype))
+        full = pairs.reshape(len(a), len(b)).to(dtype)
+        # the whole matrix, and blocks of rows (triangle: the columns from the block's first row)
+        n = len(a)
+        for r0, r1 in ((0, n), (0, 1), (min(5, n), min(75, n)), (max(0, n - 3), n), (min(4, n), min(4, n))):
+            got = torch.ops.bedl_torch.sed_unit_matrix(x_lab, x_ptr, y_lab, y_ptr, r0, r1, triangle, dtype)
+            c0 = r0 if triangle else 0
+            assert got.dtype == dtype and got.shape == (r1 - r0, len(b) - c0)
+            assert torch.equal(got, full[r0:r1, c0:]), (r0, r1, triangle)
     sample = [(int(i), int(j)) for i, j in rng.integers(0, 130, size=(40, 2))]
     x_lab, x_ptr = _flat(xs)
-    got = torch.ops.bedl_torch.sed_unit_matrix(x_lab, x_ptr, x_lab, x_ptr, True, dtype)
+    got = torch.ops.bedl_torch.sed_unit_matrix(x_lab, x_ptr, x_lab, x_ptr, 0, 130, True, dtype)
     assert [int(got[i, j]) for i, j in sample] == [_unit_reference(xs[i], xs[j]) for i, j in sample]
 
 
@@ -311,14 +316,16 @@ def test_unit_matrix_op_passes_opcheck():
     xs, ys = [[3, 1, 4, 1, 5], [], [9, 2, 6]], [[1, 4], [5, 9, 2, 6, 5, 3]]
     x_lab, x_ptr = _flat(xs)
     y_lab, y_ptr = _flat(ys)
-    torch.library.opcheck(torch.ops.bedl_torch.sed_unit_matrix, (x_lab, x_ptr, y_lab, y_ptr, False, torch.float64))
-    torch.library.opcheck(torch.ops.bedl_torch.sed_unit_matrix, (x_lab, x_ptr, x_lab, x_ptr, True, torch.int64))
+    op = torch.ops.bedl_torch.sed_unit_matrix
+    torch.library.opcheck(op, (x_lab, x_ptr, y_lab, y_ptr, 0, 3, False, torch.float64))
+    torch.library.opcheck(op, (x_lab, x_ptr, x_lab, x_ptr, 1, 3, True, torch.int64))
 
 
 @pytest.mark.parametrize("case,error,message", [
     ("negative", ValueError, r"y_labels\[0\] = -1 is not a label"),
     ("ptr", ValueError, r"x_ptr must start at 0 and end at the number of labels \(2\)"),
     ("triangle", ValueError, r"triangle needs as many x as y sequences, got 1 and 2"),
+    ("rows", ValueError, r"rows 0 \.\. 2 are not a range of the 1 x sequences"),
     ("dtype", TypeError, r"dtype must be int64, float64 or float32"),
     ("labels", TypeError, r"y_labels must be int64"),
 ])
@@ -329,7 +336,8 @@ def test_unit_matrix_op_rejects_bad_input(case, error, message):
         y_lab = y_lab.to(torch.int32)
     dtype = torch.int32 if case == "dtype" else torch.float64
     with pytest.raises(error, match=message):
-        torch.ops.bedl_torch.sed_unit_matrix(x_lab, x_ptr, y_lab, y_ptr, case == "triangle", dtype)
+        torch.ops.bedl_torch.sed_unit_matrix(x_lab, x_ptr, y_lab, y_ptr, 0, 2 if case == "rows" else 1,
+                                             case == "triangle", dtype)
 
 
 @pytest.mark.parametrize("case,error,message", [

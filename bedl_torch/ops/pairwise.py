@@ -652,7 +652,8 @@ class PairwisePlan:
                 not unit_sequence_path(x_table, y_table, cost, self.mode, self.unknown):
             return None
         x_labels, y_labels = x_table.flat_labels(cost, self.unknown), y_table.flat_labels(cost, self.unknown)
-        return _ext.sed_unit_matrix_cpu(x_labels, x_table.ptr, y_labels, y_table.ptr, self.symmetric, cost.dtype)
+        return _ext.sed_unit_matrix_cpu(x_labels, x_table.ptr, y_labels, y_table.ptr, 0, len(x_table),
+                                        self.symmetric, cost.dtype)
 
 
 def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional[SymbolCost] = None, *,

@@ -8,7 +8,7 @@ from typing import Tuple
 
 import torch
 
-__all__ = ["NO_INDEX", "merge_into", "k_smallest", "merge_block", "merge_nearest", "with_partners",
+__all__ = ["NO_INDEX", "merge_into", "k_smallest", "merge_block", "merge_matrix", "merge_nearest", "with_partners",
            "concat_entries", "sorted_entries"]
 
 #: The index of a missing entry (after every real one in a tie).
@@ -83,6 +83,13 @@ def merge_block(best_d, best_i, r, c, v, k, partners: bool, same: bool = False):
     r0, c0 = int(r.min()), int(c.min())
     M = torch.full((int(r.max()) + 1 - r0, int(c.max()) + 1 - c0), math.inf, dtype=torch.float64)
     M[r - r0, c - c0] = v
+    merge_matrix(best_d, best_i, M, r0, c0, k, partners, same)
+
+
+def merge_matrix(best_d, best_i, M, r0: int, c0: int, k: int, partners: bool, same: bool = False):
+    """:func:`merge_block` of the dense block ``M`` of entries ``(r0 + i, c0 + j)`` (``+inf``:
+    not an entry); with ``partners`` its entries lie at ``r <= c`` (``M``'s square below the
+    diagonal ``+inf`` where ``r0 == c0``). ``M`` is changed."""
     passes = [(M, r0, c0)]
     if partners and r0 == c0:
         # rows from r0 against columns from r0 (entries r <= c): a partner (c, r) whose row

@@ -10,6 +10,7 @@ from typing import Dict, Optional, Sequence, Tuple
 
 import torch
 
+from .. import _ext
 from ..costs import SymbolCost, UnitCost
 from ..ops import FlatTable, table_pair_distances
 from ..ops.encoding import check_same_kind, flat_table, object_nodes
@@ -131,8 +132,10 @@ class SearchProblem:
         #: (mean ``ceil(|x| / 64) |y|`` at most CHEAP_WORD_STEPS); k-NN computes such blocks in
         #: one exact call
         self.cheap_exact = False
-        if self.kind == "sequence" and self.nx and self.ny and \
-                unit_sequence_path(self.x_table, self.y_table, cost, "exact", unknown):
+        #: exact distances of the bit-vector path (the matrix's tiles of rows as dense blocks)
+        self._dense_unit = bool(self.kind == "sequence" and self.nx and self.ny and
+                                unit_sequence_path(self.x_table, self.y_table, cost, "exact", unknown))
+        if self._dense_unit:
             words = int(((self.x_table.lengths + 63) // 64).sum())
             self.cheap_exact = words * int(self.y_table.lengths.sum()) <= CHEAP_WORD_STEPS * self.nx * self.ny
         # (the symbols in use from each side's cached distinct codes: the same set as all codes;
@@ -282,6 +285,26 @@ class SearchProblem:
         input order, float64): the values of :func:`bedl_torch.pairwise_distances`, without
         :meth:`exact`'s covering pairs (the block finds the matrix's tile by itself)."""
         return self._values(self.x_table, self.y_table, a, b, distinct=True, subset=False)
+
+    def block_matrix(self, block) -> Optional[torch.Tensor]:
+        """The exact distances of a block of consecutive rows of :meth:`matrix_blocks` as a
+        dense float64 matrix, where its pairs take the bit-vector path (unit-cost sequences,
+        ``sed_unit_matrix``: no pair lists): ``(r1 - r0, ny - c0)`` for the columns from ``c0``
+        (``r0`` in a symmetric problem, whose blocks hold the pairs ``j >= i``; the entries ``j
+        < i`` of its square are ``+inf``), the values :meth:`block_values` gives its pairs. None
+        elsewhere."""
+        if block.rows is None or not self._dense_unit:
+            return None
+        r0, r1 = block.rows
+        cost, unknown = self.cost, self.kw["unknown"]
+        x_labels = self.x_table.flat_labels(cost, unknown)
+        y_labels = self.y_table.flat_labels(cost, unknown)
+        M = _ext.sed_unit_matrix_cpu(x_labels, self.x_table.ptr, y_labels, self.y_table.ptr, r0, r1,
+                                     block.triangle, cost.dtype).to(torch.float64)
+        if block.triangle:
+            h = r1 - r0
+            M[:, :h].masked_fill_(torch.ones(h, h, dtype=torch.bool).tril_(-1), math.inf)
+        return M
 
     def estimate(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """The exact distances of the kernel pairs ``(a, b)`` (repeats computed once), for

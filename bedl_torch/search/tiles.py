@@ -12,7 +12,7 @@ import torch
 
 from .._memory import release_freed_memory
 from .arguments import BLOCK_CELLS
-from .merge import NO_INDEX, concat_entries, merge_block, with_partners
+from .merge import NO_INDEX, concat_entries, merge_block, merge_matrix, with_partners
 from .problem import SearchProblem, new_stats
 
 __all__ = ["BLOCKS_PER_PART", "matrix_block_pairs", "exact_is_cheapest", "knn_all_pairs",
@@ -55,31 +55,46 @@ def knn_all_pairs(problem: SearchProblem, k: int, blocks: Optional[Collection[in
     best_d = torch.full((nx, k), math.inf, dtype=torch.float64)
     best_i = torch.full((nx, k), NO_INDEX, dtype=torch.int64)
     stats = new_stats()
-    for a, b, v in exact_tiles(problem, blocks, max_pairs, on_pairs, stats):
+    for tile in exact_tiles(problem, blocks, max_pairs, on_pairs, stats):
         # (the diagonal keeps each tile's objects in the call; not an entry: dropped in the merge)
-        merge_block(best_d, best_i, a, b, v, k, problem.symmetric, problem.same)
+        if tile[0] == "matrix":
+            merge_matrix(best_d, best_i, *tile[1:], k, problem.symmetric, problem.same)
+        else:
+            merge_block(best_d, best_i, *tile[1:], k, problem.symmetric, problem.same)
     return best_d, best_i, stats
 
 
 def exact_tiles(problem: SearchProblem, blocks: Optional[Collection[int]], max_pairs: int, on_pairs,
                 stats: dict):
     """The matrix's tiles (:meth:`SearchProblem.matrix_blocks` ``(max_pairs)``, those numbered in
-    ``blocks`` where given) one by one: yields each tile's pairs ``(a, b)`` and exact values,
-    counting them in ``stats`` (the diagonal of a tile of ``Y=None`` is computed, not an entry)
-    and telling ``on_pairs`` (optional) the kernel pairs of each."""
+    ``blocks`` where given) one by one: yields each tile as ``("pairs", a, b, values)`` or, where
+    :meth:`SearchProblem.block_matrix` computes it dense, ``("matrix", M, r0, c0)``, counting its
+    pairs in ``stats`` (the diagonal of a tile of ``Y=None`` is computed, not an entry) and
+    telling ``on_pairs`` (optional) the kernel pairs of each."""
     for number, block in enumerate(problem.matrix_blocks(max_pairs)):
         if blocks is not None and number not in blocks:
             continue
-        a, b = block.pairs()
-        v = problem.block_values(a, b)
+        M = problem.block_matrix(block)
+        if M is not None:
+            r0, r1 = block.rows
+            c0 = r0 if block.triangle else 0
+            h, w = M.shape
+            pairs = h * w - (h * (h - 1) // 2 if block.triangle else 0)  # (row i: the columns from i)
+            diagonal = h if problem.same else 0  # (every row's own column is in the block)
+            tile = ("matrix", M, r0, c0)
+        else:
+            a, b = block.pairs()
+            v = problem.block_values(a, b)
+            pairs, diagonal = len(a), (int((a == b).sum()) if problem.same else 0)
+            tile = ("pairs", a, b, v)
         if on_pairs is not None:
-            on_pairs(len(a))
-        computed = len(a) - (int((a == b).sum()) if problem.same else 0)
+            on_pairs(pairs)
+        computed = pairs - diagonal
         stats["exact_computed"] += computed
         entries = 2 * computed if problem.symmetric else computed
         stats["pairs"] += entries
         stats["exact"] += entries
-        yield a, b, v
+        yield tile
         release_freed_memory()
 
 
@@ -91,9 +106,15 @@ def radius_all_pairs(problem: SearchProblem, radius: float, blocks: Optional[Col
     unsorted; a symmetric problem's entries listed both ways, no diagonal where ``Y=None``."""
     stats = new_stats()
     found = []
-    for a, b, v in exact_tiles(problem, blocks, max_pairs, on_pairs, stats):
-        within = torch.nonzero(v <= radius).squeeze(1)  # (few: the diagonal tested on those alone)
-        r, c, v = a[within], b[within], v[within]
+    for tile in exact_tiles(problem, blocks, max_pairs, on_pairs, stats):
+        if tile[0] == "matrix":
+            M, r0, c0 = tile[1:]
+            ri, ci = torch.nonzero((M <= radius) & torch.isfinite(M), as_tuple=True)  # (+inf: no entry)
+            r, c, v = ri + r0, ci + c0, M[ri, ci]
+        else:
+            a, b, v = tile[1:]
+            within = torch.nonzero(v <= radius).squeeze(1)  # (few: the diagonal tested on those alone)
+            r, c, v = a[within], b[within], v[within]
         if problem.same:
             off = r != c
             r, c, v = r[off], c[off], v[off]

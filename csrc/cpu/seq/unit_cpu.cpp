@@ -33,7 +33,7 @@ int64_t longest(const int64_t* ptr, int64_t count) {
   return most;
 }
 
-// Row-major pairs (i, j) of an (n x m) matrix, or with `triangle` (n == m) those
+// Row-major pairs (i, j) of an (n x m) block, or with `triangle` (n <= m) those
 // with j >= i: pair b's position, found by a cursor that moves row by row, since
 // a piece asks for its pairs in nearly ascending order.
 class MatrixPairs {
@@ -84,10 +84,10 @@ class MatrixCursor {
   int64_t row_, start_ = 0, end_ = 0;
 };
 
-// d[j][i] = d[i][j] for j > i of an (n x n) row-major matrix, in square tiles
-// (a column written entry by entry misses the cache at every row).
+// d[j][i] = d[i][j] for j > i < n of a row-major matrix of `stride` columns,
+// in square tiles (a column written entry by entry misses the cache at every row).
 template <typename T>
-void mirror_upper(T* d, int64_t n) {
+void mirror_upper(T* d, int64_t n, int64_t stride) {
   constexpr int64_t kTile = 64;
   const int64_t tiles = (n + kTile - 1) / kTile;
   at::parallel_for(0, tiles, 1, [&](int64_t begin, int64_t end) {
@@ -96,43 +96,46 @@ void mirror_upper(T* d, int64_t n) {
       for (int64_t i0 = 0; i0 <= j0; i0 += kTile) {
         const int64_t i1 = std::min(n, i0 + kTile);
         for (int64_t j = j0; j < j1; ++j) {
-          for (int64_t i = i0; i < std::min(i1, j); ++i) d[j * n + i] = d[i * n + j];
+          for (int64_t i = i0; i < std::min(i1, j); ++i) d[j * stride + i] = d[i * stride + j];
         }
       }
     }
   });
 }
 
-// The matrix's pairs into d (row-major, ny columns), each distance converted
-// to T as Tensor.to would (integers: exact in float32 up to 2^24).
+// The block's pairs (x rows r0 .. r0 + h - 1 against y columns c0 .. c0 + w - 1;
+// with `triangle`, c0 = r0 and only j >= i, the square mirrored) into d
+// (row-major, w columns), each distance converted to T as Tensor.to would
+// (integers: exact in float32 up to 2^24).
 template <typename T>
 void unit_matrix(const int64_t* xl, const int64_t* xp, int64_t nx, const int64_t* yl, const int64_t* yp, int64_t ny,
-                 int64_t symbols, bool triangle, T* d) {
+                 int64_t symbols, int64_t r0, int64_t h, int64_t c0, int64_t w, bool triangle, T* d) {
   const sed::UnitTable unit = sed::UnitTable::labels_match_themselves();
-  const MatrixPairs pairs(nx, ny, triangle);
+  const MatrixPairs pairs(h, w, triangle);
   const int64_t cells = sed::unit_piece_cells(longest(xp, nx), longest(yp, ny));
   dp::for_each_piece<sed::UnitWorkspace>(pairs.count(), cells, [&](int64_t begin, int64_t end, sed::UnitWorkspace& ws) {
     MatrixCursor cursor(pairs, begin);
     sed::unit_distances(
         unit, symbols + 1, symbols + 1, begin, end,
         [&](int64_t b) {
-          const auto [tx, ty] = cursor.at(b);
+          const auto [i, j] = cursor.at(b);
+          const int64_t tx = r0 + i, ty = c0 + j;
           return sed::UnitPair{xl + xp[tx], xp[tx + 1] - xp[tx], yl + yp[ty], yp[ty + 1] - yp[ty]};
         },
         [&](int64_t b, int64_t v) {
           const auto [i, j] = cursor.at(b);
-          d[i * ny + j] = static_cast<T>(v);
+          d[i * w + j] = static_cast<T>(v);
         },
         ws);
   });
-  if (triangle) mirror_upper(d, nx);
+  if (triangle) mirror_upper(d, h, w);
 }
 
 }  // namespace
 
 at::Tensor sed_unit_matrix_cpu(const at::Tensor& x_labels_in, const at::Tensor& x_ptr_in,
-                               const at::Tensor& y_labels_in, const at::Tensor& y_ptr_in, bool triangle,
-                               at::ScalarType dtype) {
+                               const at::Tensor& y_labels_in, const at::Tensor& y_ptr_in, int64_t row_begin,
+                               int64_t row_end, bool triangle, at::ScalarType dtype) {
   dp::check_index(x_labels_in, "x_labels", -1);
   dp::check_index(y_labels_in, "y_labels", -1);
   dp::check_index(x_ptr_in, "x_ptr", -1);
@@ -144,16 +147,19 @@ at::Tensor sed_unit_matrix_cpu(const at::Tensor& x_labels_in, const at::Tensor& 
   const int64_t nx = dp::check_ptr(x_ptr, "x_ptr", x_labels.size(0), "labels");
   const int64_t ny = dp::check_ptr(y_ptr, "y_ptr", y_labels.size(0), "labels");
   BEDL_CHECK_VALUE(!triangle || nx == ny, "triangle needs as many x as y sequences, got ", nx, " and ", ny);
+  BEDL_CHECK_VALUE(0 <= row_begin && row_begin <= row_end && row_end <= nx, "rows ", row_begin, " .. ", row_end,
+                   " are not a range of the ", nx, " x sequences");
   const int64_t symbols = std::max(label_extent(x_labels, "x_labels"), label_extent(y_labels, "y_labels"));
   const int64_t *xl = x_labels.data_ptr<int64_t>(), *yl = y_labels.data_ptr<int64_t>();
   const int64_t *xp = x_ptr.data_ptr<int64_t>(), *yp = y_ptr.data_ptr<int64_t>();
-  at::Tensor dist = at::empty({nx, ny}, x_labels.options().dtype(dtype));
+  const int64_t h = row_end - row_begin, c0 = triangle ? row_begin : 0, w = ny - c0;
+  at::Tensor dist = at::empty({h, w}, x_labels.options().dtype(dtype));
   if (dtype == at::kLong) {
-    unit_matrix(xl, xp, nx, yl, yp, ny, symbols, triangle, dist.data_ptr<int64_t>());
+    unit_matrix(xl, xp, nx, yl, yp, ny, symbols, row_begin, h, c0, w, triangle, dist.data_ptr<int64_t>());
   } else if (dtype == at::kDouble) {
-    unit_matrix(xl, xp, nx, yl, yp, ny, symbols, triangle, dist.data_ptr<double>());
+    unit_matrix(xl, xp, nx, yl, yp, ny, symbols, row_begin, h, c0, w, triangle, dist.data_ptr<double>());
   } else {
-    unit_matrix(xl, xp, nx, yl, yp, ny, symbols, triangle, dist.data_ptr<float>());
+    unit_matrix(xl, xp, nx, yl, yp, ny, symbols, row_begin, h, c0, w, triangle, dist.data_ptr<float>());
   }
   return dist;
 }
