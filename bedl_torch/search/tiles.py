@@ -109,7 +109,10 @@ def radius_all_pairs(problem: SearchProblem, radius: float, blocks: Optional[Col
     for tile in exact_tiles(problem, blocks, max_pairs, on_pairs, stats):
         if tile[0] == "matrix":
             M, r0, c0 = tile[1:]
-            ri, ci = torch.nonzero((M <= radius) & torch.isfinite(M), as_tuple=True)  # (+inf: no entry)
+            within = M <= radius
+            if radius == math.inf:  # (+inf: not an entry; distances are finite)
+                within &= torch.isfinite(M)
+            ri, ci = torch.nonzero(within, as_tuple=True)
             r, c, v = ri + r0, ci + c0, M[ri, ci]
         else:
             a, b, v = tile[1:]
