@@ -881,7 +881,8 @@ def test_knn_without_a_lower_bound_computes_the_matrix_once(monkeypatch, bounds)
 def test_radius_without_a_lower_bound_thresholds_the_matrix(monkeypatch, bounds, same):
     """Without a lower bound, radius_neighbors thresholds the matrix's blocks (each kernel pair
     once), not block by block of rows with one exact call each; at every radius (none within,
-    ties at the radius, negative, every pair) the answer and stats are the matrix's."""
+    ties at the radius, negative, every pair) the answer and stats are the matrix's. With every
+    bound on, so does radius inf (no bound exceeds it), and a finite radius goes by the bounds."""
     calls = _spy_exact_calls(monkeypatch)
     rng = np.random.default_rng(48 + same)
     X = random_trees(rng, 16, max_nodes=8)
@@ -900,30 +901,13 @@ def test_radius_without_a_lower_bound_thresholds_the_matrix(monkeypatch, bounds,
         entries = 16 * 15 if same else 16 * ny
         assert stats["exact"] == stats["pairs"] == entries
         assert stats["exact_computed"] == (entries // 2 if same else entries)
-
-
-@pytest.mark.parametrize("same", [True, False])
-def test_radius_inf_thresholds_the_matrix_without_bounds(monkeypatch, same):
-    """At radius inf no bound can exclude an entry: with every bound on, radius_neighbors
-    thresholds the matrix's blocks (no label or traversal bound computed), and the answer is
-    every entry of the matrix; a finite radius goes by the bounds."""
-    calls = _spy_exact_calls(monkeypatch)
-    rng = np.random.default_rng(50 + same)
-    X = random_trees(rng, 14, max_nodes=8)
-    Y = None if same else random_trees(rng, 6, max_nodes=8)
-    D = exact_matrix(X, Y, None)
-    ny = 14 if same else 6
-    for radius in (math.inf, float(D.max()) - 1):
-        calls.clear()
-        r, c, v, stats = radius_neighbors(X, Y, radius=radius, block_size=5, return_stats=True)
-        rr, rc, rv = reference_radius(D, radius, same)
-        assert torch.equal(r, rr) and torch.equal(c, rc) and torch.equal(v, rv), radius
-        if radius == math.inf:
-            assert _pairs_of(calls, "exact") == [] and stats["traversal_computed"] == 0
-            assert sum(_pairs_of(calls, "matrix")) == (14 * 15 // 2 if same else 14 * ny)
-            assert stats["exact"] == stats["pairs"] == (14 * 13 if same else 14 * ny)
-        else:
-            assert _pairs_of(calls, "matrix") == [] and stats["traversal_computed"] > 0
+    if bounds == ():  # every bound on: at radius inf, which no bound can exceed, the matrix's blocks
+        for radius in (math.inf, float(D.max()) - 1):
+            calls.clear()
+            r, c, v, stats = radius_neighbors(X, Y, radius=radius, block_size=5, return_stats=True)
+            assert all(torch.equal(a, b) for a, b in zip((r, c, v), reference_radius(D, radius, same)))
+            every = radius == math.inf
+            assert (_pairs_of(calls, "exact") == []) == every and (stats["traversal_computed"] == 0) == every
 
 
 @pytest.mark.parametrize("case", ["symmetric", "asymmetric", "x-against-y"])
