@@ -76,7 +76,7 @@ def exact_tiles(problem: SearchProblem, blocks: Optional[Collection[int]], max_p
             continue
         M = problem.block_matrix(block)
         if M is not None:
-            r0, r1 = block.rows
+            r0 = block.rows[0]
             c0 = r0 if block.triangle else 0
             h, w = M.shape
             pairs = h * w - (h * (h - 1) // 2 if block.triangle else 0)  # (row i: the columns from i)
