@@ -370,6 +370,9 @@ def test_single_process_matrices_equal_pairwise_distances_bit_for_bit():
         ((trees[:8], others[:5]), {}),
         ((seqs[:9],), {"cost": cosine}),
         (([],), {}),
+        ((strings,), {}),  # unit costs on bit vectors: tiles written without pair lists
+        ((strings,), {"symmetric": False}),
+        ((strings[:7], strings[3:]), {"cost": bt.UnitCost(list("abcd"), dtype=torch.float32)}),
     ]
     for args, kw in cases:
         expected = bt.pairwise_distances(*args, **kw).detach()

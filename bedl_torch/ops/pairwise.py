@@ -630,7 +630,7 @@ class PairwisePlan:
 
     def matrix(self) -> torch.Tensor:
         """The whole matrix on the cost's device and dtype."""
-        dense = self._unit_sequence_matrix()
+        dense = self.unit_matrix(self.x_table, self.y_table, self.symmetric)
         if dense is not None:
             return dense
         ii, jj = self.pairs()
@@ -641,19 +641,19 @@ class PairwisePlan:
             return values.reshape(self.shape)  # every entry, computed in row-major order
         return self.assemble(oi, oj, values)
 
-
-    def _unit_sequence_matrix(self) -> Optional[torch.Tensor]:
-        """The whole matrix where its pairs take the bit-vector path (see
+    def unit_matrix(self, x_table: FlatTable, y_table: FlatTable, triangle: bool) -> Optional[torch.Tensor]:
+        """The whole matrix of two tables (the plan's, or a tile's; ``triangle``: ``i <= j``
+        computed and mirrored) where their pairs take the bit-vector path (see
         :func:`_unit_sequence_distances`), from one call that writes it without pair lists
         (``sed_unit_matrix``: 8,000 sentences' 32M pairs took as long to index and place as to
         compute); None elsewhere."""
-        x_table, y_table, cost = self.x_table, self.y_table, self.cost
+        cost = self.cost
         if not len(x_table) or not len(y_table) or \
                 not unit_sequence_path(x_table, y_table, cost, self.mode, self.unknown):
             return None
         x_labels, y_labels = x_table.flat_labels(cost, self.unknown), y_table.flat_labels(cost, self.unknown)
         return _ext.sed_unit_matrix_cpu(x_labels, x_table.ptr, y_labels, y_table.ptr, 0, len(x_table),
-                                        self.symmetric, cost.dtype)
+                                        triangle, cost.dtype)
 
 
 def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional[SymbolCost] = None, *,
