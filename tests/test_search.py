@@ -924,8 +924,9 @@ def test_dense_unit_tiles_equal_the_pairs_tiles(monkeypatch, case, max_pairs):
     Y = None if case != "x-against-y" else ["".join(rng.choice(list("abc"), size=int(rng.integers(0, 9))))
                                             for _ in range(11)]
     problem = SearchProblem(X, Y, None, symmetric=False if case == "asymmetric" else None)
-    if problem.block_matrix(problem.matrix_blocks(max_pairs)[0]) is None:
-        pytest.skip("no bit-vector path here (BEDL_TORCH_SIMD=0 or no AVX2)")
+    if not bt._ext.simd_enabled():
+        pytest.skip("the fast paths are off (BEDL_TORCH_SIMD=0 or no AVX2): no bit-vector path")
+    assert problem.block_matrix(problem.matrix_blocks(max_pairs)[0]) is not None
     n_blocks = len(problem.matrix_blocks(max_pairs))
     halves = [set(range(p, n_blocks, 2)) for p in (0, 1)]
 

@@ -94,8 +94,8 @@ def tile_values(problem: MatrixProblem, tile: Tile) -> torch.Tensor:
     x_table = problem.block("x", tile.r0, tile.r1)
     y_table = problem.block("y", tile.c0, tile.c1)
     dense = problem.plan.unit_matrix(x_table, y_table, tile.triangle)  # (unit-cost sequences)
-    if dense is not None:
-        return dense.to("cpu", problem.dtype)
+    if dense is not None:  # (on the CPU, in the cost's dtype)
+        return dense
     ii, jj = pair_indices(rows, cols, tile.triangle)
     with torch.no_grad():
         ii, jj, vals = problem.plan.chunk_values(x_table, y_table, ii, jj, problem.view,

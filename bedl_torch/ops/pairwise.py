@@ -190,6 +190,17 @@ def _unit_sequence_distances(x_table, y_table, ii, jj, cost, mode, unknown):
     return ii, jj, values.to(cost.dtype)
 
 
+def unit_sequence_rows(x_table, y_table, cost, unknown: str, rows: Tuple[int, int],
+                       triangle: bool) -> torch.Tensor:
+    """The rows ``rows[0] .. rows[1] - 1`` of the matrix of two tables on the bit-vector path
+    (callers check :func:`unit_sequence_path`), in the cost's dtype, written without pair lists
+    (``sed_unit_matrix``); with ``triangle`` the columns from ``rows[0]`` on, ``i <= j``
+    computed and the block's square mirrored."""
+    x_labels, y_labels = x_table.flat_labels(cost, unknown), y_table.flat_labels(cost, unknown)
+    return _ext.sed_unit_matrix_cpu(x_labels, x_table.ptr, y_labels, y_table.ptr, rows[0], rows[1],
+                                    triangle, cost.dtype)
+
+
 def _chunked_distances(x_table, y_table, ii, jj, cost, view, ref, ref_view, mode, rel_tol,
                        unknown, chunk_size, temperature, max_distance=None):
     """``(ii, jj, values)`` of pairs that share one symbol view (or none), in chunks;
@@ -647,13 +658,10 @@ class PairwisePlan:
         :func:`_unit_sequence_distances`), from one call that writes it without pair lists
         (``sed_unit_matrix``: 8,000 sentences' 32M pairs took as long to index and place as to
         compute); None elsewhere."""
-        cost = self.cost
         if not len(x_table) or not len(y_table) or \
-                not unit_sequence_path(x_table, y_table, cost, self.mode, self.unknown):
+                not unit_sequence_path(x_table, y_table, self.cost, self.mode, self.unknown):
             return None
-        x_labels, y_labels = x_table.flat_labels(cost, self.unknown), y_table.flat_labels(cost, self.unknown)
-        return _ext.sed_unit_matrix_cpu(x_labels, x_table.ptr, y_labels, y_table.ptr, 0, len(x_table),
-                                        triangle, cost.dtype)
+        return unit_sequence_rows(x_table, y_table, self.cost, self.unknown, (0, len(x_table)), triangle)
 
 
 def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional[SymbolCost] = None, *,

@@ -111,7 +111,8 @@ def _probe_thresholds(problem: SearchProblem, rows: torch.Tensor, bound: torch.T
     return torch.kthvalue(exact.nan_to_num(nan=math.inf), k, dim=1).values, exact
 
 
-def _tree_bounds_leave_most_work_open(problem: SearchProblem, k: int) -> bool:
+def _tree_bounds_leave_most_work_open(problem: SearchProblem, rows: torch.Tensor, cand: torch.Tensor,
+                                      k: int) -> bool:
     """Whether the label and traversal bounds are expected to leave entries holding more than
     ``_TREE_OPEN_WORK_SHARE`` of the probe rows' DP work (``|x| |y|``) at or below the rows'
     ``k``-th distances (trees; large ``k``). Probe rows spread over X get their label bounds, an
@@ -120,11 +121,8 @@ def _tree_bounds_leave_most_work_open(problem: SearchProblem, k: int) -> bool:
     below it, the traversal bounds of those entries and a second estimate from the
     candidates of smallest bound among all three; each estimate is at
     least the row's final ``k``-th distance, so the share of the work still at or below the
-    smaller one is at least the share that stays open for these rows."""
-    rows = _probe_rows(problem.nx)
-    cand = torch.ones(len(rows), problem.ny, dtype=torch.bool)
-    if problem.same:
-        cand[torch.arange(len(rows)), rows] = False
+    smaller one is at least the share that stays open for these rows (``rows``, candidates
+    ``cand``)."""
     if problem.has_label:  # (the problem's label bound, which the rounds then use)
         bound = problem.label.block(rows).masked_fill(~cand, math.inf)
     else:
@@ -465,12 +463,12 @@ def bounds_cannot_pay(problem: SearchProblem, k: int) -> bool:
     nx, ny = problem.nx, problem.ny
     if _too_few_to_probe(problem, k, nx * ny) and problem.calls_build_every_tile and not exact_is_cheapest(problem):
         return False
-    if problem.traversal is not None and nx >= _TREE_PROBE_MIN_ROWS and not exact_is_cheapest(problem):
-        return _tree_bounds_leave_most_work_open(problem, k)
     rows = _probe_rows(nx)
     cand = torch.ones(len(rows), ny, dtype=torch.bool)
     if problem.same:
         cand[torch.arange(len(rows)), rows] = False
+    if problem.traversal is not None and nx >= _TREE_PROBE_MIN_ROWS and not exact_is_cheapest(problem):
+        return _tree_bounds_leave_most_work_open(problem, rows, cand, k)
     return _one_exact_call(problem, rows, cand, k, cells=nx * ny)
 
 

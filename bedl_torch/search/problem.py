@@ -10,11 +10,10 @@ from typing import Dict, Optional, Sequence, Tuple
 
 import torch
 
-from .. import _ext
 from ..costs import SymbolCost, UnitCost
 from ..ops import FlatTable, table_pair_distances
 from ..ops.encoding import check_same_kind, flat_table, object_nodes
-from ..ops.pairwise import matrix_tiles, problem_inputs, unit_sequence_path
+from ..ops.pairwise import matrix_tiles, problem_inputs, unit_sequence_path, unit_sequence_rows
 from .bounds import FirstPairUpper, traversal_sequences
 from .label_bound import LabelBound
 from .symbol_costs import SymbolCosts
@@ -295,14 +294,10 @@ class SearchProblem:
         elsewhere."""
         if block.rows is None or not self._dense_unit:
             return None
-        r0, r1 = block.rows
-        cost, unknown = self.cost, self.kw["unknown"]
-        x_labels = self.x_table.flat_labels(cost, unknown)
-        y_labels = self.y_table.flat_labels(cost, unknown)
-        M = _ext.sed_unit_matrix_cpu(x_labels, self.x_table.ptr, y_labels, self.y_table.ptr, r0, r1,
-                                     block.triangle, cost.dtype).to(torch.float64)
+        M = unit_sequence_rows(self.x_table, self.y_table, self.cost, self.kw["unknown"], block.rows,
+                               block.triangle).to(torch.float64)
         if block.triangle:
-            h = r1 - r0
+            h = M.shape[0]
             M[:, :h].masked_fill_(torch.ones(h, h, dtype=torch.bool).tril_(-1), math.inf)
         return M
 
