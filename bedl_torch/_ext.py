@@ -34,6 +34,8 @@ sed_unit_cpu = _ops.sed_unit
 # their matrix's rows in a dtype, without pair lists (triangle: the columns from the first row
 # on, i <= j computed, mirrored)
 sed_unit_matrix_cpu = _ops.sed_unit_matrix
+# each row's k nearest (distance, index) lists merged in place with a dense block of the matrix
+knn_merge_dense_cpu = _ops.knn_merge_dense
 # the (S, S) gradient of sum_b pair_weights[b] * distance_b in the symbol table
 ted_symbols_grad_cpu = _ops.ted_symbols_grad
 sed_symbols_grad_cpu = _ops.sed_symbols_grad
@@ -106,6 +108,11 @@ def _sed_unit_fake(x_labels, x_ptr, y_labels, y_ptr, pair_x, pair_y):
 def _sed_unit_matrix_fake(x_labels, x_ptr, y_labels, y_ptr, row_begin, row_end, triangle, dtype):
     return x_labels.new_empty((row_end - row_begin, y_ptr.shape[0] - 1 - (row_begin if triangle else 0)),
                               dtype=dtype)
+
+
+@torch.library.register_fake("bedl_torch::knn_merge_dense")
+def _knn_merge_dense_fake(best_d, best_i, block, row0, col0, partners, drop_diagonal):
+    return None
 
 
 @torch.library.register_fake("bedl_torch::ted_symbols_grad")

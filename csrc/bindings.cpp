@@ -25,6 +25,8 @@ TORCH_LIBRARY(bedl_torch, m) {
         "-> Tensor");
   m.def("sed_unit_matrix(Tensor x_labels, Tensor x_ptr, Tensor y_labels, Tensor y_ptr, int row_begin, "
         "int row_end, bool triangle, ScalarType dtype) -> Tensor");
+  m.def("knn_merge_dense(Tensor(a!) best_d, Tensor(b!) best_i, Tensor block, int row0, int col0, bool partners, "
+        "bool drop_diagonal) -> ()");
   m.def("ted_symbols_grad(Tensor symbol_costs, Tensor x_labels, Tensor x_sizes, Tensor x_ptr, "
         "Tensor y_labels, Tensor y_sizes, Tensor y_ptr, Tensor pair_x, Tensor pair_y, "
         "Tensor pair_weights, float rel_tol) -> Tensor");
@@ -49,6 +51,7 @@ TORCH_LIBRARY_IMPL(bedl_torch, CPU, m) {
   m.impl("sed_symbols", &bedl::sed_symbols_cpu);
   m.impl("sed_unit", &bedl::sed_unit_cpu);
   m.impl("sed_unit_matrix", &bedl::sed_unit_matrix_cpu);
+  m.impl("knn_merge_dense", &bedl::knn_merge_dense_cpu);
   m.impl("ted_symbols_grad", &bedl::ted_symbols_grad_cpu);
   m.impl("sed_symbols_grad", &bedl::sed_symbols_grad_cpu);
   m.impl("ted_symbols_sums", &bedl::ted_symbols_sums_cpu);

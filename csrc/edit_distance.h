@@ -81,6 +81,17 @@ at::Tensor sed_unit_matrix_cpu(const at::Tensor& x_labels, const at::Tensor& x_p
                                const at::Tensor& y_ptr, int64_t row_begin, int64_t row_end, bool triangle,
                                at::ScalarType dtype);
 
+// Merges the entries of a dense block of a distance matrix, (row0 + i, col0 + j,
+// block[i, j]) for finite values, into each row's k nearest by (distance,
+// index): best_d (rows, k) float64 and best_i int64, each row sorted so with
+// missing entries (+inf, INT64_MAX) last, are updated in place to the k first
+// of their own entries and the block's (which must be other entries). With
+// `partners` each entry at col >= row also stands for (col, row) (the entries
+// below the diagonal are not read); with `drop_diagonal` entries (i, i) are not
+// entries.
+void knn_merge_dense_cpu(const at::Tensor& best_d, const at::Tensor& best_i, const at::Tensor& block, int64_t row0,
+                         int64_t col0, bool partners, bool drop_diagonal);
+
 // The gradient of sum_b pair_weights[b] * distance_b with respect to the
 // (rows, cols) symbol table, for the pairs of ted_symbols_cpu (sed_symbols_cpu): the
 // weighted co-optimal matrices summed by (x label, y label), deletions in the

@@ -5,6 +5,7 @@ Euclidean, integer, signed (negative) and asymmetric costs. Nothing here depends
 import ast
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -1158,6 +1159,101 @@ def test_k_smallest_orders_by_value_then_column(k):
         want = sorted((float(M[r, c]), c) for c in range(7) if math.isfinite(M[r, c]))[:k]
         want += [(math.inf, NO_INDEX)] * (k - len(want))
         assert list(zip(d[r].tolist(), i[r].tolist())) == want
+
+
+def _merge_reference(best_d, best_i, M, r0, c0, partners, same):
+    """Each row's k first by (distance, index) of its own list and the block's entries, from
+    Python sorts of every entry (the definition the dense merge must meet)."""
+    from bedl_torch.search.merge import NO_INDEX
+
+    n, k = best_d.shape
+    entries = {t: [(float(d), int(i)) for d, i in zip(best_d[t], best_i[t]) if i != NO_INDEX] for t in range(n)}
+    for a in range(M.shape[0]):
+        for b in range(M.shape[1]):
+            r, c, v = r0 + a, c0 + b, float(M[a, b])
+            if not math.isfinite(v) or (partners and c < r) or (same and r == c):
+                continue
+            entries[r].append((v, c))
+            if partners and c != r:
+                entries[c].append((v, r))
+    out_d, out_i = torch.full_like(best_d, math.inf), torch.full_like(best_i, NO_INDEX)
+    for t, found in entries.items():
+        found = sorted(found)[:k]
+        out_d[t, : len(found)] = torch.tensor([f[0] for f in found], dtype=torch.float64)
+        out_i[t, : len(found)] = torch.tensor([f[1] for f in found], dtype=torch.int64)
+    return out_d, out_i
+
+
+@pytest.mark.parametrize("k", [1, 3, 8])
+@pytest.mark.parametrize("layout", ["square", "triangle", "rectangle", "rows"])
+def test_dense_merge_equals_a_sort_of_every_entry(k, layout):
+    """``knn_merge_dense`` (the merge of the matrix's tiles) against sorts of each row's entries:
+    integer values with many ties, missing (+inf) entries and rows of fewer than k, lists that
+    already hold entries (some of them after the block's in a tie), blocks on the diagonal with
+    partners (the square's mirrors and entries below the diagonal that must not be read), off
+    the diagonal, and rows against another collection; wide enough for the column pass's chunks
+    of 64 and its threads."""
+    from bedl_torch.search.merge import NO_INDEX, merge_matrix
+
+    g = torch.Generator().manual_seed(17 * k + len(layout))
+    n = 150
+    r0, h, c0, w, partners, same = {
+        "square": (20, 30, 20, 30, True, True),
+        "triangle": (20, 30, 20, 130, True, True),
+        "rectangle": (10, 25, 60, 90, True, True),
+        "rows": (5, 40, 0, 150, False, True),
+    }[layout]
+    M = torch.randint(0, 6, (h, w), generator=g).double()
+    M[torch.rand(h, w, generator=g) < 0.2] = math.inf
+    M[0] = math.inf
+    # lists already holding entries that no entry of the block stands for: indices below both
+    # the block's rows and columns (before its entries in a tie) and above n (after them)
+    pool = list(range(min(r0, c0))) + list(range(n, n + 20))
+    best_d = torch.full((n, k), math.inf, dtype=torch.float64)
+    best_i = torch.full((n, k), NO_INDEX, dtype=torch.int64)
+    for t in range(0, n, 3):
+        m = int(torch.randint(0, k + 1, (1,), generator=g))
+        picks = torch.randperm(len(pool), generator=g)[:m].tolist()
+        vals = sorted((float(torch.randint(0, 6, (1,), generator=g)), pool[p]) for p in picks)
+        for q, (v, c) in enumerate(vals):
+            best_d[t, q], best_i[t, q] = v, c
+    want_d, want_i = _merge_reference(best_d, best_i, M, r0, c0, partners, same)
+    for threads in (1, 2):
+        old = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            got_d, got_i = best_d.clone(), best_i.clone()
+            merge_matrix(got_d, got_i, M, r0, c0, partners, same)
+        finally:
+            torch.set_num_threads(old)
+        assert torch.equal(got_d, want_d) and torch.equal(got_i, want_i)
+
+
+def test_dense_merge_op_passes_opcheck_and_rejects_bad_input():
+    """``knn_merge_dense``: opcheck (schema with its in-place lists), and ValueError /
+    TypeError naming the problem for bad shapes, dtypes, ranges and NaN."""
+    from bedl_torch.search.merge import NO_INDEX
+
+    op = torch.ops.bedl_torch.knn_merge_dense
+    best_d = torch.full((6, 2), math.inf, dtype=torch.float64)
+    best_i = torch.full((6, 2), NO_INDEX, dtype=torch.int64)
+    M = torch.tensor([[1.0, 2.0, 0.0], [math.inf, 3.0, 1.0]], dtype=torch.float64)
+    torch.library.opcheck(op, (best_d.clone(), best_i.clone(), M, 1, 2, True, True))
+    bad = [
+        ((best_d.float(), best_i, M, 0, 0, False, False), TypeError, "best_d must be float64"),
+        ((best_d, best_i.int(), M, 0, 0, False, False), TypeError, "best_i must be int64"),
+        ((best_d, best_i, M.long(), 0, 0, False, False), TypeError, "block must be float64"),
+        ((best_d, best_i[:, :1].contiguous(), M, 0, 0, False, False), ValueError, "of one shape"),
+        ((best_d, best_i, M[0], 0, 0, False, False), ValueError, "must be 2-D"),
+        ((best_d, best_i, M, 5, 0, False, False), ValueError, "are not rows of the 6 lists"),
+        ((best_d, best_i, M, 0, 4, True, False), ValueError, "with partners the block's columns 4 .. 7"),
+        ((best_d, best_i, M, 0, -1, False, False), ValueError, "col0 must be >= 0"),
+        ((best_d, best_i, torch.full((2, 3), math.nan, dtype=torch.float64), 0, 0, False, False), ValueError,
+         "block holds NaN"),
+    ]
+    for args, error, text in bad:
+        with pytest.raises(error, match=re.escape(text)):
+            op(*args)
 
 
 def test_searches_import_no_heavy_module_when_called():

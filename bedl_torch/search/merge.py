@@ -8,6 +8,8 @@ from typing import Tuple
 
 import torch
 
+from .. import _ext
+
 __all__ = ["NO_INDEX", "merge_into", "k_smallest", "merge_block", "merge_matrix", "merge_nearest", "with_partners",
            "concat_entries", "sorted_entries"]
 
@@ -72,43 +74,27 @@ def k_smallest(M: torch.Tensor, k: int) -> Tuple[torch.Tensor, torch.Tensor]:
     return d, i
 
 
-def merge_block(best_d, best_i, r, c, v, k, partners: bool, same: bool = False):
-    """:func:`merge_into` of a block of entries ``(r, c)`` that lie in a rectangle of rows and
-    columns (a tile, or consecutive rows against the columns from the first row on), each row's
-    ``k`` best of the block taken first (:func:`k_smallest`); with ``partners`` (entries
-    ``r <= c`` only) also the entries ``(c, r)``; with ``same`` (rows and columns index one
-    collection) without the diagonal's ``(i, i)``."""
+def merge_block(best_d, best_i, r, c, v, partners: bool, same: bool = False):
+    """:func:`merge_matrix` of a block of entries ``(r, c)`` that lie in a rectangle of rows and
+    columns (a tile, or consecutive rows against the columns from the first row on); with
+    ``partners`` (entries ``r <= c`` only) also the entries ``(c, r)``; with ``same`` (rows and
+    columns index one collection) without the diagonal's ``(i, i)``."""
     if len(r) == 0:
         return
     r0, c0 = int(r.min()), int(c.min())
     M = torch.full((int(r.max()) + 1 - r0, int(c.max()) + 1 - c0), math.inf, dtype=torch.float64)
     M[r - r0, c - c0] = v
-    merge_matrix(best_d, best_i, M, r0, c0, k, partners, same)
+    merge_matrix(best_d, best_i, M, r0, c0, partners, same)
 
 
-def merge_matrix(best_d, best_i, M, r0: int, c0: int, k: int, partners: bool, same: bool = False):
-    """:func:`merge_block` of the dense block ``M`` of entries ``(r0 + i, c0 + j)`` (``+inf``:
-    not an entry); with ``partners`` its entries lie at ``r <= c`` (``M``'s square below the
-    diagonal ``+inf`` where ``r0 == c0``). ``M`` is changed."""
-    passes = [(M, r0, c0)]
-    if partners and r0 == c0:
-        # rows from r0 against columns from r0 (entries r <= c): a partner (c, r) whose row
-        # lies in the block goes into M itself (the square's lower triangle is empty, so one
-        # minimum with its transpose writes them); only the columns past its rows need M.T
-        h = M.shape[0]
-        sq = M[:, :h]
-        sq.copy_(torch.minimum(sq, sq.T))
-        if M.shape[1] > h:
-            passes.append((M[:, h:].T, c0 + h, r0))
-    elif partners:
-        passes.append((M.T, c0, r0))
-    if same:  # M[i - r0, i - c0] holds (i, i): the diagonal at offset r0 - c0
-        M.diagonal(r0 - c0).fill_(math.inf)
-    for rect, first_row, first_col in passes:
-        d, i = k_smallest(rect, k)
-        have = i != NO_INDEX
-        rows = torch.arange(first_row, first_row + rect.shape[0])[:, None].expand_as(i)
-        merge_into(best_d, best_i, rows[have], i[have] + first_col, d[have], k)
+def merge_matrix(best_d, best_i, M, r0: int, c0: int, partners: bool, same: bool = False):
+    """Each row's ``k`` best by (distance, index) in ``best_d``, ``best_i`` (``(rows, k)``, in
+    place) merged with the dense block ``M`` of other entries ``(r0 + i, c0 + j)`` (``+inf``: not
+    an entry); with ``partners`` each of its entries at ``c >= r`` also stands for ``(c, r)`` and
+    those below the diagonal are not read; with ``same`` without the diagonal's ``(i, i)``. One
+    pass over ``M`` per direction in C++ (``knn_merge_dense``), a list of ``k`` per row instead
+    of ``topk`` and a search for the ties at each row's ``k``-th value."""
+    _ext.knn_merge_dense_cpu(best_d, best_i, M.to(torch.float64), r0, c0, partners, same)
 
 
 def merge_nearest(parts, k: int):

@@ -58,9 +58,9 @@ def knn_all_pairs(problem: SearchProblem, k: int, blocks: Optional[Collection[in
     for tile in exact_tiles(problem, blocks, max_pairs, on_pairs, stats):
         # (the diagonal keeps each tile's objects in the call; not an entry: dropped in the merge)
         if tile[0] == "matrix":
-            merge_matrix(best_d, best_i, *tile[1:], k, problem.symmetric, problem.same)
+            merge_matrix(best_d, best_i, *tile[1:], problem.symmetric, problem.same)
         else:
-            merge_block(best_d, best_i, *tile[1:], k, problem.symmetric, problem.same)
+            merge_block(best_d, best_i, *tile[1:], problem.symmetric, problem.same)
     return best_d, best_i, stats
 
 
