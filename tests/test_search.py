@@ -1010,10 +1010,10 @@ def test_tree_probe_sends_a_k_that_leaves_most_work_open_to_the_matrix_tiles(mon
     every entry is open: the matrix's tiles, no round. Paths of one label and distinct lengths
     (distance |m - n|, which the label bound gives exactly) leave two entries a row open at
     k = 1: rounds. Both answer as the matrix does."""
-    from bedl_torch.search import knn as knn_module
+    from bedl_torch.search import probe
     from bedl_torch.search.knn import bounds_cannot_pay
 
-    monkeypatch.setattr(knn_module, "_TREE_PROBE_MIN_ROWS", 16)
+    monkeypatch.setattr(probe, "TREE_PROBE_MIN_ROWS", 16)
     rng = np.random.default_rng(49)
     if case == "every-entry-open":
         X, k, costs = random_trees(rng, 24, max_nodes=9), 23, [None, make_cost("signed", rng)]
@@ -1028,6 +1028,43 @@ def test_tree_probe_sends_a_k_that_leaves_most_work_open_to_the_matrix_tiles(mon
         assert torch.equal(d, want[0]) and torch.equal(i, want[1])
         exact_pairs, matrix_pairs = _pairs_of(calls, "exact"), _pairs_of(calls, "matrix")
         if case == "every-entry-open":  # (the probe's estimates do not go through exact())
+            assert exact_pairs == [] and sum(matrix_pairs) >= 24 * 23 // 2
+        else:
+            assert matrix_pairs == [] and 0 < sum(exact_pairs) < 24 * 23 // 2
+
+
+@pytest.mark.parametrize("case", ["every-entry-open", "paths-pruned"])
+def test_tree_radius_probe_sends_a_radius_that_leaves_most_work_open_to_the_matrix_tiles(monkeypatch, case):
+    """Trees: range search probes rows spread over X for the share of their DP work that the
+    label and traversal bounds leave at or below the radius. A finite radius at the largest
+    distance leaves every entry open: the matrix's tiles, no bound's call. Paths of one label
+    and distinct lengths (distance |m - n|, which the label bound gives exactly) at radius 1
+    leave two entries a row: bounds and exact calls. Both answer as the matrix does."""
+    from bedl_torch.search import probe
+    from bedl_torch.search.radius import open_work_share, radius_takes_every_pair
+
+    monkeypatch.setattr(probe, "TREE_PROBE_MIN_ROWS", 16)
+    rng = np.random.default_rng(50)
+    if case == "every-entry-open":
+        X, costs = random_trees(rng, 24, max_nodes=9), [None, make_cost("signed", rng)]
+    else:
+        X, costs = [bt.Tree(*path_tree(n)) for n in rng.permutation(np.arange(1, 25))], [None]
+    for cost in costs:
+        D = exact_matrix(X, None, cost)
+        radius = float(D.max()) if case == "every-entry-open" else 1.0
+        problem = SearchProblem(X, None, cost)
+        share = open_work_share(problem, radius)
+        assert radius_takes_every_pair(problem, radius) == (case == "every-entry-open")
+        if case == "every-entry-open":
+            assert share == 1.0
+        else:  # (each probe row's neighbours one node longer and shorter)
+            assert 0 < share < 0.25
+        calls = _spy_exact_calls(monkeypatch)
+        got = bt.radius_neighbors(X, radius=radius, cost=cost)
+        want = reference_radius(D, radius, True)
+        assert all(torch.equal(a, b) for a, b in zip(got, want))
+        exact_pairs, matrix_pairs = _pairs_of(calls, "exact"), _pairs_of(calls, "matrix")
+        if case == "every-entry-open":
             assert exact_pairs == [] and sum(matrix_pairs) >= 24 * 23 // 2
         else:
             assert matrix_pairs == [] and 0 < sum(exact_pairs) < 24 * 23 // 2

@@ -44,6 +44,8 @@ from .._memory import release_freed_memory
 from ..costs import SymbolCost
 from .arguments import block_rows, check_k, check_mode
 from .merge import NO_INDEX, k_smallest, merge_into
+from . import probe
+from .probe import keep_after_traversals, label_bounds, probe_candidates, probe_rows, work_of
 from .problem import BOUNDS, SearchProblem, merge_stats, new_stats
 from .tiles import exact_is_cheapest, knn_all_pairs
 
@@ -57,16 +59,13 @@ _MAX_WIDTH = 128
 # undecided entries is still open (bound <= threshold), all of them are computed exactly at once.
 _DENSE_SHARE = 0.5
 # Sequences (the label bound alone): before the first round, rows of a block probed for that
-# share, each with the exact distances of its candidates of smallest bound.
-_PROBE_ROWS = 16
+# share (probe.PROBE_ROWS), each with the exact distances of its candidates of smallest bound.
 _PROBE_PER_K = 4
 # Trees: where a probe of a problem's rows expects the entries left open by the label and
 # traversal bounds to hold more than this share of its rows' DP work (|x| |y|), the matrix's
 # tiles are computed instead (near where the rounds stop paying: docs/search.md). Probed only
-# with at least _TREE_PROBE_MIN_ROWS rows of X (the probe's rows then cost at most a 32nd of
-# the bounds).
+# with at least probe.TREE_PROBE_MIN_ROWS rows of X.
 _TREE_OPEN_WORK_SHARE = 0.5
-_TREE_PROBE_MIN_ROWS = 32 * _PROBE_ROWS
 
 
 def _bounds_leave_most_open(problem: SearchProblem, rows: torch.Tensor, cand: torch.Tensor, k: int) -> bool:
@@ -75,18 +74,13 @@ def _bounds_leave_most_open(problem: SearchProblem, rows: torch.Tensor, cand: to
     ``_PROBE_PER_K * k`` candidates of smallest bound (:meth:`SearchProblem.estimate`); the
     ``k``-th of those is at least a row's final ``k``-th distance, so the share of the probe
     rows' entries whose bound is at most it is at least the share that stays open there."""
-    probe = _probe_rows(cand.shape[0])
+    probe = probe_rows(cand.shape[0])
     lower = problem.probe_lower(rows[probe]).masked_fill(~cand[probe], math.inf)
     kth = _probe_thresholds(problem, rows[probe], lower, k)[0]
     if kth is None:
         return False
     open_ = (lower <= kth[:, None]) & cand[probe]
     return int(open_.sum()) > _DENSE_SHARE * int(cand[probe].sum())
-
-
-def _probe_rows(n: int) -> torch.Tensor:
-    """Up to ``_PROBE_ROWS`` rows evenly spaced over ``0 .. n - 1``."""
-    return torch.unique(torch.linspace(0, max(n - 1, 0), steps=min(n, _PROBE_ROWS)).round().long())
 
 
 def _probe_thresholds(problem: SearchProblem, rows: torch.Tensor, bound: torch.Tensor, k: int,
@@ -123,24 +117,16 @@ def _tree_bounds_leave_most_work_open(problem: SearchProblem, rows: torch.Tensor
     least the row's final ``k``-th distance, so the share of the work still at or below the
     smaller one is at least the share that stays open for these rows (``rows``, candidates
     ``cand``)."""
-    if problem.has_label:  # (the problem's label bound, which the rounds then use)
-        bound = problem.label.block(rows).masked_fill(~cand, math.inf)
-    else:
-        bound = torch.full(cand.shape, -math.inf, dtype=torch.float64).masked_fill(~cand, math.inf)
+    bound = label_bounds(problem, rows, cand)
     kth, exact = _probe_thresholds(problem, rows, bound, k)
     if kth is None:
         return False
-    work = problem.mx[rows][:, None] * problem.my[None, :]
+    work = work_of(problem, rows)
     limit = _TREE_OPEN_WORK_SHARE * float(work[cand].sum())
     if float(work[bound <= kth[:, None]].sum()) <= limit:  # (the traversal bounds only lower it)
         return False
     rl, c = torch.nonzero(bound <= kth[:, None], as_tuple=True)
-    for order in ("pre", "post"):  # (inf above the threshold)
-        a, b = problem.kernel_pairs(rows[rl], c)
-        value = problem.traversal_values(a, b, order, threshold=kth[rl])
-        bound[rl, c] = torch.maximum(bound[rl, c], value)
-        keep = value <= kth[rl]
-        rl, c = rl[keep], c[keep]
+    keep_after_traversals(problem, rows, rl, c, kth[rl], bound)
     second = _probe_thresholds(problem, rows, bound, k, exact)[0]  # (the union's k-th: at most the first)
     kth = kth if second is None else second
     return float(work[(bound <= kth[:, None]) & cand].sum()) > limit
@@ -455,7 +441,7 @@ def bounds_cannot_pay(problem: SearchProblem, k: int) -> bool:
     matrix's tiles instead: every block would be computed in one exact call (no lower bound,
     :attr:`SearchProblem.cheap_exact`, or, for sequences, a probe of rows spread over X that
     expects the label bound to leave most entries open), or, for trees of at least
-    ``_TREE_PROBE_MIN_ROWS`` rows, a probe expects the bounds to leave most of the DP work open
+    ``probe.TREE_PROBE_MIN_ROWS`` rows, a probe expects the bounds to leave most of the DP work open
     (large ``k``; :func:`_tree_bounds_leave_most_work_open`). Not for a problem of sequences
     too small to probe whose exact calls build every tile's costs: its block's one covered call
     (:func:`knn_block`) cuts Y into runs once, where the matrix's tiles would be a call each
@@ -463,11 +449,9 @@ def bounds_cannot_pay(problem: SearchProblem, k: int) -> bool:
     nx, ny = problem.nx, problem.ny
     if _too_few_to_probe(problem, k, nx * ny) and problem.calls_build_every_tile and not exact_is_cheapest(problem):
         return False
-    rows = _probe_rows(nx)
-    cand = torch.ones(len(rows), ny, dtype=torch.bool)
-    if problem.same:
-        cand[torch.arange(len(rows)), rows] = False
-    if problem.traversal is not None and nx >= _TREE_PROBE_MIN_ROWS and not exact_is_cheapest(problem):
+    rows = probe_rows(nx)
+    cand = probe_candidates(problem, rows)
+    if problem.traversal is not None and nx >= probe.TREE_PROBE_MIN_ROWS and not exact_is_cheapest(problem):
         return _tree_bounds_leave_most_work_open(problem, rows, cand, k)
     return _one_exact_call(problem, rows, cand, k, cells=nx * ny)
 
@@ -493,7 +477,7 @@ def _one_exact_call(problem: SearchProblem, rows: torch.Tensor, cand: torch.Tens
 
 def _too_few_to_probe(problem: SearchProblem, k: int, cells: int) -> bool:
     """Whether ``cells`` entries are too few for a probe of their bounds to pay (sequences)."""
-    return problem.traversal is None and cells < _PROBE_ROWS * k * _PROBE_PER_K * 8
+    return problem.traversal is None and cells < probe.PROBE_ROWS * k * _PROBE_PER_K * 8
 
 
 

@@ -19,12 +19,21 @@ import torch
 from .._memory import release_freed_memory
 from ..costs import SymbolCost
 from .arguments import block_rows, check_mode, check_radius
+from . import probe
 from .merge import concat_entries, sorted_entries, with_partners
+from .probe import keep_after_traversals, label_bounds, probe_candidates, probe_rows, work_of
 from .problem import BOUNDS, SearchProblem, merge_stats, new_stats
 from .tiles import exact_is_cheapest, radius_all_pairs
 
 __all__ = ["radius_neighbors", "problem_radius_neighbors", "radius_blocks", "radius_block",
-           "radius_candidates", "radius_verify", "radius_takes_every_pair", "RADIUS_POOL_ENTRIES"]
+           "radius_candidates", "radius_verify", "radius_takes_every_pair", "open_work_share",
+           "RADIUS_OPEN_WORK_SHARE", "RADIUS_POOL_ENTRIES"]
+
+#: Trees: where a probe of rows spread over X finds the entries that the label and traversal bounds
+#: leave at or below the radius holding more than this share of its rows' DP work (``|x| |y|``),
+#: range search thresholds the matrix's tiles instead (near where the bounds stop paying:
+#: docs/search.md).
+RADIUS_OPEN_WORK_SHARE = 0.85
 
 #: Range search pools the entries its bounds leave open over blocks of rows up to this many, so
 #: that one exact call verifies them: where costs come in tiles (no whole symbol table), every
@@ -34,9 +43,34 @@ RADIUS_POOL_ENTRIES = 1 << 22
 
 def radius_takes_every_pair(problem: SearchProblem, radius: float) -> bool:
     """Whether a range search thresholds the matrix's tiles: no bound pays
-    (:func:`~bedl_torch.search.tiles.exact_is_cheapest`), or ``radius`` is ``inf``, which no
-    bound can exceed."""
-    return exact_is_cheapest(problem) or radius == math.inf
+    (:func:`~bedl_torch.search.tiles.exact_is_cheapest`), ``radius`` is ``inf``, which no
+    bound can exceed, or (trees) a probe expects the bounds to leave more than
+    :data:`RADIUS_OPEN_WORK_SHARE` of the DP work at or below ``radius``."""
+    if exact_is_cheapest(problem) or radius == math.inf:
+        return True
+    share = open_work_share(problem, radius)
+    return share is not None and share > RADIUS_OPEN_WORK_SHARE
+
+
+def open_work_share(problem: SearchProblem, radius: float) -> Optional[float]:
+    """Trees of at least ``probe.TREE_PROBE_MIN_ROWS`` rows of X: the share of the DP work of
+    probe rows spread over X held by the entries whose label and traversal bounds are at most
+    ``radius`` (those the search would verify; the traversals only where the label bound leaves
+    more than :data:`RADIUS_OPEN_WORK_SHARE` open). None where not probed."""
+    if problem.traversal is None or problem.nx < probe.TREE_PROBE_MIN_ROWS:
+        return None
+    rows = probe_rows(problem.nx)
+    cand = probe_candidates(problem, rows)
+    work = work_of(problem, rows)
+    total = float(work[cand].sum())
+    if total == 0:
+        return None
+    rl, c = torch.nonzero(label_bounds(problem, rows, cand) <= radius, as_tuple=True)
+    share = float(work[rl, c].sum()) / total
+    if share <= RADIUS_OPEN_WORK_SHARE:  # (the traversal bounds only lower it)
+        return share
+    rl, c = keep_after_traversals(problem, rows, rl, c, torch.full((len(rl),), float(radius), dtype=torch.float64))
+    return float(work[rl, c].sum()) / total
 
 
 def radius_candidates(problem: SearchProblem, r0: int, r1: int, radius: float):
