@@ -596,7 +596,7 @@ def test_two_ranks_search(two_rank_results):
         r, c, v, st = res["radius"]
         assert all(torch.equal(a, b) for a, b in zip((r, c, v), r1[:3]))
         assert list(zip(r.tolist(), c.tolist())) == want
-        assert st["pairs"] == r1[3]["pairs"]
+        assert st["pairs"] == r1[3]["pairs"] == st["exact"] + st["decided_by_label"] + st["decided_by_traversal"]
         assert all(torch.equal(a, b) for a, b in zip(res["radius_xy"], rxy))
     d0, i0, stats0 = bt.kneighbors(trees, k=3, bounds=(), return_stats=True)
     seq_words, seq_cost = data["seqs"]

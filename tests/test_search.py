@@ -829,7 +829,8 @@ def test_exact_arithmetic_ties_by_index(low):
 
 def _spy_exact_calls(monkeypatch):
     """Record the pairs of every exact call of the search: ``("exact", n)`` for the rounds' and
-    blocks' calls, ``("matrix", n)`` for the blocks of the matrix's tiles (pairs or dense)."""
+    blocks' calls, ``("matrix", n)`` for the blocks of the matrix's tiles (pairs or dense) and
+    range search's length windows."""
     from bedl_torch.search import problem as problem_module
 
     calls = []
@@ -848,6 +849,15 @@ def _spy_exact_calls(monkeypatch):
         return M
 
     monkeypatch.setattr(cls, "block_matrix", dense)
+    window_matrix = cls.window_matrix
+
+    def window(self, w):  # (a range search's length window: its pairs j >= i where triangle)
+        M = window_matrix(self, w)
+        h, width = M.shape
+        calls.append(("matrix", h * width - (h * (h - 1) // 2 if w.triangle else 0)))
+        return M
+
+    monkeypatch.setattr(cls, "window_matrix", window)
     return calls
 
 
@@ -940,12 +950,17 @@ def test_dense_unit_tiles_equal_the_pairs_tiles(monkeypatch, case, max_pairs):
 
     dense = run()
     monkeypatch.setattr(SearchProblem, "block_matrix", lambda self, block: None)
+    problem.dense_unit = False  # (range search: the matrix's blocks of pairs, not length windows)
     pairs = run()
     assert all(torch.equal(a, b) for a, b in zip(dense[0][:2], pairs[0][:2])) and dense[0][2] == pairs[0][2]
     assert all(torch.equal(a, b) for a, b in zip(dense[1], pairs[1]))
     assert all(torch.equal(a, b) for a, b in zip(dense[1], dense[0][:2]))
-    for got, want in zip(dense[2], pairs[2]):
-        assert all(torch.equal(a, b) for a, b in zip(got[:3], want[:3])) and got[3] == want[3]
+    for radius, got, want in zip((0.0, 2.0, math.inf), dense[2], pairs[2]):
+        assert all(torch.equal(a, b) for a, b in zip(got[:3], want[:3]))
+        assert got[3]["pairs"] == want[3]["pairs"] == want[3]["exact"]
+        assert got[3]["exact"] + got[3]["decided_by_label"] == got[3]["pairs"]
+        if radius == math.inf:  # (the matrix's dense blocks)
+            assert got[3] == want[3]
     D = exact_matrix(X, Y, None)
     want = reference_knn(D, 3, Y is None)
     assert torch.equal(dense[0][0], want[0]) and torch.equal(dense[0][1], want[1])
@@ -958,22 +973,33 @@ def test_radius_all_pairs_blocks_give_the_full_matrix(symmetric, max_pairs):
     where symmetric and the diagonal left out, gives the matrix's entries within the radius;
     the blocks split in two parts (as ranks do) give the same entries and stats."""
     from bedl_torch.search.merge import sorted_entries
-    from bedl_torch.search.tiles import radius_all_pairs
+    from bedl_torch.search.tiles import radius_all_pairs, radius_tiles
     rng = np.random.default_rng(max_pairs)
     X = ["".join(rng.choice(list("ab"), size=int(rng.integers(0, 6)))) for _ in range(23)] + ["ab", "ab"]
-    problem = SearchProblem(X, None, None, symmetric=symmetric)
     D = exact_matrix(X, None, None)
-    n_blocks = len(problem.matrix_blocks(max_pairs))
-    for radius in (0.0, 1.0, 2.5, math.inf):
-        r, c, v, stats = radius_all_pairs(problem, radius, max_pairs=max_pairs)
-        got = sorted_entries(r, c, v, len(X))
-        want = reference_radius(D, radius, True)
-        assert all(torch.equal(a, b) for a, b in zip(got, want)), radius
-        assert stats["exact"] == stats["pairs"] == len(X) * (len(X) - 1)
-        parts = [radius_all_pairs(problem, radius, set(range(p, n_blocks, 2)), max_pairs) for p in (0, 1)]
-        joined = sorted_entries(*(torch.cat([q[i] for q in parts]) for i in range(3)), len(X))
-        assert all(torch.equal(a, b) for a, b in zip(joined, want)), radius
-        assert merge_stats(*[q[3] for q in parts]) == stats
+    lengths = torch.tensor([len(s) for s in X])
+    apart = (lengths[:, None] - lengths[None, :]).abs()
+    for dense in (True, False):
+        problem = SearchProblem(X, None, None, symmetric=symmetric)
+        if not dense:
+            problem.dense_unit = False  # (the matrix's blocks, as for any costs)
+        for radius in (-1.0, 0.0, 1.0, 2.5, math.inf):
+            r, c, v, stats = radius_all_pairs(problem, radius, max_pairs=max_pairs)
+            got = sorted_entries(r, c, v, len(X))
+            want = reference_radius(D, radius, True)
+            assert all(torch.equal(a, b) for a, b in zip(got, want)), radius
+            assert stats["pairs"] == len(X) * (len(X) - 1)
+            assert stats["exact"] + stats["decided_by_label"] == stats["pairs"]
+            # length windows (finite radii on bit vectors) decide entries of lengths further apart only
+            windows = problem.dense_unit and math.isfinite(radius)
+            assert stats["decided_by_label"] <= (int((apart > radius).sum()) if windows else 0)
+            if windows and max_pairs == 5:  # (windows of a few rows: most such entries outside)
+                assert stats["decided_by_label"] > int((apart > radius).sum()) // 2
+            n_blocks = len(radius_tiles(problem, radius, max_pairs))
+            parts = [radius_all_pairs(problem, radius, set(range(p, n_blocks, 2)), max_pairs) for p in (0, 1)]
+            joined = sorted_entries(*(torch.cat([q[i] for q in parts]) for i in range(3)), len(X))
+            assert all(torch.equal(a, b) for a, b in zip(joined, want)), radius
+            assert merge_stats(*[q[3] for q in parts]) == stats
 
 
 @pytest.mark.parametrize("near_free", [True, False], ids=["near-free-replacements", "unit"])
@@ -1104,8 +1130,9 @@ def test_short_unit_cost_sequences_take_one_call(monkeypatch, length):
         assert all(torch.equal(a, b) for a, b in zip(radius_answer, want_radius))
         assert cheap == (on and length == 12)
         if cheap:  # the matrix's blocks (one table: consecutive rows, the diagonal kept)
-            for spied in (knn_calls, calls):
-                assert _pairs_of(spied, "exact") == [] and sum(_pairs_of(spied, "matrix")) == 30 * 31 // 2
+            assert _pairs_of(knn_calls, "exact") == [] and sum(_pairs_of(knn_calls, "matrix")) == 30 * 31 // 2
+            # range search: the length windows, at most those pairs
+            assert _pairs_of(calls, "exact") == [] and 0 < sum(_pairs_of(calls, "matrix")) <= 30 * 31 // 2
         else:
             assert _pairs_of(knn_calls, "matrix") == [] and len(_pairs_of(knn_calls, "exact")) > 1
             assert _pairs_of(calls, "matrix") == [] and len(_pairs_of(calls, "exact")) >= 1

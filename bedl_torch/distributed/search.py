@@ -15,7 +15,7 @@ from ..search.knn import bounds_cannot_pay, knn_blocks
 from ..search.merge import merge_nearest, sorted_entries
 from ..search.problem import SearchProblem, merge_stats
 from ..search.radius import radius_blocks, radius_takes_every_pair
-from ..search.tiles import knn_all_pairs, matrix_block_pairs, radius_all_pairs
+from ..search.tiles import LengthWindow, knn_all_pairs, matrix_block_pairs, radius_all_pairs, radius_tiles
 from ..search.index import NeighborIndex as _NeighborIndex
 from .group import ProcessGroup, Progress, raise_if_failed
 from .tiles import balanced_shares
@@ -47,19 +47,22 @@ def _row_range(problem: SearchProblem, grp: ProcessGroup, triangle: bool = False
     return cut(grp.rank), cut(grp.rank + 1)
 
 
-def _tile_shares(problem: SearchProblem, grp: ProcessGroup):
-    """This rank's blocks of :func:`knn_all_pairs` or :func:`radius_all_pairs` (their numbers;
-    None: all), the pairs per block and this rank's kernel pairs: blocks balanced among the
-    ranks by their DP cells (``|x| |y|`` summed over their pairs)."""
+def _tile_shares(problem: SearchProblem, grp: ProcessGroup, radius: Optional[float] = None):
+    """This rank's blocks of :func:`knn_all_pairs` or (with ``radius``) :func:`radius_all_pairs`
+    (their numbers; None: all), the pairs per block and this rank's kernel pairs: blocks
+    balanced among the ranks by their DP cells (``|x| |y|`` summed over their pairs)."""
     max_pairs = matrix_block_pairs(problem, grp.size)
-    if grp.size == 1:
+    tiles = problem.matrix_blocks(max_pairs) if radius is None else radius_tiles(problem, radius, max_pairs)
+    if grp.size == 1 and not isinstance(tiles[0] if tiles else None, LengthWindow):
         nx, ny = problem.nx, problem.ny
         return None, max_pairs, nx * (nx + 1) // 2 if problem.symmetric else nx * ny
     weights, pairs = [], []
-    for block in problem.matrix_blocks(max_pairs):  # (counted, not built)
+    for block in tiles:  # (counted, not built)
         n, cells = block.weight(problem.x_table.lengths, problem.y_table.lengths)
         weights.append(cells + n)
         pairs.append(n)
+    if grp.size == 1:
+        return None, max_pairs, sum(pairs)
     mine = balanced_shares(weights, grp.size)[grp.rank]
     return set(mine), max_pairs, sum(pairs[b] for b in mine)
 
@@ -144,7 +147,7 @@ def problem_radius_neighbors(problem: SearchProblem, radius: float, grp: Process
     """:func:`search_radius_neighbors` of a prepared problem (``radius`` checked)."""
     step = block_rows(problem, block_size)
     if radius_takes_every_pair(problem, radius):  # the matrix's tiles shared among the ranks
-        blocks, max_pairs, total = _tile_shares(problem, grp)
+        blocks, max_pairs, total = _tile_shares(problem, grp, radius)
         gathered = _run(grp, progress, total, "radius_neighbors",
                         lambda bar: radius_all_pairs(problem, radius, blocks, max_pairs, bar.update),
                         unit="pair")

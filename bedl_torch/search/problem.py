@@ -131,10 +131,11 @@ class SearchProblem:
         #: (mean ``ceil(|x| / 64) |y|`` at most CHEAP_WORD_STEPS); k-NN computes such blocks in
         #: one exact call
         self.cheap_exact = False
-        #: exact distances of the bit-vector path (the matrix's tiles of rows as dense blocks)
-        self._dense_unit = bool(self.kind == "sequence" and self.nx and self.ny and
+        #: exact distances of the bit-vector path under unit costs (the matrix's tiles of rows
+        #: as dense blocks; a pair's distance at least its lengths' difference)
+        self.dense_unit = bool(self.kind == "sequence" and self.nx and self.ny and
                                 unit_sequence_path(self.x_table, self.y_table, cost, "exact", unknown))
-        if self._dense_unit:
+        if self.dense_unit:
             words = int(((self.x_table.lengths + 63) // 64).sum())
             self.cheap_exact = words * int(self.y_table.lengths.sum()) <= CHEAP_WORD_STEPS * self.nx * self.ny
         # (the symbols in use from each side's cached distinct codes: the same set as all codes;
@@ -292,11 +293,30 @@ class SearchProblem:
         (``r0`` in a symmetric problem, whose blocks hold the pairs ``j >= i``; the entries ``j
         < i`` of its square are ``+inf``), the values :meth:`block_values` gives its pairs. None
         elsewhere."""
-        if block.rows is None or not self._dense_unit:
+        if block.rows is None or not self.dense_unit:
             return None
         M = unit_sequence_rows(self.x_table, self.y_table, self.cost, self.kw["unknown"], block.rows,
                                block.triangle).to(torch.float64)
         if block.triangle:
+            h = M.shape[0]
+            M[:, :h].masked_fill_(torch.ones(h, h, dtype=torch.bool).tril_(-1), math.inf)
+        return M
+
+    def window_matrix(self, window) -> torch.Tensor:
+        """The exact distances of a :class:`~bedl_torch.search.tiles.LengthWindow`'s pairs as a
+        dense float64 ``(len(window.x_rows), len(window.y_cols))`` matrix (unit-cost sequences
+        on bit vectors, :attr:`dense_unit`; ``sed_unit_matrix`` over the window's objects), the
+        values :meth:`block_values` gives them; with ``window.triangle`` the entries below its
+        square's diagonal ``+inf``."""
+        unknown = self.kw["unknown"]
+        if window.triangle:  # (its columns start with its rows)
+            table = self.x_table.subset(window.y_cols)
+            M = unit_sequence_rows(table, table, self.cost, unknown, (0, len(window.x_rows)), True)
+        else:
+            M = unit_sequence_rows(self.x_table.subset(window.x_rows), self.y_table.subset(window.y_cols),
+                                   self.cost, unknown, (0, len(window.x_rows)), False)
+        M = M.to(torch.float64)
+        if window.triangle:
             h = M.shape[0]
             M[:, :h].masked_fill_(torch.ones(h, h, dtype=torch.bool).tril_(-1), math.inf)
         return M
