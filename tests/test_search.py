@@ -992,6 +992,10 @@ def test_radius_all_pairs_blocks_give_the_full_matrix(symmetric, max_pairs):
             assert stats["exact"] + stats["decided_by_label"] == stats["pairs"]
             # length windows (finite radii on bit vectors) decide entries of lengths further apart only
             windows = problem.dense_unit and math.isfinite(radius)
+            no_label = SearchProblem(X, None, None, symmetric=symmetric, bounds=("traversal", "upper"))
+            r2, c2, v2, stats2 = radius_all_pairs(no_label, radius, max_pairs=max_pairs)
+            assert stats2["exact"] == stats2["pairs"] and stats2["decided_by_label"] == 0
+            assert all(torch.equal(a, b) for a, b in zip(sorted_entries(r2, c2, v2, len(X)), want))
             assert stats["decided_by_label"] <= (int((apart > radius).sum()) if windows else 0)
             if windows and max_pairs == 5:  # (windows of a few rows: most such entries outside)
                 assert stats["decided_by_label"] > int((apart > radius).sum()) // 2

@@ -176,11 +176,18 @@ def length_windows(problem: SearchProblem, radius: float, max_pairs: int = BLOCK
 
 def radius_tiles(problem: SearchProblem, radius: float, max_pairs: int = BLOCK_CELLS):
     """The tiles :func:`radius_all_pairs` computes, numbered as its ``blocks`` count them:
-    :func:`length_windows` where the problem's exact distances are unit-cost bit vectors and
-    ``radius`` is finite, the matrix's blocks otherwise."""
-    if problem.dense_unit and math.isfinite(radius):
+    :func:`length_windows` where the problem's exact distances are unit-cost bit vectors,
+    ``radius`` is finite and the label bound in use, the matrix's blocks otherwise."""
+    if _uses_length_windows(problem, radius):
         return length_windows(problem, radius, max_pairs)
     return problem.matrix_blocks(max_pairs)
+
+
+def _uses_length_windows(problem: SearchProblem, radius: float) -> bool:
+    """Whether :func:`radius_all_pairs` computes :func:`length_windows`: exact distances of
+    unit-cost sequences on bit vectors, a finite radius, and the label bound in use (which
+    implies the lengths' difference)."""
+    return problem.dense_unit and problem.has_label and math.isfinite(radius)
 
 
 def radius_all_pairs(problem: SearchProblem, radius: float, blocks: Optional[Collection[int]] = None,
@@ -188,11 +195,11 @@ def radius_all_pairs(problem: SearchProblem, radius: float, blocks: Optional[Col
     """Every entry within ``radius`` from the matrix's own tiles (its bits and its work, as
     :func:`knn_all_pairs`; ``blocks``, ``max_pairs`` and ``on_pairs`` likewise, ``blocks``
     numbering :func:`radius_tiles`), for problems where no bound pays
-    (:func:`exact_is_cheapest`); for unit-cost sequences on bit vectors only the pairs of
-    lengths within ``radius`` (:func:`length_windows`). Returns ``(rows, cols, distances,
+    (:func:`exact_is_cheapest`); for unit-cost sequences on bit vectors, with the label bound,
+    only the pairs of lengths within ``radius`` (:func:`length_windows`). Returns ``(rows, cols, distances,
     stats)``, unsorted; a symmetric problem's entries listed both ways, no diagonal where
     ``Y=None``."""
-    if problem.dense_unit and math.isfinite(radius):
+    if _uses_length_windows(problem, radius):
         return _radius_length_windows(problem, radius, blocks, max_pairs, on_pairs)
     stats = new_stats()
     found = []
