@@ -15,7 +15,8 @@ from ..search.knn import bounds_cannot_pay, knn_blocks
 from ..search.merge import merge_nearest, sorted_entries
 from ..search.problem import SearchProblem, merge_stats
 from ..search.radius import radius_blocks, radius_takes_every_pair
-from ..search.tiles import LengthWindow, knn_all_pairs, matrix_block_pairs, radius_all_pairs, radius_tiles
+from ..search.tiles import (knn_all_pairs, matrix_block_pairs, radius_all_pairs, radius_tiles,
+                            uses_length_windows)
 from ..search.index import NeighborIndex as _NeighborIndex
 from .group import ProcessGroup, Progress, raise_if_failed
 from .tiles import balanced_shares
@@ -52,16 +53,17 @@ def _tile_shares(problem: SearchProblem, grp: ProcessGroup, radius: Optional[flo
     (their numbers; None: all), the pairs per block and this rank's kernel pairs: blocks
     balanced among the ranks by their DP cells (``|x| |y|`` summed over their pairs)."""
     max_pairs = matrix_block_pairs(problem, grp.size)
-    tiles = problem.matrix_blocks(max_pairs) if radius is None else radius_tiles(problem, radius, max_pairs)
-    if grp.size == 1 and not isinstance(tiles[0] if tiles else None, LengthWindow):
+    windows = radius is not None and uses_length_windows(problem, radius)
+    if grp.size == 1 and not windows:
         nx, ny = problem.nx, problem.ny
         return None, max_pairs, nx * (nx + 1) // 2 if problem.symmetric else nx * ny
     weights, pairs = [], []
+    tiles = problem.matrix_blocks(max_pairs) if radius is None else radius_tiles(problem, radius, max_pairs)
     for block in tiles:  # (counted, not built)
         n, cells = block.weight(problem.x_table.lengths, problem.y_table.lengths)
         weights.append(cells + n)
         pairs.append(n)
-    if grp.size == 1:
+    if grp.size == 1:  # (length windows: their pairs, for the progress)
         return None, max_pairs, sum(pairs)
     mine = balanced_shares(weights, grp.size)[grp.rank]
     return set(mine), max_pairs, sum(pairs[b] for b in mine)

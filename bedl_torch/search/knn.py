@@ -74,13 +74,13 @@ def _bounds_leave_most_open(problem: SearchProblem, rows: torch.Tensor, cand: to
     ``_PROBE_PER_K * k`` candidates of smallest bound (:meth:`SearchProblem.estimate`); the
     ``k``-th of those is at least a row's final ``k``-th distance, so the share of the probe
     rows' entries whose bound is at most it is at least the share that stays open there."""
-    probe = probe_rows(cand.shape[0])
-    lower = problem.probe_lower(rows[probe]).masked_fill(~cand[probe], math.inf)
-    kth = _probe_thresholds(problem, rows[probe], lower, k)[0]
+    picked = probe_rows(cand.shape[0])
+    lower = problem.probe_lower(rows[picked]).masked_fill(~cand[picked], math.inf)
+    kth = _probe_thresholds(problem, rows[picked], lower, k)[0]
     if kth is None:
         return False
-    open_ = (lower <= kth[:, None]) & cand[probe]
-    return int(open_.sum()) > _DENSE_SHARE * int(cand[probe].sum())
+    open_ = (lower <= kth[:, None]) & cand[picked]
+    return int(open_.sum()) > _DENSE_SHARE * int(cand[picked].sum())
 
 
 def _probe_thresholds(problem: SearchProblem, rows: torch.Tensor, bound: torch.Tensor, k: int,

@@ -40,6 +40,14 @@ def merge_stats(*parts: Dict[str, int]) -> Dict[str, int]:
     return out
 
 
+def _empty_below_diagonal(M: torch.Tensor) -> torch.Tensor:
+    """``M`` (rows against the columns from its first row on) with its square's entries below
+    the diagonal ``+inf``: not entries of a triangle's block (their mirrors are)."""
+    h = M.shape[0]
+    M[:, :h].masked_fill_(torch.ones(h, h, dtype=torch.bool).tril_(-1), math.inf)
+    return M
+
+
 class PreparedCollection:
     """One side of a search, flattened once (and, through :class:`bedl_torch.search.NeighborIndex`,
     for many searches): its :class:`~bedl_torch.ops.FlatTable` (whose symbol codes are cached
@@ -297,10 +305,7 @@ class SearchProblem:
             return None
         M = unit_sequence_rows(self.x_table, self.y_table, self.cost, self.kw["unknown"], block.rows,
                                block.triangle).to(torch.float64)
-        if block.triangle:
-            h = M.shape[0]
-            M[:, :h].masked_fill_(torch.ones(h, h, dtype=torch.bool).tril_(-1), math.inf)
-        return M
+        return _empty_below_diagonal(M) if block.triangle else M
 
     def window_matrix(self, window) -> torch.Tensor:
         """The exact distances of a :class:`~bedl_torch.search.tiles.LengthWindow`'s pairs as a
@@ -316,10 +321,7 @@ class SearchProblem:
             M = unit_sequence_rows(self.x_table.subset(window.x_rows), self.y_table.subset(window.y_cols),
                                    self.cost, unknown, (0, len(window.x_rows)), False)
         M = M.to(torch.float64)
-        if window.triangle:
-            h = M.shape[0]
-            M[:, :h].masked_fill_(torch.ones(h, h, dtype=torch.bool).tril_(-1), math.inf)
-        return M
+        return _empty_below_diagonal(M) if window.triangle else M
 
     def estimate(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """The exact distances of the kernel pairs ``(a, b)`` (repeats computed once), for

@@ -16,7 +16,7 @@ from .merge import NO_INDEX, concat_entries, merge_block, merge_matrix, with_par
 from .problem import SearchProblem, new_stats
 
 __all__ = ["BLOCKS_PER_PART", "WINDOW_PAIRS", "matrix_block_pairs", "exact_is_cheapest", "knn_all_pairs",
-           "radius_all_pairs", "radius_tiles", "LengthWindow", "length_windows"]
+           "radius_all_pairs", "radius_tiles", "uses_length_windows", "LengthWindow", "length_windows"]
 
 #: Kernel pairs of a length window at most (:func:`length_windows`), and a window grows by a row
 #: only while its rectangle holds at most _WINDOW_SLACK times the pairs its rows need, plus
@@ -178,12 +178,12 @@ def radius_tiles(problem: SearchProblem, radius: float, max_pairs: int = BLOCK_C
     """The tiles :func:`radius_all_pairs` computes, numbered as its ``blocks`` count them:
     :func:`length_windows` where the problem's exact distances are unit-cost bit vectors,
     ``radius`` is finite and the label bound in use, the matrix's blocks otherwise."""
-    if _uses_length_windows(problem, radius):
+    if uses_length_windows(problem, radius):
         return length_windows(problem, radius, max_pairs)
     return problem.matrix_blocks(max_pairs)
 
 
-def _uses_length_windows(problem: SearchProblem, radius: float) -> bool:
+def uses_length_windows(problem: SearchProblem, radius: float) -> bool:
     """Whether :func:`radius_all_pairs` computes :func:`length_windows`: exact distances of
     unit-cost sequences on bit vectors, a finite radius, and the label bound in use (which
     implies the lengths' difference)."""
@@ -199,7 +199,7 @@ def radius_all_pairs(problem: SearchProblem, radius: float, blocks: Optional[Col
     only the pairs of lengths within ``radius`` (:func:`length_windows`). Returns ``(rows, cols, distances,
     stats)``, unsorted; a symmetric problem's entries listed both ways, no diagonal where
     ``Y=None``."""
-    if _uses_length_windows(problem, radius):
+    if uses_length_windows(problem, radius):
         return _radius_length_windows(problem, radius, blocks, max_pairs, on_pairs)
     stats = new_stats()
     found = []
