@@ -89,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--trees", action="store_true",
                    help="sentiment: compute on the parse trees rather than their word "
                         "sequences (equal distances, about 100x the work)")
-    from .distributed import add_cli_parser
+    from .distributed.cli import add_cli_parser
 
     add_cli_parser(sub)
     return p
@@ -270,7 +270,7 @@ def main(argv=None, reexec: bool = False) -> int:
             reexec_on_avx2_paths(argv)  # returns where it runs on them already
         return experiment(args, argv)
     if args.command in ("pairwise", "neighbors"):
-        from .distributed import run_cli
+        from .distributed.cli import run_cli
 
         return run_cli(args)
     return 2  # pragma: no cover

@@ -1,16 +1,15 @@
-"""Checks of tensors, devices and cost modules at the library's Python boundary.
+"""Checks of tensors and devices at the library's Python boundary (cost modules:
+:func:`bedl_torch.costs.base.check_cost_module`).
 
 The public entry points run these before any kernel or tensor operation, so an unsupported
 input (sparse, quantized, nested or meta tensors, dtypes other than float32/float64, a device
 that does not exist) gives a TypeError or ValueError naming the argument and the problem
 instead of an error, or a crash, deep inside torch or the C++ kernels.
 
-Layer: imports torch only (the cost module class lazily, to keep :mod:`bedl_torch.costs`
-free to import this module).
+Layer: imports torch only (:mod:`bedl_torch.costs` imports this module).
 """
 from __future__ import annotations
 
-import itertools
 import weakref
 from typing import Optional
 
@@ -23,7 +22,6 @@ __all__ = [
     "check_cost_tensor",
     "check_real_tensor",
     "check_device",
-    "check_cost_module",
     "check_sums_finite",
 ]
 
@@ -149,36 +147,6 @@ def check_device(device, name: str = "device") -> Optional[torch.device]:
     except (RuntimeError, AssertionError) as e:  # a CPU-only build asserts on "cuda"
         raise ValueError(f"{name} {dev} is not available: {e}") from None
     return dev
-
-
-def check_cost_module(cost, name: str = "cost") -> None:
-    """``cost`` is a :class:`bedl_torch.SymbolCost` whose tensors the ops can use: every
-    parameter a dense float32/float64 tensor, every buffer dense (floating-point buffers
-    float32/float64; integer and bool buffers, e.g. index maps, are allowed), all on one
-    device that holds data. Values are not read here (the kernels check the costs' values).
-
-    Raises:
-        TypeError: not a cost module, or a parameter or buffer of another layout or dtype
-            (the message names it, e.g. ``cost.embedding``).
-        ValueError: a parameter or buffer on the meta device, or on several devices.
-    """
-    from .costs import SymbolCost
-
-    if not isinstance(cost, SymbolCost):
-        raise TypeError(f"{name} must be a bedl_torch.SymbolCost module, got {type(cost).__name__}")
-    devices = set()
-    for is_param, (key, t) in itertools.chain(
-            ((True, item) for item in cost.named_parameters()),
-            ((False, item) for item in cost.named_buffers())):
-        label = f"{name}.{key}"
-        check_dense(t, label)
-        if is_param or t.is_floating_point() or t.is_complex():
-            check_cost_dtype(t.dtype, label)
-        devices.add(t.device)
-    if len(devices) > 1:
-        raise ValueError(f"{name}'s parameters and buffers must be on one device, got "
-                         f"{sorted(map(str, devices))}")
-    check_cost_dtype(cost.dtype, f"{name}.dtype")
 
 
 def check_sums_finite(sums: torch.Tensor, what: str) -> None:

@@ -577,7 +577,7 @@ def test_unsupported_tensor_kinds_give_their_documented_errors():
     with pytest.raises(TypeError, match="costs must be a torch.Tensor, got list"):
         validation.check_cost_tensor([[0.0]], "costs")
     with pytest.raises(TypeError, match="cost must be a bedl_torch.SymbolCost module, got Linear"):
-        validation.check_cost_module(torch.nn.Linear(2, 2))
+        bedl_torch.costs.base.check_cost_module(torch.nn.Linear(2, 2))
 
 
 # ------------------------------------------------------------------------------ deep and cyclic input

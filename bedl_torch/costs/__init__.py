@@ -3,7 +3,8 @@
 One module per role: :mod:`.base` (:class:`SymbolCost` and the rules for its table
 shortcuts), :mod:`.unit`, :mod:`.euclidean` (BEDL's learnable embedding), :mod:`.cosine` (word
 vectors with a learned map) and :mod:`.matrix` (a fixed table, as GESL learns it).
-Layer: costs (imports torch, numpy and :mod:`bedl_torch.labels`; below the ops).
+Layer: costs (imports torch, numpy, :mod:`bedl_torch.labels` and :mod:`bedl_torch.validation`;
+below the ops).
 """
 from .base import SymbolCost, block_of, pair_costs_of, subtable_of, table_of
 from .cosine import CosineCost

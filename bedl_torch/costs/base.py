@@ -18,8 +18,9 @@ from torch import nn
 
 from .._cache import lru_cache_outside_compile
 from ..labels import long_tensor
+from ..validation import check_cost_dtype, check_dense
 
-__all__ = ["SymbolCost", "table_of", "subtable_of", "block_of", "pair_costs_of"]
+__all__ = ["SymbolCost", "table_of", "subtable_of", "block_of", "pair_costs_of", "check_cost_module"]
 
 
 def _owns_forward(cost: "SymbolCost", method: str) -> bool:
@@ -253,3 +254,31 @@ class SymbolCost(nn.Module):
 
     def extra_repr(self) -> str:
         return f"alphabet of {len(self.alphabet)} symbols"
+
+
+def check_cost_module(cost, name: str = "cost") -> None:
+    """``cost`` is a :class:`bedl_torch.SymbolCost` whose tensors the ops can use: every
+    parameter a dense float32/float64 tensor, every buffer dense (floating-point buffers
+    float32/float64; integer and bool buffers, e.g. index maps, are allowed), all on one
+    device that holds data. Values are not read here (the kernels check the costs' values).
+
+    Raises:
+        TypeError: not a cost module, or a parameter or buffer of another layout or dtype
+            (the message names it, e.g. ``cost.embedding``).
+        ValueError: a parameter or buffer on the meta device, or on several devices.
+    """
+    if not isinstance(cost, SymbolCost):
+        raise TypeError(f"{name} must be a bedl_torch.SymbolCost module, got {type(cost).__name__}")
+    devices = set()
+    for is_param, (key, t) in itertools.chain(
+            ((True, item) for item in cost.named_parameters()),
+            ((False, item) for item in cost.named_buffers())):
+        label = f"{name}.{key}"
+        check_dense(t, label)
+        if is_param or t.is_floating_point() or t.is_complex():
+            check_cost_dtype(t.dtype, label)
+        devices.add(t.device)
+    if len(devices) > 1:
+        raise ValueError(f"{name}'s parameters and buffers must be on one device, got "
+                         f"{sorted(map(str, devices))}")
+    check_cost_dtype(cost.dtype, f"{name}.dtype")

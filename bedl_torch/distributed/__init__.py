@@ -18,9 +18,9 @@ Modules: :mod:`.tiles` (tiles and their assignment), :mod:`.group` (the process 
 :mod:`.problem` (the checked matrix and one tile's values, planned by the ops'
 :class:`~bedl_torch.ops.pairwise.PairwisePlan`), :mod:`.matrix` (the functions below),
 :mod:`.npy_file` (``out=`` and ``resume``), :mod:`.search` (nearest neighbours and range
-search) and :mod:`.cli` (``python -m bedl_torch pairwise``).
+search) and :mod:`.cli` (``python -m bedl_torch pairwise``, imported by the command line
+alone).
 """
-from .cli import add_cli_parser, run_cli
 from .matrix import kneighbors, pairwise_distances, radius_neighbors
 from .search import NeighborIndex
 from .tiles import Tile, assign_tiles, plan_tiles

@@ -27,7 +27,8 @@ from ..labels import check_collection, missing_labels, sorted_alphabet
 from ..ops import pairwise_distances
 from ..ops.encoding import flat_table
 from ..search import kneighbors, radius_neighbors
-from ..validation import check_cost_module, check_device
+from ..costs.base import check_cost_module
+from ..validation import check_device
 from .estimator import Estimator
 from .mglvq import check_prototype_candidates, kmedoids_pp_candidates
 from .nca import NCALossTerms, knn_vote

@@ -20,7 +20,8 @@ import torch
 from .. import _ext
 from .._cuda_fallbacks import add_by_label_pairs
 from ..costs import SymbolCost
-from ..validation import check_cost_module, check_cost_tensor, check_sums_finite
+from ..costs.base import check_cost_module
+from ..validation import check_cost_tensor, check_sums_finite
 from . import limits
 from .encoding import FlatTable, SymbolView, check_costs, check_rel_tol, whole_table
 

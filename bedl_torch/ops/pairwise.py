@@ -25,7 +25,7 @@ from .. import _ext
 from .._cache import lru_cache_outside_compile
 from ..costs import SymbolCost, UnitCost
 from ..labels import alphabet_of, check_collection
-from ..validation import check_cost_module
+from ..costs.base import check_cost_module
 from . import limits
 from .batch import PairBatch, check_temperature, soft_distances
 from .encoding import FlatTable, SymbolView, check_rel_tol, check_same_kind, flat_table, matrix_view
