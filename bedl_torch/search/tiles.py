@@ -139,21 +139,21 @@ class LengthWindow:
 def length_windows(problem: SearchProblem, radius: float, max_pairs: int = BLOCK_CELLS):
     """The :class:`LengthWindow` tiles of a range search at a finite ``radius``, each of
     ``max_pairs`` (and :data:`WINDOW_PAIRS`) kernel pairs at most, or one row, covering every
-    pair whose lengths
-    differ by at most ``radius`` (none where ``radius`` is negative, which no unit-cost distance
-    is)."""
+    pair whose lengths differ by at most ``radius`` (none where ``radius`` is negative, which no
+    unit-cost distance is; any radius, e.g. ``1e300``)."""
     lx, ly = problem.x_table.lengths, problem.y_table.lengths
     px = torch.argsort(lx, stable=True)
     py = px if problem.symmetric else torch.argsort(ly, stable=True)
-    sx, sy = lx[px], ly[py]
-    apart = math.floor(radius)  # (lengths differ by an integer)
-    lo = torch.searchsorted(sy, sx - apart, right=False).tolist()  # a row's first column in reach
-    hi = torch.searchsorted(sy, sx + apart, right=True).tolist()  # past its last
     nx, ny = problem.nx, problem.ny
-    max_pairs = min(max_pairs, WINDOW_PAIRS)
     if radius < 0:  # (no distance is below 0: one window of every row and no pair)
         entries = nx * (nx - 1) if problem.symmetric else nx * (ny - 1 if problem.same else ny)
         return [LengthWindow(px, py[:0], (0, nx, 0, 0), False, entries)]
+    max_pairs = min(max_pairs, WINDOW_PAIRS)
+    sx, sy = lx[px], ly[py]
+    # (lengths differ by an integer, by at most the longest length)
+    apart = math.floor(min(radius, int(lx.max()) + int(ly.max())))
+    lo = torch.searchsorted(sy, sx - apart, right=False).tolist()  # a row's first column in reach
+    hi = torch.searchsorted(sy, sx + apart, right=True).tolist()  # past its last
     windows, i = [], 0
     while i < nx:
         c0 = i if problem.symmetric else lo[i]
