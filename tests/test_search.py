@@ -923,10 +923,11 @@ def test_radius_without_a_lower_bound_thresholds_the_matrix(monkeypatch, bounds,
 
 @pytest.mark.parametrize("case", ["symmetric", "asymmetric", "x-against-y"])
 @pytest.mark.parametrize("max_pairs", [7, 60, 10**6])
-def test_dense_unit_tiles_equal_the_pairs_tiles(monkeypatch, case, max_pairs):
+def test_dense_unit_tiles_equal_the_pairs_tiles(monkeypatch, case, max_pairs, simd_lanes):
     """Unit-cost sequences on bit vectors take the matrix's blocks of rows as dense matrices
     (SearchProblem.block_matrix): k-NN and range search over all tiles, and over the tiles
-    split in two parts (as ranks do), give the answers and stats of the blocks' pair lists."""
+    split in two parts (as ranks do), give the answers and stats of the blocks' pair lists
+    (skipped where the fast paths, which gate the bit vectors, are off: ``simd_lanes``)."""
     from bedl_torch.search.merge import merge_nearest, sorted_entries
     from bedl_torch.search.tiles import knn_all_pairs, radius_all_pairs
 
@@ -935,8 +936,6 @@ def test_dense_unit_tiles_equal_the_pairs_tiles(monkeypatch, case, max_pairs):
     Y = None if case != "x-against-y" else ["".join(rng.choice(list("abc"), size=int(rng.integers(0, 9))))
                                             for _ in range(11)]
     problem = SearchProblem(X, Y, None, symmetric=False if case == "asymmetric" else None)
-    if not bt._ext.simd_enabled():
-        pytest.skip("the fast paths are off (BEDL_TORCH_SIMD=0 or no AVX2): no bit-vector path")
     assert problem.block_matrix(problem.matrix_blocks(max_pairs)[0]) is not None
     n_blocks = len(problem.matrix_blocks(max_pairs))
     halves = [set(range(p, n_blocks, 2)) for p in (0, 1)]

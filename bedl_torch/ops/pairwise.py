@@ -298,6 +298,18 @@ def _symbol_tiles(x_table: FlatTable, y_table: FlatTable, ii: torch.Tensor, jj: 
     return tiles
 
 
+def rows_weight(x_sizes: torch.Tensor, y_sizes: torch.Tensor, triangle: bool) -> Tuple[int, int]:
+    """``(pairs, cells)`` of rows of sizes ``x_sizes`` against columns of sizes ``y_sizes``
+    (``triangle``: row ``i`` against the columns from ``i`` on): the pairs and the sum of
+    ``x_sizes[i] y_sizes[j]`` over them."""
+    xs, ys = x_sizes.to(torch.long), y_sizes.to(torch.long)
+    h, w = len(xs), len(ys)
+    if not triangle:
+        return h * w, int(xs.sum()) * int(ys.sum())
+    tail = torch.cumsum(ys.flip(0), 0).flip(0)  # tail[j]: columns j ..
+    return int((w - torch.arange(h)).sum()), int((xs * tail[:h]).sum())
+
+
 class MatrixBlock:
     """One block of :func:`matrix_tiles`: consecutive rows ``r0 .. r1 - 1`` (each against all
     columns, or with ``triangle`` the columns from its own index on), or every pair of two runs
@@ -329,11 +341,7 @@ class MatrixBlock:
         over them."""
         if self.rows is not None:
             r0, r1 = self.rows
-            xs = x_sizes[r0:r1].to(torch.long)
-            if not self.triangle:
-                return (r1 - r0) * self.ny, int(xs.sum()) * int(y_sizes.to(torch.long).sum())
-            tail = torch.cumsum(y_sizes.to(torch.long).flip(0), 0).flip(0)  # tail[j]: columns j ..
-            return (int((self.ny - torch.arange(r0, r1)).sum()), int((xs * tail[r0:r1]).sum()))
+            return rows_weight(x_sizes[r0:r1], y_sizes[r0:] if self.triangle else y_sizes, self.triangle)
         xr, yr = self.runs
         xs, ys = x_sizes[xr].to(torch.long), y_sizes[yr].to(torch.long)
         if not self.triangle:

@@ -11,6 +11,7 @@ from typing import Collection, Optional, Tuple
 import torch
 
 from .._memory import release_freed_memory
+from ..ops.pairwise import rows_weight
 from .arguments import BLOCK_CELLS
 from .merge import NO_INDEX, concat_entries, merge_block, merge_matrix, with_partners
 from .problem import SearchProblem, new_stats
@@ -121,15 +122,16 @@ class LengthWindow:
         self.x_rows, self.y_cols, self.triangle, self.entries = x_rows, y_cols, triangle, entries
         self.r0, self.r1, self.c0, self.c1 = positions
 
+    @property
+    def pairs(self) -> int:
+        """Its kernel pairs (row ``k`` of a triangle against the columns from ``k`` on)."""
+        h, w = self.r1 - self.r0, self.c1 - self.c0
+        return h * w - (h * (h - 1) // 2 if self.triangle else 0)
+
     def weight(self, x_sizes: torch.Tensor, y_sizes: torch.Tensor) -> Tuple[int, int]:
         """``(pairs, cells)``: its kernel pairs and the sum of ``x_sizes[i] y_sizes[j]`` over
         them (sizes indexed by object, as for :meth:`~bedl_torch.ops.pairwise.MatrixBlock.weight`)."""
-        xs, ys = x_sizes[self.x_rows].to(torch.long), y_sizes[self.y_cols].to(torch.long)
-        h, w = len(xs), len(ys)
-        if not self.triangle:
-            return h * w, int(xs.sum()) * int(ys.sum())
-        tail = torch.cumsum(ys.flip(0), 0).flip(0)  # tail[k]: columns k .. (row k's first is k)
-        return int((w - torch.arange(h)).sum()), int((xs * tail[:h]).sum())
+        return rows_weight(x_sizes[self.x_rows], y_sizes[self.y_cols], self.triangle)
 
     def diagonal(self, same: bool) -> int:
         """How many of its pairs are an object against itself (``same``: X is Y)."""
@@ -233,7 +235,7 @@ def _radius_length_windows(problem: SearchProblem, radius: float, blocks: Option
     for number, window in enumerate(length_windows(problem, radius, max_pairs)):
         if blocks is not None and number not in blocks:
             continue
-        pairs = window.weight(problem.mx, problem.my)[0]
+        pairs = window.pairs
         if on_pairs is not None:
             on_pairs(pairs)
         computed = pairs - window.diagonal(problem.same)

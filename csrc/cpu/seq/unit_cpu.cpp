@@ -33,6 +33,36 @@ int64_t longest(const int64_t* ptr, int64_t count) {
   return most;
 }
 
+// The two collections of a call (labels and ptr offsets, index tensors checked
+// by the caller), contiguous, with their ptr checked: pair (tx, ty) as the bit
+// vectors take it.
+struct UnitSequences {
+  at::Tensor x_labels, x_ptr, y_labels, y_ptr;
+  int64_t nx, ny;
+  const int64_t *xl, *xp, *yl, *yp;
+
+  UnitSequences(const at::Tensor& x_labels_in, const at::Tensor& x_ptr_in, const at::Tensor& y_labels_in,
+                const at::Tensor& y_ptr_in)
+      : x_labels(x_labels_in.contiguous()),
+        x_ptr(x_ptr_in.contiguous()),
+        y_labels(y_labels_in.contiguous()),
+        y_ptr(y_ptr_in.contiguous()),
+        nx(dp::check_ptr(x_ptr, "x_ptr", x_labels.size(0), "labels")),
+        ny(dp::check_ptr(y_ptr, "y_ptr", y_labels.size(0), "labels")),
+        xl(x_labels.data_ptr<int64_t>()),
+        xp(x_ptr.data_ptr<int64_t>()),
+        yl(y_labels.data_ptr<int64_t>()),
+        yp(y_ptr.data_ptr<int64_t>()) {}
+
+  // The labels' extent over both sides, every label checked >= 0.
+  int64_t symbols() const { return std::max(label_extent(x_labels, "x_labels"), label_extent(y_labels, "y_labels")); }
+  sed::UnitPair pair(int64_t tx, int64_t ty) const {
+    return sed::UnitPair{xl + xp[tx], xp[tx + 1] - xp[tx], yl + yp[ty], yp[ty + 1] - yp[ty]};
+  }
+  // The scheduler's cells per pair, as the symbol-table kernel's bit-vector path counts them.
+  int64_t piece_cells() const { return sed::unit_piece_cells(longest(xp, nx), longest(yp, ny)); }
+};
+
 // Row-major pairs (i, j) of an (n x m) block, or with `triangle` (n <= m) those
 // with j >= i: pair b's position, found by a cursor that moves row by row, since
 // a piece asks for its pairs in nearly ascending order.
@@ -108,19 +138,18 @@ void mirror_upper(T* d, int64_t n, int64_t stride) {
 // (row-major, w columns), each distance converted to T as Tensor.to would
 // (integers: exact in float32 up to 2^24).
 template <typename T>
-void unit_matrix(const int64_t* xl, const int64_t* xp, int64_t nx, const int64_t* yl, const int64_t* yp, int64_t ny,
-                 int64_t symbols, int64_t r0, int64_t h, int64_t c0, int64_t w, bool triangle, T* d) {
+void unit_matrix(const UnitSequences& in, int64_t symbols, int64_t r0, int64_t h, int64_t c0, int64_t w,
+                 bool triangle, T* d) {
   const sed::UnitTable unit = sed::UnitTable::labels_match_themselves();
   const MatrixPairs pairs(h, w, triangle);
-  const int64_t cells = sed::unit_piece_cells(longest(xp, nx), longest(yp, ny));
-  dp::for_each_piece<sed::UnitWorkspace>(pairs.count(), cells, [&](int64_t begin, int64_t end, sed::UnitWorkspace& ws) {
+  dp::for_each_piece<sed::UnitWorkspace>(pairs.count(), in.piece_cells(), [&](int64_t begin, int64_t end,
+                                                                                sed::UnitWorkspace& ws) {
     MatrixCursor cursor(pairs, begin);
     sed::unit_distances(
         unit, symbols + 1, symbols + 1, begin, end,
         [&](int64_t b) {
           const auto [i, j] = cursor.at(b);
-          const int64_t tx = r0 + i, ty = c0 + j;
-          return sed::UnitPair{xl + xp[tx], xp[tx + 1] - xp[tx], yl + yp[ty], yp[ty + 1] - yp[ty]};
+          return in.pair(r0 + i, c0 + j);
         },
         [&](int64_t b, int64_t v) {
           const auto [i, j] = cursor.at(b);
@@ -142,24 +171,20 @@ at::Tensor sed_unit_matrix_cpu(const at::Tensor& x_labels_in, const at::Tensor& 
   dp::check_index(y_ptr_in, "y_ptr", -1);
   BEDL_CHECK_TYPE(dtype == at::kLong || dtype == at::kDouble || dtype == at::kFloat,
                   "dtype must be int64, float64 or float32, got ", dtype);
-  const at::Tensor x_labels = x_labels_in.contiguous(), y_labels = y_labels_in.contiguous();
-  const at::Tensor x_ptr = x_ptr_in.contiguous(), y_ptr = y_ptr_in.contiguous();
-  const int64_t nx = dp::check_ptr(x_ptr, "x_ptr", x_labels.size(0), "labels");
-  const int64_t ny = dp::check_ptr(y_ptr, "y_ptr", y_labels.size(0), "labels");
+  const UnitSequences in(x_labels_in, x_ptr_in, y_labels_in, y_ptr_in);
+  const int64_t nx = in.nx, ny = in.ny;
   BEDL_CHECK_VALUE(!triangle || nx == ny, "triangle needs as many x as y sequences, got ", nx, " and ", ny);
   BEDL_CHECK_VALUE(0 <= row_begin && row_begin <= row_end && row_end <= nx, "rows ", row_begin, " .. ", row_end,
                    " are not a range of the ", nx, " x sequences");
-  const int64_t symbols = std::max(label_extent(x_labels, "x_labels"), label_extent(y_labels, "y_labels"));
-  const int64_t *xl = x_labels.data_ptr<int64_t>(), *yl = y_labels.data_ptr<int64_t>();
-  const int64_t *xp = x_ptr.data_ptr<int64_t>(), *yp = y_ptr.data_ptr<int64_t>();
+  const int64_t symbols = in.symbols();
   const int64_t h = row_end - row_begin, c0 = triangle ? row_begin : 0, w = ny - c0;
-  at::Tensor dist = at::empty({h, w}, x_labels.options().dtype(dtype));
+  at::Tensor dist = at::empty({h, w}, in.x_labels.options().dtype(dtype));
   if (dtype == at::kLong) {
-    unit_matrix(xl, xp, nx, yl, yp, ny, symbols, row_begin, h, c0, w, triangle, dist.data_ptr<int64_t>());
+    unit_matrix(in, symbols, row_begin, h, c0, w, triangle, dist.data_ptr<int64_t>());
   } else if (dtype == at::kDouble) {
-    unit_matrix(xl, xp, nx, yl, yp, ny, symbols, row_begin, h, c0, w, triangle, dist.data_ptr<double>());
+    unit_matrix(in, symbols, row_begin, h, c0, w, triangle, dist.data_ptr<double>());
   } else {
-    unit_matrix(xl, xp, nx, yl, yp, ny, symbols, row_begin, h, c0, w, triangle, dist.data_ptr<float>());
+    unit_matrix(in, symbols, row_begin, h, c0, w, triangle, dist.data_ptr<float>());
   }
   return dist;
 }
@@ -167,29 +192,19 @@ at::Tensor sed_unit_matrix_cpu(const at::Tensor& x_labels_in, const at::Tensor& 
 at::Tensor sed_unit_cpu(const at::Tensor& x_labels_in, const at::Tensor& x_ptr_in, const at::Tensor& y_labels_in,
                         const at::Tensor& y_ptr_in, const at::Tensor& pair_x_in, const at::Tensor& pair_y_in) {
   dp::check_label_indices(x_labels_in, x_ptr_in, y_labels_in, y_ptr_in, pair_x_in, pair_y_in);
-  const at::Tensor x_labels = x_labels_in.contiguous(), y_labels = y_labels_in.contiguous();
-  const at::Tensor x_ptr = x_ptr_in.contiguous(), y_ptr = y_ptr_in.contiguous();
+  const UnitSequences in(x_labels_in, x_ptr_in, y_labels_in, y_ptr_in);
   const at::Tensor pair_x = pair_x_in.contiguous(), pair_y = pair_y_in.contiguous();
-  const int64_t nx = dp::check_ptr(x_ptr, "x_ptr", x_labels.size(0), "labels");
-  const int64_t ny = dp::check_ptr(y_ptr, "y_ptr", y_labels.size(0), "labels");
   const int64_t batch = pair_x.size(0);
   const int64_t *px = pair_x.data_ptr<int64_t>(), *py = pair_y.data_ptr<int64_t>();
-  dp::check_pair_indices(px, py, batch, nx, ny, "sequence");
-  const int64_t symbols = std::max(label_extent(x_labels, "x_labels"), label_extent(y_labels, "y_labels"));
+  dp::check_pair_indices(px, py, batch, in.nx, in.ny, "sequence");
+  const int64_t symbols = in.symbols();
   const sed::UnitTable unit = sed::UnitTable::labels_match_themselves();
-  const int64_t *xl = x_labels.data_ptr<int64_t>(), *yl = y_labels.data_ptr<int64_t>();
-  const int64_t *xp = x_ptr.data_ptr<int64_t>(), *yp = y_ptr.data_ptr<int64_t>();
-  at::Tensor dist = at::empty({batch}, x_labels.options());
+  at::Tensor dist = at::empty({batch}, in.x_labels.options());
   int64_t* d = dist.data_ptr<int64_t>();
-  // (the scheduler's cells per pair as the symbol-table kernel's bit-vector path counts them)
-  const int64_t cells = sed::unit_piece_cells(longest(xp, nx), longest(yp, ny));
-  dp::for_each_piece<sed::UnitWorkspace>(batch, cells, [&](int64_t begin, int64_t end, sed::UnitWorkspace& ws) {
+  dp::for_each_piece<sed::UnitWorkspace>(batch, in.piece_cells(), [&](int64_t begin, int64_t end,
+                                                                      sed::UnitWorkspace& ws) {
     sed::unit_distances(
-        unit, symbols + 1, symbols + 1, begin, end,
-        [&](int64_t b) {
-          const int64_t tx = px[b], ty = py[b];
-          return sed::UnitPair{xl + xp[tx], xp[tx + 1] - xp[tx], yl + yp[ty], yp[ty + 1] - yp[ty]};
-        },
+        unit, symbols + 1, symbols + 1, begin, end, [&](int64_t b) { return in.pair(px[b], py[b]); },
         [&](int64_t b, int64_t v) { d[b] = v; }, ws);
   });
   return dist;
