@@ -44,7 +44,7 @@ from hypothesis import strategies as st
 
 import bedl_torch
 import bedl_torch.distributed
-from bedl_torch import BEDL, MedianGLVQ, PairBatch, Tree
+from bedl_torch import BEDL, MedianGLVQ, PairBatch, Tree, ops
 from bedl_torch.alignments import mapping_cost, optimal_mapping, sample_mappings
 from bedl_torch.costs import subtable_of
 from bedl_torch.evaluation.gesl import MatrixCost
@@ -653,8 +653,12 @@ def test_fuzz_pairwise_distances(data, alphabet, trees_, mode, same, chunk, unkn
     X = data.draw(st.lists(draw_one, max_size=5))
     Y = None if same else data.draw(st.lists(draw_one, max_size=5))
     reference = data.draw(cost_modules(alphabet)) if with_reference and mode == "pseudo" else None
+    # blocks of rows of at most this many pairs (limits.MATRIX_BLOCK_PAIRS; None: the default),
+    # which exact mode takes without a gradient to record
+    block_pairs = data.draw(st.sampled_from([None, None, 1, 3]))
+    no_grad = block_pairs is not None and data.draw(st.booleans())
     record("pairwise_distances", X=X, Y=Y, cost=cost, mode=mode, reference=reference,
-           chunk=chunk, unknown=unknown)
+           chunk=chunk, unknown=unknown, block_pairs=block_pairs, no_grad=no_grad)
     used = {label for o in X + (Y or []) for label in (o.labels if isinstance(o, Tree) else o)}
     uses_unknown = any(label not in module.alphabet for label in used
                        for module in ([cost] if reference is None else [cost, reference]))
@@ -662,9 +666,16 @@ def test_fuzz_pairwise_distances(data, alphabet, trees_, mode, same, chunk, unkn
     temperature = data.draw(st.sampled_from([1e-3, 1.0, 100.0])) if mode == "soft" else None
 
     def call():
-        return bedl_torch.pairwise_distances(X, Y, cost, mode=mode, reference_cost=reference,
-                                             chunk_size=chunk, unknown=unknown,
-                                             temperature=temperature)
+        saved = ops.limits.MATRIX_BLOCK_PAIRS
+        if block_pairs is not None:
+            ops.limits.MATRIX_BLOCK_PAIRS = block_pairs
+        try:
+            with torch.set_grad_enabled(not no_grad and torch.is_grad_enabled()):
+                return bedl_torch.pairwise_distances(X, Y, cost, mode=mode, reference_cost=reference,
+                                                     chunk_size=chunk, unknown=unknown,
+                                                     temperature=temperature)
+        finally:
+            ops.limits.MATRIX_BLOCK_PAIRS = saved
 
     ok, D = attempt(call, label="pairwise_distances")
     if uses_unknown and unknown == "error":

@@ -10,6 +10,10 @@ from typing import Optional
 
 # Cells of one chunk's padded cost tensor in pairwise_distances (about 32 MB in float64).
 CHUNK_CELLS = 1 << 22
+# Kernel pairs per block of rows where pairwise_distances computes a large matrix without a
+# gradient (exact mode, one symbol view): memory for one block's pair lists and the kernels'
+# per-pair data (about 100 bytes a pair) instead of the whole matrix's.
+MATRIX_BLOCK_PAIRS = 1 << 21
 # Largest local symbol table (S x S entries over the symbols in use) built for a cost module
 # without a whole table: 4M entries, 30.5 MiB in float64. The kernels' time per cell hardly
 # depends on the table's size (they gather each pair's costs once); the bound is on memory,

@@ -364,18 +364,9 @@ def matrix_tiles(x_table: FlatTable, y_table: FlatTable, cost: SymbolCost, unkno
     max_symbols = _run_symbols()
     tiled = (nx and ny and max_symbols >= 1 and not unit_sequence_path(x_table, y_table, cost, "exact", unknown)
              and matrix_view(x_table, y_table, cost, unknown) is None)
-    blocks = []
     if not tiled:
-        # consecutive rows (row i: columns from i with triangle, else all) of about max_pairs
-        first = torch.arange(nx) if triangle else torch.zeros(nx, dtype=torch.long)
-        ends = torch.cumsum((ny - first).clamp(min=0), 0)
-        r0 = 0
-        while r0 < nx:
-            done = int(ends[r0 - 1]) if r0 else 0
-            r1 = max(r0 + 1, int(torch.searchsorted(ends, done + max_pairs, right=True)))
-            blocks.append(MatrixBlock(triangle, ny, rows=(r0, r1)))
-            r0 = r1
-        return blocks
+        return row_blocks(nx, ny, triangle, max_pairs)
+    blocks = []
     x_runs = _symbol_runs(x_table, torch.arange(nx), cost, unknown, max_symbols)
     y_runs = _symbol_runs(y_table, torch.arange(ny), cost, unknown, max_symbols)
     for xr in x_runs:
@@ -383,6 +374,21 @@ def matrix_tiles(x_table: FlatTable, y_table: FlatTable, cost: SymbolCost, unkno
             if triangle and int(xr[0]) > int(yr[-1]):
                 continue  # no pair i <= j
             blocks.append(MatrixBlock(triangle, ny, runs=(xr, yr)))
+    return blocks
+
+
+def row_blocks(nx: int, ny: int, triangle: bool, max_pairs: int) -> list:
+    """The pairs of an ``nx x ny`` matrix (``i <= j`` with ``triangle``) as blocks of consecutive
+    rows (:class:`MatrixBlock`) of about ``max_pairs`` pairs each (at least one row)."""
+    # row i: the columns from i with triangle, else all
+    first = torch.arange(nx) if triangle else torch.zeros(nx, dtype=torch.long)
+    ends = torch.cumsum((ny - first).clamp(min=0), 0)
+    blocks, r0 = [], 0
+    while r0 < nx:
+        done = int(ends[r0 - 1]) if r0 else 0
+        r1 = max(r0 + 1, int(torch.searchsorted(ends, done + max_pairs, right=True)))
+        blocks.append(MatrixBlock(triangle, ny, rows=(r0, r1)))
+        r0 = r1
     return blocks
 
 
@@ -652,6 +658,9 @@ class PairwisePlan:
         dense = self.unit_matrix(self.x_table, self.y_table, self.symmetric)
         if dense is not None:
             return dense
+        view = self.block_view()
+        if view is not None:
+            return self.matrix_in_blocks(view)
         ii, jj = self.pairs()
         if len(ii) == 0:
             return torch.zeros(self.shape, dtype=self.dtype, device=self.device)
@@ -659,6 +668,38 @@ class PairwisePlan:
         if oi is ii and oj is jj and not self.symmetric:
             return values.reshape(self.shape)  # every entry, computed in row-major order
         return self.assemble(oi, oj, values)
+
+    def block_view(self) -> Optional[SymbolView]:
+        """The symbol view of every pair where the matrix is computed in blocks of rows
+        (:meth:`matrix_in_blocks`): exact mode, more kernel pairs than
+        ``limits.MATRIX_BLOCK_PAIRS``, one view for all of them (so a pair's value does not
+        depend on its block) and no gradient to record (a graph keeps its call's per-pair data
+        whole anyway). None: one call for every pair."""
+        nx, ny = self.shape
+        pairs = nx * (nx + 1) // 2 if self.symmetric else nx * ny
+        if self.mode != "exact" or pairs <= limits.MATRIX_BLOCK_PAIRS:
+            return None
+        view = matrix_view(self.x_table, self.y_table, self.cost, self.unknown)
+        if view is None or (view.table.requires_grad and torch.is_grad_enabled()):
+            return None
+        return view
+
+    def matrix_in_blocks(self, view: SymbolView) -> torch.Tensor:
+        """The whole matrix (exact mode, no gradient) from blocks of consecutive rows of about
+        ``limits.MATRIX_BLOCK_PAIRS`` kernel pairs, each written into the matrix before the
+        next one is computed: memory for one block's pair lists and the kernels' per-pair data
+        instead of the whole matrix's, the same values as one call (each pair's distance comes
+        from the same symbol view)."""
+        nx, ny = self.shape
+        out = torch.zeros(nx, ny, dtype=self.dtype, device=self.device)
+        for block in row_blocks(nx, ny, self.symmetric, limits.MATRIX_BLOCK_PAIRS):
+            ii, jj = block.pairs()
+            ii, jj, values = self.chunk_values(self.x_table, self.y_table, ii, jj, view, None)
+            ii, jj = ii.to(out.device), jj.to(out.device)
+            out.index_put_((ii, jj), values.to(out.dtype))
+            if self.symmetric:
+                out.index_put_((jj, ii), values.to(out.dtype))
+        return out
 
     def unit_matrix(self, x_table: FlatTable, y_table: FlatTable, triangle: bool) -> Optional[torch.Tensor]:
         """The whole matrix of two tables (the plan's, or a tile's; ``triangle``: ``i <= j``
@@ -688,7 +729,11 @@ def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional
             ``temperature``, from each chunk's padded costs).
         chunk_size: pairs per kernel call; bounds memory. Default: about 4M cost cells
             per chunk where co-optimal matrices or padded costs are kept (pseudo mode, no
-            symbol table), else all pairs in one call. With gradients enabled each chunk
+            symbol table), else all pairs in one call; but an exact matrix of more than
+            ``limits.MATRIX_BLOCK_PAIRS`` (2M) kernel pairs from one symbol table, without a
+            gradient to record, is computed in blocks of rows of about that many pairs, each
+            written into the result before the next (the same values; memory for one block's
+            pairs besides the result). With gradients enabled each chunk
             keeps its P or its symbol table for backward. A cost module without
             a whole table whose symbols in use are too many for one local table computes
             the matrix in tiles (blocks of X times blocks of Y, one table of at most
