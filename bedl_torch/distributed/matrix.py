@@ -89,32 +89,38 @@ def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional
 
 def _pairwise_in_memory(problem: MatrixProblem, tiles: List[Tile], grp: ProcessGroup,
                         progress: bool):
+    """Each rank computes its share of the tiles into the whole matrix, then the ranks broadcast
+    their shares in turn (each a temporary of its tiles' values, never all of them at once)."""
     nx, ny = problem.shape
     shares = assign_tiles(tiles, grp.size)
-    mine: List[torch.Tensor] = []
-    error = compute_share(problem, shares[grp.rank], grp, progress, "pairwise",
-                           lambda tile, values: mine.append(values.reshape(-1)))
-    raise_if_failed(grp, error)
     matrix = torch.zeros(nx, ny, dtype=problem.dtype)
+    error = compute_share(problem, shares[grp.rank], grp, progress, "pairwise",
+                          lambda tile, values: _place(matrix, tile, values.reshape(tile.shape)))
+    raise_if_failed(grp, error)
     for r, share in enumerate(shares):
-        if not share:
+        if not share or grp.size == 1:
             continue
         if r == grp.rank:
-            flat = torch.cat(mine).to(grp.device)
-            mine = []
+            flat = torch.cat([matrix[t.r0: t.r1, t.c0: t.c1].reshape(-1) for t in share]).to(grp.device)
         else:
             flat = torch.empty(sum(t.shape[0] * t.shape[1] for t in share), dtype=problem.dtype,
                                device=grp.device)
-        flat = grp.broadcast(flat, src=r).cpu()
-        offset = 0
+        flat = grp.broadcast(flat, src=r)
+        if r == grp.rank:
+            continue
+        flat, offset = flat.cpu(), 0
         for tile in share:
             rows, cols = tile.shape
-            values = flat[offset: offset + rows * cols].view(rows, cols)
+            _place(matrix, tile, flat[offset: offset + rows * cols].view(rows, cols))
             offset += rows * cols
-            matrix[tile.r0: tile.r1, tile.c0: tile.c1] = values
-            if tile.mirrored:
-                matrix[tile.c0: tile.c1, tile.r0: tile.r1] = values.T
     return matrix.to(problem.device)
+
+
+def _place(matrix: torch.Tensor, tile: Tile, values: torch.Tensor) -> None:
+    """A tile's values into the matrix, and mirrored where the tile stands for both halves."""
+    matrix[tile.r0: tile.r1, tile.c0: tile.c1] = values
+    if tile.mirrored:
+        matrix[tile.c0: tile.c1, tile.r0: tile.r1] = values.T
 
 
 
