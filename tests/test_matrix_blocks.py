@@ -113,3 +113,37 @@ def test_a_gradient_or_another_mode_keeps_one_call(monkeypatch):
     with torch.no_grad():
         blocked = bt.pairwise_distances(X, cost=cost)
     assert len(seen) > 1 and torch.equal(blocked, blocked_free)
+
+
+@pytest.mark.parametrize("kind", ["cosine", "euclidean"])
+@pytest.mark.parametrize("trees_", [True, False])
+@pytest.mark.parametrize("same", [True, False])
+def test_tiles_of_symbols_in_blocks_equal_one_call_bit_for_bit(monkeypatch, kind, trees_, same):
+    """Without one symbol view (a module without a whole table, more symbols than a local
+    table holds) the blocks are the tiles of symbols that one call cuts, with the same tables."""
+    from test_large_alphabet import _make_cost, _sequences, _trees
+    cost, alphabet = _make_cost(kind, 40, torch.float64)
+    make = _trees if trees_ else _sequences
+    X = make(17, 1, alphabet)
+    Y = None if same else make(13, 2, alphabet)
+    monkeypatch.setattr(ops.limits, "LOCAL_TABLE_CELLS", 12 * 12)  # runs of at most 11 symbols
+    with torch.no_grad():
+        one = bt.pairwise_distances(X, Y, cost=cost, unknown="gap")
+        calls = []
+        real = PairwisePlan.values
+
+        def spy(self, ii, jj):
+            calls.append((ii.clone(), jj.clone()))
+            return real(self, ii, jj)
+
+        monkeypatch.setattr(PairwisePlan, "values", spy)
+        monkeypatch.setattr(ops.limits, "MATRIX_BLOCK_PAIRS", 5)
+        D = bt.pairwise_distances(X, Y, cost=cost, unknown="gap")
+    assert len(calls) > 2 and torch.equal(D, one)
+    nx, ny = len(X), len(X if same else Y)
+    seen = sorted(p for ii, jj in calls for p in zip(ii.tolist(), jj.tolist()))
+    assert seen == [(i, j) for i in range(nx) for j in range(ny) if j >= i or not same]
+    if any(p.requires_grad for p in cost.parameters()):
+        calls.clear()
+        G = bt.pairwise_distances(X, Y, cost=cost, unknown="gap")  # a graph to record: one call
+        assert len(calls) == 1 and G.requires_grad and torch.equal(G.detach(), one)

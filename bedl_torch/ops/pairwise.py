@@ -658,9 +658,9 @@ class PairwisePlan:
         dense = self.unit_matrix(self.x_table, self.y_table, self.symmetric)
         if dense is not None:
             return dense
-        view = self.block_view()
-        if view is not None:
-            return self.matrix_in_blocks(view)
+        blocks = self.block_plan()
+        if blocks is not None:
+            return self.matrix_in_blocks(*blocks)
         ii, jj = self.pairs()
         if len(ii) == 0:
             return torch.zeros(self.shape, dtype=self.dtype, device=self.device)
@@ -669,32 +669,41 @@ class PairwisePlan:
             return values.reshape(self.shape)  # every entry, computed in row-major order
         return self.assemble(oi, oj, values)
 
-    def block_view(self) -> Optional[SymbolView]:
-        """The symbol view of every pair where the matrix is computed in blocks of rows
+    def block_plan(self) -> Optional[Tuple[list, Optional[SymbolView]]]:
+        """``(blocks, view)`` where the whole matrix is computed block by block
         (:meth:`matrix_in_blocks`): exact mode, more kernel pairs than
-        ``limits.MATRIX_BLOCK_PAIRS``, one view for all of them (so a pair's value does not
-        depend on its block) and no gradient to record (a graph keeps its call's per-pair data
-        whole anyway). None: one call for every pair."""
+        ``limits.MATRIX_BLOCK_PAIRS``, no gradient to record (a graph keeps its call's per-pair
+        data whole anyway), and blocks whose values do not depend on the blocking: with one
+        symbol view for every pair, blocks of rows of about that many pairs; without one, the
+        tiles of symbols that one call would cut (:func:`matrix_tiles`, ``view`` None). None:
+        one call for every pair."""
         nx, ny = self.shape
         pairs = nx * (nx + 1) // 2 if self.symmetric else nx * ny
         if self.mode != "exact" or pairs <= limits.MATRIX_BLOCK_PAIRS:
             return None
         view = matrix_view(self.x_table, self.y_table, self.cost, self.unknown)
-        if view is None or (view.table.requires_grad and torch.is_grad_enabled()):
-            return None
-        return view
+        if view is not None:
+            if view.table.requires_grad and torch.is_grad_enabled():
+                return None
+            return row_blocks(nx, ny, self.symmetric, limits.MATRIX_BLOCK_PAIRS), view
+        if _run_symbols() < 1 or (torch.is_grad_enabled()
+                                  and any(p.requires_grad for p in self.cost.parameters())):
+            return None  # (without local tables each chunk pads its own costs)
+        return matrix_tiles(self.x_table, self.y_table, self.cost, self.unknown, self.symmetric,
+                            limits.MATRIX_BLOCK_PAIRS), None
 
-    def matrix_in_blocks(self, view: SymbolView) -> torch.Tensor:
-        """The whole matrix (exact mode, no gradient) from blocks of consecutive rows of about
-        ``limits.MATRIX_BLOCK_PAIRS`` kernel pairs, each written into the matrix before the
+    def matrix_in_blocks(self, blocks: list, view: Optional[SymbolView]) -> torch.Tensor:
+        """The whole matrix from :meth:`block_plan`, each block written into it before the
         next one is computed: memory for one block's pair lists and the kernels' per-pair data
-        instead of the whole matrix's, the same values as one call (each pair's distance comes
-        from the same symbol view)."""
+        instead of the whole matrix's, the same values as one call."""
         nx, ny = self.shape
         out = torch.zeros(nx, ny, dtype=self.dtype, device=self.device)
-        for block in row_blocks(nx, ny, self.symmetric, limits.MATRIX_BLOCK_PAIRS):
+        for block in blocks:
             ii, jj = block.pairs()
-            ii, jj, values = self.chunk_values(self.x_table, self.y_table, ii, jj, view, None)
+            if view is not None:
+                ii, jj, values = self.chunk_values(self.x_table, self.y_table, ii, jj, view, None)
+            else:
+                ii, jj, values = self.values(ii, jj)
             ii, jj = ii.to(out.device), jj.to(out.device)
             out.index_put_((ii, jj), values.to(out.dtype))
             if self.symmetric:
@@ -730,8 +739,8 @@ def pairwise_distances(X: Sequence, Y: Optional[Sequence] = None, cost: Optional
         chunk_size: pairs per kernel call; bounds memory. Default: about 4M cost cells
             per chunk where co-optimal matrices or padded costs are kept (pseudo mode, no
             symbol table), else all pairs in one call; but an exact matrix of more than
-            ``limits.MATRIX_BLOCK_PAIRS`` (2M) kernel pairs from one symbol table, without a
-            gradient to record, is computed in blocks of rows of about that many pairs, each
+            ``limits.MATRIX_BLOCK_PAIRS`` (2M) kernel pairs without a gradient to record is
+            computed in blocks (of rows of about that many pairs, or the tiles below), each
             written into the result before the next (the same values; memory for one block's
             pairs besides the result). With gradients enabled each chunk
             keeps its P or its symbol table for backward. A cost module without
