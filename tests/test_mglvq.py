@@ -9,6 +9,7 @@ from bedl_torch.learning.mglvq import (
     MedianGLVQ,
     glvq_likelihood,
     init_prototypes,
+    kmedoids_pp_candidates,
     median_glvq_em,
 )
 
@@ -198,3 +199,29 @@ def test_sklearn_compatibility():
     grid = GridSearchCV(MedianGLVQ(), {"n_prototypes": [1, 2, 3]}, cv=3).fit(D, y)
     assert grid.best_params_["n_prototypes"] in (1, 2, 3)
     assert grid.score(D, y) >= 0.9
+
+
+def test_distances_near_the_float_limit_give_the_decisions_of_the_same_matrix_scaled_down():
+    """Median GLVQ decides by ratios d+ / (d+ + d-) and by comparing sums of distances, so a
+    power of two (an exact scaling) changes none of its decisions: distances in [2^1023, 2^1024),
+    whose class sums and d+ + d- overflow float64, give the prototypes, likelihood and loss of the
+    same matrix in [1, 2); so do k-medoids++ candidates, whose weights are squared distances."""
+    rng = np.random.default_rng(38)
+    m = 24
+    D = 1.0 + rng.random((m, m))
+    np.fill_diagonal(D, 0.0)
+    y = np.array([0, 1] * (m // 2))
+    huge = np.ldexp(D, 1023)
+    with np.errstate(over="ignore"):
+        assert np.isfinite(huge).all() and np.isinf(huge[y == 0][:, y == 0].sum(axis=0)).all()
+    small_model = MedianGLVQ(n_prototypes=2).fit(D, y)
+    huge_model = MedianGLVQ(n_prototypes=2).fit(huge, y)
+    assert small_model.prototypes_.tolist() == huge_model.prototypes_.tolist()
+    assert small_model.likelihood_ == huge_model.likelihood_ and small_model.loss_ == huge_model.loss_
+    assert np.array_equal(small_model.predict(D), huge_model.predict(huge))
+    # (the medoid of class 0 is not simply its first point, so an overflowing argmin would differ)
+    assert int(small_model.prototypes_[0]) != int(np.flatnonzero(y == 0)[0])
+
+    picks = [kmedoids_pp_candidates(y, 5, lambda js, M=M: M[:, js], random_state=3)
+             for M in (D, np.ldexp(D, 600))]
+    assert picks[0][0].tolist() == picks[1][0].tolist()

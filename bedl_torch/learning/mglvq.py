@@ -22,6 +22,7 @@ scikit-learn conventions through :class:`~bedl_torch.learning.estimator.Estimato
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
@@ -51,16 +52,32 @@ def _as_numpy_matrix(D) -> np.ndarray:
     return D
 
 
+# Median GLVQ decides by ratios d+ / (d+ + d-) and by comparing sums of distances, which a
+# power of two scales exactly: training distances above this (or squared ones above its root)
+# are scaled below 1 first, so that those sums, d+ + d- and squares stay finite.
+_SCALE_ABOVE = 2.0 ** 960
+
+
+def _scaled_down(values: np.ndarray, limit: float = _SCALE_ABOVE) -> np.ndarray:
+    """``values`` (finite, >= 0) times the power of two that brings their largest into [1/2, 1)
+    where it exceeds ``limit``; unchanged otherwise."""
+    top = float(values.max()) if values.size else 0.0
+    if top <= limit:
+        return values
+    return np.ldexp(values, -int(np.frexp(top)[1]))
+
+
 def _as_training_matrix(D) -> np.ndarray:
     """Training distances: finite and >= 0, where the ratios ``d+ / (d+ + d-)`` are defined
-    (a negative or infinite distance would make the likelihood NaN)."""
+    (a negative or infinite distance would make the likelihood NaN); scaled by a power of two
+    where their sums could overflow (:func:`_scaled_down`: the same decisions)."""
     D = _as_numpy_matrix(D)
     if not np.isfinite(D).all():
         raise ValueError("the distance matrix contains inf")
     if (D < 0).any():
         raise ValueError(f"the distance matrix has negative entries (smallest {D.min()!r}); "
                          "median GLVQ needs distances >= 0")
-    return D
+    return _scaled_down(D)
 
 
 def _ratio_plus(d_plus: np.ndarray, d_minus: np.ndarray) -> np.ndarray:
@@ -311,7 +328,8 @@ def kmedoids_pp_candidates(y_idx: np.ndarray, n_candidates: int,
         taken[np.searchsorted(idx, first)] = True
         d_min = col[idx]
         for _ in range(1, int(n_candidates)):
-            w = np.where(taken, 0.0, np.square(d_min))
+            # (squares of distances scaled by a power of two: the same probabilities, finite)
+            w = np.where(taken, 0.0, np.square(_scaled_down(d_min, math.sqrt(_SCALE_ABOVE))))
             total = w.sum()
             p = w / total if total > 0 and np.isfinite(total) else (~taken) / np.sum(~taken)
             k = int(rng.choice(len(idx), p=p))
