@@ -1080,6 +1080,12 @@ def test_fuzz_bedl(data, trees_, n_prototypes, mode, regularizer, dim, dtype, al
     assert [X[i] for i in model.prototype_indices_] == list(model.prototypes_)
     D = model.decision_distances(X)
     assert np.isfinite(D).all(), "non-finite result"
+    with torch.no_grad():  # each entry against the exact distance under the learned module's costs
+        for i, x in enumerate(X):
+            for j, p in enumerate(model.prototypes_):
+                C = PairBatch([x], [p]).costs(model.cost_, unknown="error")[0]
+                want = float(bedl_torch.edit_distance(x, p, C))
+                assert abs(float(D[i, j]) - want) <= d_tolerance(C, len(x), len(p)), (i, j, D[i, j], want)
     predicted = model.predict(X)
     assert len(predicted) == len(X)
     assert all(any(same_label(p, c) for c in model.classes_) for p in predicted)
