@@ -44,14 +44,8 @@ struct Lanes<8> {
   static __attribute__((target("avx512f"))) V add(V a, V b) { return _mm512_add_pd(a, b); }
   static __attribute__((target("avx512f"))) V min(V a, V b) { return _mm512_min_pd(a, b); }
   static __attribute__((target("avx512f"))) V gather(const double* s, const long* at) {
-    __m256d half[2];
-    for (int h = 0; h < 2; ++h) {
-      const long* a = at + 4 * h;
-      const __m128d lo = _mm_loadh_pd(_mm_load_sd(s + a[0]), s + a[1]);
-      const __m128d hi = _mm_loadh_pd(_mm_load_sd(s + a[2]), s + a[3]);
-      half[h] = _mm256_insertf128_pd(_mm256_castpd128_pd256(lo), hi, 1);
-    }
-    return _mm512_insertf64x4(_mm512_castpd256_pd512(half[0]), half[1], 1);
+    // (two four-lane gathers, as the AVX2 kernel's)
+    return _mm512_insertf64x4(_mm512_castpd256_pd512(Lanes<4>::gather(s, at)), Lanes<4>::gather(s, at + 4), 1);
   }
 };
 

@@ -97,8 +97,10 @@ def _pairwise_in_memory(problem: MatrixProblem, tiles: List[Tile], grp: ProcessG
     error = compute_share(problem, shares[grp.rank], grp, progress, "pairwise",
                           lambda tile, values: _place(matrix, tile, values.reshape(tile.shape)))
     raise_if_failed(grp, error)
+    if grp.size == 1:
+        return matrix.to(problem.device)
     for r, share in enumerate(shares):
-        if not share or grp.size == 1:
+        if not share:
             continue
         if r == grp.rank:
             flat = torch.cat([matrix[t.r0: t.r1, t.c0: t.c1].reshape(-1) for t in share]).to(grp.device)

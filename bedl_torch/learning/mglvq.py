@@ -22,7 +22,6 @@ scikit-learn conventions through :class:`~bedl_torch.learning.estimator.Estimato
 """
 from __future__ import annotations
 
-import math
 from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
@@ -56,6 +55,7 @@ def _as_numpy_matrix(D) -> np.ndarray:
 # power of two scales exactly: training distances above this (or squared ones above its root)
 # are scaled below 1 first, so that those sums, d+ + d- and squares stay finite.
 _SCALE_ABOVE = 2.0 ** 960
+_SQUARES_SCALE_ABOVE = 2.0 ** 480
 
 
 def _scaled_down(values: np.ndarray, limit: float = _SCALE_ABOVE) -> np.ndarray:
@@ -329,7 +329,7 @@ def kmedoids_pp_candidates(y_idx: np.ndarray, n_candidates: int,
         d_min = col[idx]
         for _ in range(1, int(n_candidates)):
             # (squares of distances scaled by a power of two: the same probabilities, finite)
-            w = np.where(taken, 0.0, np.square(_scaled_down(d_min, math.sqrt(_SCALE_ABOVE))))
+            w = np.where(taken, 0.0, np.square(_scaled_down(d_min, _SQUARES_SCALE_ABOVE)))
             total = w.sum()
             p = w / total if total > 0 and np.isfinite(total) else (~taken) / np.sum(~taken)
             k = int(rng.choice(len(idx), p=p))

@@ -704,10 +704,10 @@ class PairwisePlan:
                 ii, jj, values = self.chunk_values(self.x_table, self.y_table, ii, jj, view, None)
             else:
                 ii, jj, values = self.values(ii, jj)
-            ii, jj = ii.to(out.device), jj.to(out.device)
-            out.index_put_((ii, jj), values.to(out.dtype))
+            ii, jj, values = ii.to(out.device), jj.to(out.device), values.to(out.dtype)
+            out.index_put_((ii, jj), values)
             if self.symmetric:
-                out.index_put_((jj, ii), values.to(out.dtype))
+                out.index_put_((jj, ii), values)
         return out
 
     def unit_matrix(self, x_table: FlatTable, y_table: FlatTable, triangle: bool) -> Optional[torch.Tensor]:
