@@ -20,6 +20,7 @@ the tolerance itself could be judged differently than in P.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Hashable, List, Optional, Sequence, Tuple
 
 import torch
@@ -30,7 +31,73 @@ from .validation import check_cost_tensor
 Mapping = List[Tuple[Optional[int], Optional[int]]]
 
 __all__ = ["optimal_mapping", "optimal_mappings", "sample_mappings", "edit_script", "format_edit_script",
-           "plot_mapping", "mapping_cost", "Mapping"]
+           "plot_mapping", "mapping_cost", "check_mapping", "Mapping"]
+
+
+def _node_index(value, side: str, size: int, k: int) -> Optional[int]:
+    """One side of the mapping's ``k``-th pair: None or a node index in ``[0, size)``."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"mapping pair {k}: the {side} index must be an int or None, got {type(value).__name__}")
+    value = int(value)
+    if not 0 <= value < size:
+        raise ValueError(f"mapping pair {k}: {side} index {value} is out of range for {size} nodes")
+    return value
+
+
+def _checked_pairs(mapping, m: int, n: int) -> Mapping:
+    """The mapping's pairs as ints; ValueError/TypeError unless it covers each of the ``m``
+    nodes of x and ``n`` nodes of y exactly once."""
+    if isinstance(mapping, (str, bytes)) or not hasattr(mapping, "__iter__"):
+        raise TypeError(f"mapping must be a list of (i, j) pairs, got {type(mapping).__name__}")
+    pairs: Mapping = []
+    seen_x, seen_y = [False] * m, [False] * n
+    for k, pair in enumerate(mapping):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise TypeError(f"mapping pair {k} must be an (i, j) pair, got {pair!r}")
+        i, j = _node_index(pair[0], "x", m, k), _node_index(pair[1], "y", n, k)
+        if i is None and j is None:
+            raise ValueError(f"mapping pair {k} is (None, None): it names no node")
+        for index, seen, side in ((i, seen_x, "x"), (j, seen_y, "y")):
+            if index is not None:
+                if seen[index]:
+                    raise ValueError(f"mapping pair {k}: node {index} of {side} appears twice")
+                seen[index] = True
+        pairs.append((i, j))
+    for seen, side in ((seen_x, "x"), (seen_y, "y")):
+        if not all(seen):
+            raise ValueError(f"mapping leaves node {seen.index(False)} of {side} out (a mapping lists every "
+                             f"node once: replaced, deleted or inserted)")
+    return pairs
+
+
+def _postorder_ranks(obj) -> List[int]:
+    """Each node's postorder position (nodes are in preorder; a sequence's order is both)."""
+    if not hasattr(obj, "children"):
+        return list(range(len(obj)))
+    sizes, depths = obj.subtree_sizes(), obj.depths()
+    return [i + sizes[i] - 1 - depths[i] for i in range(len(sizes))]
+
+
+def check_mapping(mapping, x, y) -> Mapping:
+    """The mapping's pairs, checked against trees or sequences ``x`` and ``y``: every node
+    once, and the replacements keep both the preorder and the postorder of the nodes (which
+    for trees is keeping ancestors and the order of siblings, for sequences the order).
+    ValueError/TypeError naming the first pair that breaks a rule."""
+    pairs = _checked_pairs(mapping, len(x), len(y))
+    replaced = sorted((i, j) for i, j in pairs if i is not None and j is not None)
+    for (i, j), (i2, j2) in zip(replaced, replaced[1:]):
+        if j2 <= j:
+            raise ValueError(f"mapping pairs ({i}, {j}) and ({i2}, {j2}) cross: x's nodes come in the other "
+                             f"preorder than y's")
+    post_x, post_y = _postorder_ranks(x), _postorder_ranks(y)
+    by_post = sorted((post_x[i], post_y[j], i, j) for i, j in replaced)
+    for (_, b, i, j), (_, b2, i2, j2) in zip(by_post, by_post[1:]):
+        if b2 <= b:
+            raise ValueError(f"mapping pairs ({i}, {j}) and ({i2}, {j2}) cross: one node is an ancestor of "
+                             f"the other in one tree and not in the other")
+    return pairs
 
 
 def _checked_costs(x, y, costs) -> torch.Tensor:
@@ -162,15 +229,20 @@ def sample_mappings(x, y, costs: torch.Tensor, n: int, generator: Optional[torch
 
 
 def mapping_indicator(mapping: Mapping, m: int, n: int, dtype=torch.float64) -> torch.Tensor:
-    """The ``(m+1, n+1)`` 0/1 matrix of a mapping in the cost layout (sum with costs = its cost)."""
+    """The ``(m+1, n+1)`` 0/1 matrix of a mapping in the cost layout (sum with costs = its cost).
+    ValueError/TypeError unless the mapping lists each of the ``m`` and ``n`` nodes once."""
     out = torch.zeros(m + 1, n + 1, dtype=dtype)
-    for i, j in mapping:
+    for i, j in _checked_pairs(mapping, m, n):
         out[m if i is None else i, n if j is None else j] = 1
     return out
 
 
 def mapping_cost(mapping: Mapping, costs: torch.Tensor) -> torch.Tensor:
-    """The cost of a mapping: its replacements, deletions and insertions summed from ``costs``."""
+    """The cost of a mapping: its replacements, deletions and insertions summed from ``costs``
+    (``(m+1, n+1)``, last row insertions, last column deletions)."""
+    check_cost_tensor(costs)
+    if costs.dim() != 2:
+        raise ValueError(f"costs must be 2-D (|x|+1, |y|+1), got shape {tuple(costs.shape)}")
     m, n = costs.shape[0] - 1, costs.shape[1] - 1
     return (mapping_indicator(mapping, m, n, costs.dtype).to(costs.device) * costs).sum()
 
@@ -180,9 +252,11 @@ def edit_script(x, y, costs: torch.Tensor, mapping: Optional[Mapping] = None, *,
     """The operations of a mapping (default :func:`optimal_mapping`) with their costs:
     ``("replace", i, j, cost)``, ``("delete", i, cost)``, ``("insert", j, cost)``, in the
     mapping's order."""
+    C = _checked_costs(x, y, costs).to(torch.float64)
     if mapping is None:
         mapping = optimal_mapping(x, y, costs, rel_tol=rel_tol)
-    C = costs.detach().to("cpu", torch.float64)
+    else:
+        mapping = check_mapping(mapping, x, y)
     m, n = len(x), len(y)
     script = []
     for i, j in mapping:
@@ -254,6 +328,7 @@ def plot_mapping(x, y, mapping: Mapping, ax=None, *, gap: float = 2.0):
     matplotlib; returns the axes."""
     import matplotlib.pyplot as plt  # optional dependency, imported only here
 
+    mapping = check_mapping(mapping, x, y)
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 4))
     lx, ly = _labels(x), _labels(y)

@@ -224,3 +224,87 @@ def test_samples_stay_valid_where_ties_are_not_transitive():
             assert abs(float(mapping_cost(s, C.double())) - d) <= slack
     m = optimal_mapping(x, x, C)
     assert _covers_each_node_once(m, 10, 10) and abs(float(mapping_cost(m, C.double())) - d) <= slack
+
+
+def _completed(pairs, m, n):
+    """A set of replacement pairs as a full mapping: the other nodes deleted or inserted."""
+    xs, ys = {i for i, _ in pairs}, {j for _, j in pairs}
+    return (sorted(pairs) + [(i, None) for i in range(m) if i not in xs]
+            + [(None, j) for j in range(n) if j not in ys])
+
+
+def test_check_mapping_accepts_exactly_the_valid_mappings():
+    """Random one-to-one pair sets on random trees and sequences: check_mapping accepts a set
+    exactly where the brute-force definition (oracles.is_valid_mapping) does."""
+    from bedl_torch.alignments import check_mapping
+
+    rng = np.random.default_rng(3901)
+    accepted = rejected = 0
+    for trial in range(400):
+        m, n = int(rng.integers(1, 7)), int(rng.integers(1, 7))
+        if trial % 4 == 0:
+            x, y = "a" * m, "b" * n
+        else:
+            x, y = Tree(*random_tree(m, "ab", rng)), Tree(*random_tree(n, "ab", rng))
+        k = int(rng.integers(0, min(m, n) + 1))
+        pairs = list(zip(rng.permutation(m)[:k].tolist(), rng.permutation(n)[:k].tolist()))
+        mapping = _completed(pairs, m, n)
+        if is_valid_mapping(x, y, pairs):
+            assert check_mapping(mapping, x, y) == mapping
+            accepted += 1
+        else:
+            with pytest.raises(ValueError, match=r"mapping pairs \(\d+, \d+\) and \(\d+, \d+\) cross"):
+                check_mapping(mapping, x, y)
+            rejected += 1
+    assert accepted > 100 and rejected > 100  # both sides of the rule were exercised
+
+
+def test_every_enumerated_mapping_passes_check_mapping():
+    from bedl_torch.alignments import check_mapping
+
+    x, y = Tree.from_bracket("{a{b{c}}{d}}"), Tree.from_bracket("{a{b}{c{d}}}")
+    mappings = list(enumerate_mappings(x, y))
+    assert len(mappings) == 42
+    for M in mappings:
+        check_mapping(_completed(list(M), 4, 4), x, y)
+
+
+@pytest.mark.parametrize("mapping, error, pattern", [
+    ([(0, 0), (1, 1), (3, 3)], ValueError, r"leaves node 2 of x out"),
+    ([(0, 0), (1, 1), (2, 2), (3, 3), (None, 3)], ValueError, r"pair 4: node 3 of y appears twice"),
+    ([(0, 0), (1, 1), (2, 2), (3, -1)], ValueError, r"pair 3: y index -1 is out of range for 4 nodes"),
+    ([(0, 0), (1, 1), (2, 2), (4, 3)], ValueError, r"pair 3: x index 4 is out of range"),
+    ([(None, None)], ValueError, r"pair 0 is \(None, None\)"),
+    ([(0, 0.0)], TypeError, r"pair 0: the y index must be an int or None, got float"),
+    ([(True, 0)], TypeError, r"the x index must be an int or None, got bool"),
+    ([(0,)], TypeError, r"pair 0 must be an \(i, j\) pair"),
+    ("abc", TypeError, r"mapping must be a list of \(i, j\) pairs, got str"),
+    (5, TypeError, r"mapping must be a list of \(i, j\) pairs, got int"),
+    ([(0, 0), (1, 2), (2, 1), (3, 3)], ValueError, r"pairs \(1, 2\) and \(2, 1\) cross"),
+])
+def test_edit_script_rejects_a_bad_mapping_naming_the_pair(mapping, error, pattern):
+    """Before, an out-of-range index raised IndexError, a negative one silently read another
+    node's cost, and a crossing or partial mapping gave a script of no valid mapping."""
+    x, y = Tree.from_bracket("{a{b}{c}{d}}"), Tree.from_bracket("{a{b}{c}{d}}")
+    C = torch.ones(5, 5, dtype=torch.float64)
+    with pytest.raises(error, match=pattern):
+        edit_script(x, y, C, mapping)
+
+
+def test_mapping_cost_checks_the_mapping_against_the_costs_shape():
+    C = torch.ones(3, 4, dtype=torch.float64)  # |x| = 2, |y| = 3
+    assert float(mapping_cost([(0, 0), (1, None), (None, 1), (None, 2)], C)) == 4.0
+    with pytest.raises(ValueError, match=r"y index 3 is out of range for 3 nodes"):
+        mapping_cost([(0, 3), (1, None), (None, 0), (None, 1), (None, 2)], C)
+    with pytest.raises(ValueError, match=r"leaves node 1 of x out"):
+        mapping_cost([(0, 0), (None, 1), (None, 2)], C)
+    with pytest.raises(ValueError, match=r"2-D"):
+        mapping_cost([(0, 0)], C[0])
+
+
+def test_edit_script_with_a_given_mapping_checks_the_costs_shape():
+    x, y = "ab", "abc"
+    with pytest.raises(ValueError, match=r"\(\|x\|\+1, \|y\|\+1\) = \(3, 4\)"):
+        edit_script(x, y, torch.ones(4, 4, dtype=torch.float64), [(0, 0), (1, 1), (None, 2)])
+    assert edit_script(x, y, torch.ones(3, 4, dtype=torch.float64), [(0, 0), (1, 1), (None, 2)]) == [
+        ("replace", 0, 0, 1.0), ("replace", 1, 1, 1.0), ("insert", 2, 1.0)]
