@@ -728,3 +728,60 @@ def test_rel_tol_too_small_for_the_costs_rounding_is_a_value_error():
     # every mapping then deletes 0.6 of b's and 0.1 of a; matching one a instead inserts the
     # other (0.1) and deletes 0.8 of b's and 0.1 of a: all cost 1.0
     assert torch.isclose(d[0], torch.tensor(1.0, dtype=torch.float64))
+
+
+def test_pairwise_chunk_size_must_be_an_int():
+    with pytest.raises(ValueError, match=r"chunk_size must be an int >= 1, got 2\.5"):
+        bedl_torch.pairwise_distances([X], [Y], chunk_size=2.5)
+    with pytest.raises(ValueError, match=r"chunk_size must be an int >= 1, got True"):
+        bedl_torch.pairwise_distances([X], [Y], chunk_size=True)
+    D = bedl_torch.pairwise_distances([X, Y], chunk_size=np.int64(1))
+    assert torch.equal(D, bedl_torch.pairwise_distances([X, Y]))
+
+
+def test_cosine_cost_eps_must_be_finite_and_positive():
+    from bedl_torch.costs import CosineCost
+
+    for eps in (0.0, -1.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match=r"eps .* must be finite and > 0"):
+            CosineCost(["a", "b"], torch.rand(2, 3), eps=eps)
+
+
+def _unfitted_calls():
+    from bedl_torch.learning import BEDL, MedianGLVQ
+
+    yield lambda: BEDL().predict([X])
+    yield lambda: BEDL().pairwise_distances([X])
+    yield lambda: MedianGLVQ().predict(np.zeros((1, 2)))
+    yield lambda: MedianGLVQ().decision_distances(np.zeros((1, 2)))
+
+
+@pytest.mark.parametrize("call", list(_unfitted_calls()))
+def test_unfitted_estimators_raise_not_fitted_error(call):
+    """A ValueError and an AttributeError, as scikit-learn's NotFittedError (was RuntimeError)."""
+    from bedl_torch.learning import NotFittedError
+
+    with pytest.raises(NotFittedError, match="not fitted yet; call fit first") as info:
+        call()
+    assert isinstance(info.value, ValueError) and isinstance(info.value, AttributeError)
+
+
+def test_nan_class_labels_are_value_errors():
+    """np.unique keeps every NaN apart (NaN != NaN): fitted, it made a class of no members."""
+    from bedl_torch.learning import BEDL, MedianGLVQ
+
+    trees = [X, Y, X, Y]
+    with pytest.raises(ValueError, match=r"y contains NaN \(entry 2\)"):
+        BEDL(max_rounds=0).fit(trees, [0.0, 1.0, math.nan, 1.0])
+    with pytest.raises(ValueError, match=r"y contains NaN \(entry 0\)"):
+        MedianGLVQ().fit(np.zeros((4, 4)), np.array([math.nan, 1.0, 0.0, 1.0]))
+
+
+@pytest.mark.parametrize("seed, error", [("x", TypeError), (1.5, TypeError), (True, TypeError), (-1, ValueError)])
+def test_random_state_is_checked_by_fit(seed, error):
+    from bedl_torch.learning import BEDL, MedianGLVQ
+
+    with pytest.raises(error, match="random_state must be None, an int >= 0 or a numpy Generator"):
+        BEDL(max_rounds=0, random_state=seed).fit([X, Y], [0, 1])
+    with pytest.raises(error, match="random_state must be None, an int >= 0 or a numpy Generator"):
+        MedianGLVQ(random_state=seed).fit(np.zeros((2, 2)), [0, 1])

@@ -756,7 +756,7 @@ def test_errors(strings):
         BEDL().fit(Xtr[:10], ytr[:9])
     with pytest.raises(TypeError):
         BEDL().fit("abc", [0, 1, 0])
-    with pytest.raises(RuntimeError):
+    with pytest.raises(ValueError, match="not fitted"):
         BEDL().predict(Xtr[:2])
 
 

@@ -54,7 +54,7 @@ def test_knn_accepts_torch_and_checks_shapes():
         knn.predict(np.zeros((1, 2)))
     with pytest.raises(ValueError):
         KNNClassifier(1).fit(np.zeros((3, 2)), [0, 0, 1])
-    with pytest.raises(RuntimeError):
+    with pytest.raises(ValueError, match="not fitted"):
         KNNClassifier(1).predict(np.zeros((1, 3)))
     with pytest.raises(ValueError):
         KNNClassifier(0).fit(D, [0, 0, 1])

@@ -174,7 +174,7 @@ def test_errors():
         MedianGLVQ().fit(D, [0, 0, 0])
     with pytest.raises(ValueError):
         MedianGLVQ().fit(D[:2], [0, 1, 1])
-    with pytest.raises(RuntimeError):
+    with pytest.raises(ValueError, match="not fitted"):
         MedianGLVQ().predict(D)
     with pytest.raises(ValueError):
         MedianGLVQ().set_params(foo=1)

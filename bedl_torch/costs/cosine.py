@@ -123,9 +123,12 @@ class CosineCost(SymbolCost):
                         ("unlabeled to_gap", none_gap)):
             if not (v >= 0.0 and v < float("inf")):
                 raise ValueError(f"{name} must be a finite cost >= 0, got {v}")
+        eps = float(eps)
+        if not (0.0 < eps < float("inf")):
+            raise ValueError(f"eps (the clamp of zero vectors' norms) must be finite and > 0, got {eps}")
         super().__init__(words + [None])
         self.n_words = len(words)
-        self.eps = float(eps)
+        self.eps = eps
         self.register_buffer("vectors", vectors.detach().clone())
         self.register_buffer("special", torch.tensor(
             [[0.0, none_word, gap_cost], [none_word, 0.0, none_gap], [gap_cost, none_gap, 0.0]],

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import NotFittedError
 
 __all__ = ["KNNClassifier", "SVMClassifier", "GoodnessClassifier", "clip_eigenvalues"]
 
@@ -57,7 +58,7 @@ class _PrecomputedClassifier(ClassifierMixin, BaseEstimator):
 
     def _check_test(self, D):
         if not hasattr(self, "classes_"):
-            raise RuntimeError(f"{type(self).__name__} is not fitted yet; call fit first")
+            raise NotFittedError(f"{type(self).__name__} is not fitted yet; call fit first")
         D = _as_matrix(D, "D_test_train")
         if D.shape[1] != self.n_train_:
             raise ValueError(

@@ -17,6 +17,7 @@ from .losses import (
 )
 from .mglvq import MedianGLVQ, glvq_likelihood, init_prototypes, median_glvq_em
 from .bedl import BEDL, initial_embedding
+from .estimator import NotFittedError
 from ..costs import CosineCost
 
 __all__ = [
@@ -32,5 +33,6 @@ __all__ = [
     "glvq_likelihood",
     "BEDL",
     "initial_embedding",
+    "NotFittedError",
     "CosineCost",
 ]

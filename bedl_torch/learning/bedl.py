@@ -29,7 +29,7 @@ from ..ops.encoding import flat_table
 from ..search import kneighbors, radius_neighbors
 from ..costs.base import check_cost_module
 from ..validation import check_device
-from .estimator import Estimator
+from .estimator import Estimator, NotFittedError, check_random_state, encode_class_labels
 from .mglvq import check_prototype_candidates, kmedoids_pp_candidates
 from .nca import NCALossTerms, knn_vote
 from .objective_base import LossTerms
@@ -188,8 +188,8 @@ class BEDL(FitRounds, Estimator):
         ``y`` of the wrong length, fewer than two classes, training labels missing from a
         given cost's alphabet (with ``unknown="error"``), training data that differ between
         the ranks of a process group. From ``predict`` and the distance
-        methods: labels not seen in training (with ``unknown="error"``); RuntimeError when
-        not fitted.
+        methods: labels not seen in training (with ``unknown="error"``); ``NotFittedError`` (a
+        ValueError) when not fitted.
     """
 
     _estimator_type = "classifier"
@@ -289,6 +289,7 @@ class BEDL(FitRounds, Estimator):
             raise ValueError(f"beta must be >= 0, got {self.beta}")
         dtype_name(self.dtype)
         check_device(self.device)
+        check_random_state(self.random_state)
 
     def _validate_data(self, X, y):
         """``(X as a list, class index of every object, classes)``."""
@@ -296,7 +297,7 @@ class BEDL(FitRounds, Estimator):
         y = np.asarray(y)
         if y.ndim != 1 or len(y) != len(X):
             raise ValueError(f"y must be 1-D with len(X) = {len(X)} entries, got shape {y.shape}")
-        classes, y_idx = np.unique(y, return_inverse=True)
+        classes, y_idx = encode_class_labels(y)
         if len(classes) < 2:
             raise ValueError("BEDL needs at least two classes")
         return X, y_idx.reshape(-1), classes
@@ -471,7 +472,7 @@ class BEDL(FitRounds, Estimator):
 
     def _check_fitted(self):
         if not hasattr(self, "cost_"):
-            raise RuntimeError(f"this {type(self).__name__} is not fitted yet; call fit first")
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
 
     def decision_distances(self, X) -> np.ndarray:
         """``(len(X), n_prototypes_total)`` learned edit distances to the prototypes (with

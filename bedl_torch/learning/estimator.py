@@ -9,9 +9,42 @@ and every ``fit`` starts with the estimator's ``_validate_params``.
 from __future__ import annotations
 
 import inspect
-from typing import Optional
+import numbers
+from typing import Optional, Tuple
 
-__all__ = ["Estimator"]
+import numpy as np
+
+__all__ = ["Estimator", "NotFittedError", "encode_class_labels", "check_random_state"]
+
+
+class NotFittedError(ValueError, AttributeError):
+    """A method that needs ``fit`` was called first (a ValueError and an AttributeError, as
+    scikit-learn's ``NotFittedError``)."""
+
+
+def encode_class_labels(y) -> Tuple[np.ndarray, np.ndarray]:
+    """``(classes, class index of every entry)`` of 1-D labels; ValueError for NaN labels
+    (a NaN equals no label, itself included, so it would make classes without members)."""
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise ValueError(f"y must be one-dimensional, got shape {y.shape}")
+    if y.dtype.kind in "fc" and bool(np.isnan(y).any()):
+        raise ValueError(f"y contains NaN (entry {int(np.flatnonzero(np.isnan(y))[0])}); class labels must "
+                         f"compare equal to themselves")
+    classes, y_idx = np.unique(y, return_inverse=True)
+    return classes, y_idx.reshape(-1)
+
+
+def check_random_state(random_state) -> None:
+    """``random_state`` is None, an int >= 0 or a :class:`numpy.random.Generator` (what
+    :func:`numpy.random.default_rng` takes)."""
+    if random_state is None or isinstance(random_state, np.random.Generator):
+        return
+    if isinstance(random_state, bool) or not isinstance(random_state, numbers.Integral):
+        raise TypeError(f"random_state must be None, an int >= 0 or a numpy Generator, got "
+                        f"{type(random_state).__name__}")
+    if random_state < 0:
+        raise ValueError(f"random_state must be None, an int >= 0 or a numpy Generator, got {random_state}")
 
 
 class Estimator:

@@ -26,7 +26,7 @@ from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .estimator import Estimator
+from .estimator import Estimator, NotFittedError, check_random_state, encode_class_labels
 
 __all__ = ["MedianGLVQ", "median_glvq_em", "init_prototypes", "glvq_likelihood",
            "kmedoids_pp_candidates"]
@@ -104,14 +104,6 @@ def _closest(Dp: np.ndarray, same: np.ndarray):
     d_plus = np.where(same, Dp, np.inf).min(axis=1)
     d_minus = np.where(~same, Dp, np.inf).min(axis=1)
     return d_plus, d_minus
-
-
-def _encode_labels(y):
-    y = np.asarray(y)
-    if y.ndim != 1:
-        raise ValueError(f"y must be one-dimensional, got shape {y.shape}")
-    classes, y_idx = np.unique(y, return_inverse=True)
-    return classes, y_idx.reshape(-1)
 
 
 def _candidate_columns(D: np.ndarray, y_idx: np.ndarray, candidates) -> np.ndarray:
@@ -401,6 +393,7 @@ class MedianGLVQ(Estimator):
         if int(self.max_iter) < 0:
             raise ValueError(f"max_iter must be >= 0, got {self.max_iter}")
         check_prototype_candidates(self.prototype_candidates, self.n_prototypes)
+        check_random_state(self.random_state)
 
     def fit(self, D, y, init_prototypes: Optional[Sequence[int]] = None,
             candidates: Optional[Sequence[int]] = None):
@@ -418,7 +411,7 @@ class MedianGLVQ(Estimator):
         """
         self._validate_params()
         D = _as_training_matrix(D)
-        classes, y_idx = _encode_labels(y)
+        classes, y_idx = encode_class_labels(y)
         m = len(y_idx)
         if candidates is None and (D.shape[0] != m or D.shape[1] != m):
             raise ValueError(f"D must be ({m}, {m}) for {m} labels, got {D.shape}")
@@ -451,7 +444,7 @@ class MedianGLVQ(Estimator):
 
     def _check_fitted(self):
         if not hasattr(self, "prototypes_"):
-            raise RuntimeError(f"this {type(self).__name__} is not fitted yet; call fit first")
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
 
     def decision_distances(self, D, prototypes_only: bool = False) -> np.ndarray:
         """(n, P) distances of the points to the prototypes (columns as ``prototypes_``)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import math
+import numbers
 import threading
 from collections import OrderedDict
 from typing import Optional, Sequence, Tuple
@@ -580,8 +581,9 @@ class PairwisePlan:
             check_cost_module(reference_cost, "reference_cost")
         if symmetric and not self.same and len(X) != len(Y):
             raise ValueError("symmetric=True needs a square matrix")
-        if chunk_size is not None and chunk_size < 1:
-            raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+        if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, numbers.Integral)
+                                       or chunk_size < 1):
+            raise ValueError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
         if tables is None:
             x_table = flat_table(X, "X")
             tables = (x_table, x_table if self.same else flat_table(Y, "Y"))
