@@ -28,6 +28,10 @@ def _open_text(path_or_file):
     return f, False
 
 
+# float32 rounds values from here on (its largest finite value plus half a step) to inf
+_FLOAT32_OVERFLOW = 2.0 ** 128 - 2.0 ** 103
+
+
 def load_glove(
     path_or_file, vocab: Optional[Iterable[str]] = None
 ) -> Tuple[List[str], torch.Tensor]:
@@ -41,7 +45,8 @@ def load_glove(
     their first vector.
 
     Returns ``(words, vectors)``: the words in file order and a ``float32`` tensor
-    ``(len(words), d)``. Raises ``ValueError`` on a malformed line (naming its number).
+    ``(len(words), d)``. Raises ``ValueError`` on a malformed line (naming its number),
+    also a value that is NaN, inf or too large for float32 (it would be inf there).
     """
     keep = None if vocab is None else set(vocab)
     f, close = _open_text(path_or_file)
@@ -72,6 +77,9 @@ def load_glove(
                 values = [float(v) for v in parts[len(parts) - dim:]]
             except ValueError:
                 raise ValueError(f"line {lineno}: non-numeric vector value") from None
+            if not all(abs(v) < _FLOAT32_OVERFLOW for v in values):  # NaN fails this too
+                raise ValueError(f"line {lineno}: vector value that is NaN, inf or beyond float32's range "
+                                 f"(word {word!r})")
             seen.add(word)
             words.append(word)
             rows.append(values)
@@ -104,7 +112,8 @@ def pca_reduce(
     """PCA of the rows of ``vectors`` via ``torch.linalg.svd`` of the centred matrix.
 
     ``variance``: a float in ``(0, 1]`` keeps the fewest leading components whose explained
-    variance ratio sums to at least ``variance``; an ``int >= 1`` keeps that many components.
+    variance ratio sums to at least ``variance``; an ``int >= 1`` keeps that many components
+    (at most ``min(n, d)``, the rank's bound).
 
     Returns ``(reduced, components)``: ``reduced = (vectors - mean) @ components.T`` of shape
     ``(n, k)`` and ``components`` ``(k, d)`` (orthonormal rows, ordered by decreasing
@@ -115,12 +124,14 @@ def pca_reduce(
     input dtype and device.
 
     Raises:
-        ValueError: not a non-empty ``(n, d)`` matrix, a ``variance`` outside ``(0, 1]`` or a
-            component count below 1. TypeError: a bool ``variance``.
+        ValueError: not a non-empty ``(n, d)`` matrix, NaN or inf in it, a ``variance`` outside
+            ``(0, 1]`` or a component count below 1. TypeError: a bool ``variance``.
     """
     if vectors.dim() != 2 or vectors.shape[0] < 1:
         raise ValueError(f"expected a non-empty (n, d) matrix, got {tuple(vectors.shape)}")
     X = vectors.detach().to(torch.float64)
+    if not bool(torch.isfinite(X).all()):
+        raise ValueError("vectors must be finite, but contain NaN or inf")
     mean = X.mean(0)
     Xc = X - mean
     _, S, Vh = torch.linalg.svd(Xc, full_matrices=False)

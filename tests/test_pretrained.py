@@ -46,6 +46,23 @@ def test_load_glove_errors(tmp_path):
     assert words == [] and vecs.numel() == 0
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e39", "-3.5e38"])
+def test_load_glove_rejects_values_that_are_not_finite_in_float32(value):
+    """Before, NaN and inf were read as such, and values beyond float32's range became inf."""
+    with pytest.raises(ValueError, match=r"line 2: vector value that is NaN, inf or beyond float32's range \(word 'b'\)"):
+        load_glove(io.StringIO(f"a 1 2\nb 1 {value}\n"))
+
+
+def test_load_glove_keeps_the_largest_float32_values():
+    words, vecs = load_glove(io.StringIO("a 3.4028235e38 -3.4028234e38\n"))
+    assert words == ["a"] and bool(torch.isfinite(vecs).all())
+
+
+def test_pca_reduce_rejects_non_finite_vectors():
+    with pytest.raises(ValueError, match="vectors must be finite"):
+        pca_reduce(torch.tensor([[math.nan, 1.0], [1.0, 2.0]]), 1)
+
+
 def test_load_glove_shared_data(shared_data):
     path = shared_data / "glove" / "glove.6B.50d.sst_vocab.txt"
     if not path.is_file():
