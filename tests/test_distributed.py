@@ -850,6 +850,22 @@ def test_cli_neighbors_in_one_process(tmp_path, monkeypatch, capsys):
         main(["neighbors", "trees.jsonl", "--k", "2", "--radius", "1", "--out", "x.npz"])
 
 
+def test_cli_neighbors_checks_its_output_before_searching(tmp_path, monkeypatch, capsys):
+    """A missing folder or a folder given as --out fails at once, not after the search."""
+    from bedl_torch.__main__ import main
+    import bedl_torch.distributed.cli as cli
+
+    _write_jsonl(tmp_path / "trees.jsonl", _trees(5, 55, max_nodes=4, alphabet="ab"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.setattr(cli, "kneighbors", None)  # calling the search would be a TypeError
+    assert main(["neighbors", "trees.jsonl", "--k", "2", "--out", "missing/nn.npz"]) == 2
+    assert f"the folder {str(tmp_path / 'missing')!r} does not exist" in capsys.readouterr().err
+    (tmp_path / "taken").mkdir()
+    assert main(["neighbors", "trees.jsonl", "--k", "2", "--out", "taken"]) == 2
+    assert "--out 'taken' is a folder" in capsys.readouterr().err
+
+
 def test_cli_with_a_saved_bedl_model(tmp_path, monkeypatch, capsys):
     """--model: the matrix and the neighbours under a saved model's learned costs, equal to the
     model's own pairwise_distances and kneighbors; unseen labels, a missing or foreign file and

@@ -6,6 +6,7 @@ import os
 import pickle
 import sys
 import time
+from typing import Optional
 
 import numpy as np
 import torch.distributed as dist
@@ -122,8 +123,33 @@ def _model_costs(path: str, X: list) -> dict:
     return model.distance_kwargs(X)
 
 
+def _out_problem(path: str) -> Optional[str]:
+    """Why rank 0 could not write ``path`` later, or None: checked before a search of hours."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        return f"--out {path!r} is a folder"
+    if not os.path.isdir(folder):
+        return f"--out {path!r}: the folder {folder!r} does not exist"
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        return f"--out {path!r}: not writable"
+    return None
+
+
+def _check_out(path: str, rank: int) -> None:
+    """ValueError on every rank where rank 0 could not write ``path`` (decided there and
+    broadcast, so that no rank goes on into the search's collectives alone)."""
+    problem = _out_problem(path) if rank == 0 else None
+    if dist.is_initialized():
+        box = [problem]
+        dist.broadcast_object_list(box, src=0)
+        problem = box[0]
+    if problem is not None:
+        raise ValueError(problem)
+
+
 def _neighbors(args, X, costs: dict, rank: int, world: int) -> None:
     """``neighbors``: the search across the ranks; rank 0 writes the .npz and a summary line."""
+    _check_out(args.out, rank)
     start = time.perf_counter()
     if args.k is not None:
         d, i, stats = kneighbors(X, k=args.k, progress=not args.no_progress, return_stats=True,
