@@ -618,6 +618,20 @@ def test_save_load_round_trip(tmp_path, strings, fitted):
     assert np.array_equal(other.predict(Xte), fitted.predict(Xte))
 
 
+def test_load_state_dict_names_what_is_wrong_with_a_state(fitted):
+    """A list, a dict without the format mark, or a state without one of its entries is a
+    ValueError naming it (a missing entry was a KeyError, a list an AttributeError)."""
+    with pytest.raises(ValueError, match=r"not a BEDL state dict \(got list\)"):
+        BEDL().load_state_dict([1, 2])
+    with pytest.raises(ValueError, match=r"not a BEDL state dict \(got dict without its format mark\)"):
+        BEDL().load_state_dict({"a": 1})
+    state = fitted.state_dict()
+    for key in ("hyperparameters", "cost_state", "prototypes", "n_rounds"):
+        partial = {k: v for k, v in state.items() if k != key}
+        with pytest.raises(ValueError, match=f"BEDL state dict lacks '{key}'"):
+            BEDL().load_state_dict(partial)
+
+
 def test_load_state_dict_keeps_the_models_own_device(strings, fitted):
     """A model constructed with a device loads onto it whatever device was saved (a model fitted
     on a GPU loads on a machine without one); a model without a device takes the saved one."""

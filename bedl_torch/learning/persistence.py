@@ -90,6 +90,11 @@ def bedl_state(model) -> dict:
     }
 
 
+# what every state of this format holds (bedl_state writes them all)
+_REQUIRED_KEYS = ("hyperparameters", "cost_class", "cost_state", "alphabet", "classes", "prototypes",
+                  "prototype_indices", "prototype_labels", "loss_history", "n_evals", "n_rounds")
+
+
 def load_bedl_state(model, state: dict, cost=None):
     """Restore ``model`` (a :class:`~bedl_torch.learning.BEDL`) from :func:`bedl_state`'s
     dict: its parameters, cost module and fitted attributes. The cost module goes to the
@@ -98,13 +103,18 @@ def load_bedl_state(model, state: dict, cost=None):
     state into. Returns ``model``.
 
     Raises:
-        ValueError: not a BEDL state dict, a newer format version, a custom cost module without
-            ``cost=``, or a ``cost`` whose alphabet differs from the saved one.
+        ValueError: not a BEDL state dict (or one that lacks an entry), a newer format version, a
+            custom cost module without ``cost=``, or a ``cost`` whose alphabet differs from the
+            saved one.
     """
-    if state.get("format") != FORMAT:
-        raise ValueError("not a BEDL state dict")
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise ValueError(f"not a BEDL state dict (got {type(state).__name__}"
+                         f"{'' if not isinstance(state, dict) else ' without its format mark'})")
     if int(state.get("version", 0)) > FORMAT_VERSION:
         raise ValueError(f"BEDL state version {state['version']} is newer than this library")
+    missing = [key for key in _REQUIRED_KEYS if key not in state]
+    if missing:
+        raise ValueError(f"BEDL state dict lacks {', '.join(map(repr, missing))}")
     hp = dict(state["hyperparameters"])
     hp["dtype"] = DTYPES[hp["dtype"]]
     if hp.get("phi") is None:
