@@ -775,6 +775,12 @@ def test_nan_class_labels_are_value_errors():
         BEDL(max_rounds=0).fit(trees, [0.0, 1.0, math.nan, 1.0])
     with pytest.raises(ValueError, match=r"y contains NaN \(entry 0\)"):
         MedianGLVQ().fit(np.zeros((4, 4)), np.array([math.nan, 1.0, 0.0, 1.0]))
+    pytest.importorskip("sklearn")
+    from bedl_torch.evaluation.classifiers import GoodnessClassifier, KNNClassifier, SVMClassifier
+
+    for classifier in (KNNClassifier, SVMClassifier, GoodnessClassifier):
+        with pytest.raises(ValueError, match=r"y contains NaN \(entry 3\)"):
+            classifier().fit(np.zeros((4, 4)), [0.0, 1.0, 0.0, math.nan])
 
 
 @pytest.mark.parametrize("seed, error", [("x", TypeError), (1.5, TypeError), (True, TypeError), (-1, ValueError)])

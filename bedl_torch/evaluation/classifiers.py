@@ -20,6 +20,8 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import NotFittedError
 
+from ..learning.estimator import encode_class_labels
+
 __all__ = ["KNNClassifier", "SVMClassifier", "GoodnessClassifier", "clip_eigenvalues"]
 
 
@@ -46,7 +48,7 @@ class _PrecomputedClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"y must have {D.shape[0]} labels, got shape {y.shape}")
         if len(y) == 0:
             raise ValueError("cannot fit on zero training points")
-        self.classes_, y_idx = np.unique(y, return_inverse=True)
+        self.classes_, y_idx = encode_class_labels(y)
         counts = np.bincount(y_idx, minlength=len(self.classes_))
         # priority[c]: larger = preferred on ties (more frequent, then smaller label).
         order = np.lexsort((np.arange(len(counts)), -counts))
