@@ -791,3 +791,14 @@ def test_random_state_is_checked_by_fit(seed, error):
         BEDL(max_rounds=0, random_state=seed).fit([X, Y], [0, 1])
     with pytest.raises(error, match="random_state must be None, an int >= 0 or a numpy Generator"):
         MedianGLVQ(random_state=seed).fit(np.zeros((2, 2)), [0, 1])
+
+
+def test_a_cost_module_that_returns_no_tensor_is_a_type_error():
+    from bedl_torch.costs import SymbolCost
+
+    class ReturnsArray(SymbolCost):
+        def forward(self, x_idx, y_idx):
+            return np.zeros((x_idx.shape[0], x_idx.shape[1], y_idx.shape[1]))
+
+    with pytest.raises(TypeError, match="the symbol table of ReturnsArray must be a torch.Tensor, got ndarray"):
+        bedl_torch.pairwise_distances(["ab", "b"], cost=ReturnsArray(list("ab")))

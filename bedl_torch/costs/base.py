@@ -37,6 +37,12 @@ def _forward_owned(cls, method: str, forward, shortcut) -> bool:
     return owner is not SymbolCost and forward is owner.forward
 
 
+def _check_returned_tensor(cost: "SymbolCost", out, what: str) -> None:
+    """TypeError unless the module's ``forward`` (or shortcut) gave a tensor for ``what``."""
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"the {what} of {type(cost).__name__} must be a torch.Tensor, got {type(out).__name__}")
+
+
 def subtable_of(cost: "SymbolCost", symbols: torch.Tensor) -> torch.Tensor:
     """Costs ``(k, k)`` among the symbol indices ``symbols`` (``(k,)``, gap index allowed),
     differentiable in the module's parameters: the module's own :meth:`SymbolCost.symbol_subtable`
@@ -47,10 +53,10 @@ def subtable_of(cost: "SymbolCost", symbols: torch.Tensor) -> torch.Tensor:
     else:
         out = cost(symbols[None], symbols[None])[0]
     k = len(symbols)
-    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (k, k):
+    _check_returned_tensor(cost, out, "symbol table")
+    if tuple(out.shape) != (k, k):
         raise ValueError(
-            f"{type(cost).__name__} returned a symbol table of shape "
-            f"{tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__} "
+            f"{type(cost).__name__} returned a symbol table of shape {tuple(out.shape)} "
             f"for {k} symbols, expected ({k}, {k})"
         )
     return out
@@ -67,10 +73,10 @@ def block_of(cost: "SymbolCost", rows: torch.Tensor, cols: torch.Tensor) -> torc
     else:
         out = cost(rows[None], cols[None])[0]
     shape = (len(rows), len(cols))
-    if not isinstance(out, torch.Tensor) or tuple(out.shape) != shape:
+    _check_returned_tensor(cost, out, "symbol block")
+    if tuple(out.shape) != shape:
         raise ValueError(
-            f"{type(cost).__name__} returned a symbol block of shape "
-            f"{tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}, "
+            f"{type(cost).__name__} returned a symbol block of shape {tuple(out.shape)}, "
             f"expected {shape}"
         )
     return out
@@ -85,10 +91,10 @@ def pair_costs_of(cost: "SymbolCost", a: torch.Tensor, b: torch.Tensor) -> torch
         out = cost.symbol_pair_costs(a, b)
     else:
         out = cost(a[:, None], b[:, None]).reshape(-1)
-    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (len(a),):
+    _check_returned_tensor(cost, out, "pair costs")
+    if tuple(out.shape) != (len(a),):
         raise ValueError(
-            f"{type(cost).__name__} returned pair costs of shape "
-            f"{tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}, "
+            f"{type(cost).__name__} returned pair costs of shape {tuple(out.shape)}, "
             f"expected ({len(a)},)"
         )
     return out

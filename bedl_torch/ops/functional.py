@@ -10,6 +10,7 @@ from typing import Optional, Sequence, Tuple
 import torch
 import torch.nn.functional as F
 
+from ..costs.base import SymbolCost
 from ..validation import check_sums_finite
 from .batch import EditDistanceFn, PairBatch, SoftEditDistanceFn, check_temperature, soft_distances
 from .encoding import check_costs, check_rel_tol
@@ -63,8 +64,8 @@ def soft_edit_distance(x, y, costs: torch.Tensor, temperature: float) -> torch.T
 def soft_edit_distance_batch(xs: Sequence, ys: Sequence, costs, temperature: float) -> torch.Tensor:
     """Soft edit distances ``(B,)`` of the pairs ``(xs[k], ys[k])`` in one call.
 
-    ``costs`` as for :func:`edit_distance_batch` (a list of per-pair matrices or one padded
-    tensor); differentiable (the gradient of pair ``k`` is its expected alignment). Raises as
+    ``costs`` as for :func:`edit_distance_batch` (a list of per-pair matrices, one padded
+    tensor or a cost module); differentiable (the gradient of pair ``k`` is its expected alignment). Raises as
     :func:`edit_distance_batch` and :func:`soft_edit_distance`.
     """
     batch = PairBatch(xs, ys)
@@ -146,8 +147,15 @@ def pseudo_edit_distance(x, y, costs: torch.Tensor, reference_costs: torch.Tenso
 
 
 def _pad_costs(batch: PairBatch, costs) -> Tuple[torch.Tensor, bool]:
+    """One padded cost tensor from a list of per-pair matrices (True: return P as a list), a
+    padded tensor, or a cost module (its costs of the pairs' labels, differentiable)."""
     if isinstance(costs, torch.Tensor):
         return costs, False
+    if isinstance(costs, SymbolCost):
+        return batch.as_costs(costs, finite=False), False
+    if not hasattr(costs, "__iter__"):
+        raise TypeError(f"costs must be a list of cost matrices, one padded tensor or a cost module, "
+                        f"got {type(costs).__name__}")
     costs = list(costs)
     if len(costs) != len(batch):
         raise ValueError(f"got {len(costs)} cost matrices for {len(batch)} pairs")
@@ -173,8 +181,10 @@ def edit_distance_batch(xs: Sequence, ys: Sequence, costs, *, rel_tol: Optional[
     """Edit distances ``(B,)`` of the pairs ``(xs[k], ys[k])`` in one call.
 
     Args:
-        costs: a list of ``(|x_k|+1, |y_k|+1)`` tensors (one dtype, one device), or one
-            padded tensor ``(B, M+1, N+1)`` in which pair ``k`` uses ``[:|x_k|+1, :|y_k|+1]``.
+        costs: a list of ``(|x_k|+1, |y_k|+1)`` tensors (one dtype, one device), one
+            padded tensor ``(B, M+1, N+1)`` in which pair ``k`` uses ``[:|x_k|+1, :|y_k|+1]``,
+            or a cost module (:class:`~bedl_torch.costs.SymbolCost`; the gradient flows to its
+            parameters; labels missing from its alphabet are a ValueError).
 
     Returns:
         ``(B,)`` on the costs' device, differentiable (the gradient of pair ``k`` is its P).
@@ -185,6 +195,8 @@ def edit_distance_batch(xs: Sequence, ys: Sequence, costs, *, rel_tol: Optional[
             kind.
     """
     batch = PairBatch(xs, ys)
+    if isinstance(costs, SymbolCost):
+        return batch.distances(costs, rel_tol=rel_tol)  # (through its symbol table where it has one)
     padded, _ = _pad_costs(batch, costs)
     return batch.distances(padded, rel_tol=rel_tol)
 
@@ -192,8 +204,8 @@ def edit_distance_batch(xs: Sequence, ys: Sequence, costs, *, rel_tol: Optional[
 def coopt_matrix_batch(xs: Sequence, ys: Sequence, costs, *, rel_tol: Optional[float] = None):
     """Distances ``(B,)`` (differentiable) and co-optimal matrices of many pairs.
 
-    Returns P as a list of per-pair matrices if ``costs`` is a list, else as one
-    padded ``(B, M+1, N+1)`` tensor (zero outside each pair's block). Raises as
+    Returns P as a list of per-pair matrices if ``costs`` is a list, else (a padded tensor or
+    a cost module) as one padded ``(B, M+1, N+1)`` tensor (zero outside each pair's block). Raises as
     :func:`edit_distance_batch`.
     """
     batch = PairBatch(xs, ys)
