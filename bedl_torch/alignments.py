@@ -26,6 +26,7 @@ from typing import Hashable, List, Optional, Sequence, Tuple
 import torch
 
 from .ops import PairBatch, check_rel_tol
+from .ops import pair_costs
 from .validation import check_cost_tensor
 
 Mapping = List[Tuple[Optional[int], Optional[int]]]
@@ -101,6 +102,7 @@ def check_mapping(mapping, x, y) -> Mapping:
 
 
 def _checked_costs(x, y, costs) -> torch.Tensor:
+    costs = pair_costs(x, y, costs)
     check_cost_tensor(costs)
     expected = (len(x) + 1, len(y) + 1)
     if tuple(costs.shape) != expected:

@@ -249,6 +249,41 @@ def test_batch_functions_take_a_cost_module(trees):
         bedl_torch.edit_distance_batch(xs, ys, 5)
 
 
+def test_single_pair_functions_take_a_cost_module():
+    """edit_distance, coopt_matrix, soft and pseudo distances and the alignment functions
+    with a cost module equal them on the pair's cost matrix built by indexing its table."""
+    from bedl_torch.alignments import edit_script, optimal_mapping
+
+    rng = np.random.default_rng(3905)
+    alphabet = list("abc")
+    table = torch.tensor(rng.random((4, 4)), dtype=torch.float64)
+    cost = _LearnableTableCost(alphabet, table)
+    x, y = Tree(*random_tree(6, alphabet, rng)), Tree(*random_tree(5, alphabet, rng))
+    rows = [alphabet.index(a) for a in x.labels] + [3]
+    cols = [alphabet.index(b) for b in y.labels] + [3]
+    C = table[rows][:, cols].clone()
+    C[-1, -1] = 0.0
+    assert torch.equal(bedl_torch.ops.pair_costs(x, y, cost).detach()[:-1, :-1], C[:-1, :-1])
+    d = bedl_torch.edit_distance(x, y, cost)
+    assert torch.equal(d.detach(), bedl_torch.edit_distance(x, y, C))
+    d.backward()
+    P = bedl_torch.coopt_matrix(x, y, C)[1]
+    want_grad = torch.zeros_like(table)
+    for i, r in enumerate(rows):
+        for j, c in enumerate(cols):
+            want_grad[r, c] += P[i, j]
+    torch.testing.assert_close(cost.table.grad, want_grad, rtol=0, atol=1e-12)
+    assert torch.equal(bedl_torch.coopt_matrix(x, y, cost)[1], P)
+    assert torch.equal(bedl_torch.soft_edit_distance(x, y, cost, 0.5).detach(),
+                       bedl_torch.soft_edit_distance(x, y, C, 0.5))
+    assert torch.equal(bedl_torch.pseudo_edit_distance(x, y, cost, cost).detach(),
+                       bedl_torch.pseudo_edit_distance(x, y, C, C))
+    assert optimal_mapping(x, y, cost) == optimal_mapping(x, y, C)
+    assert edit_script(x, y, cost) == edit_script(x, y, C)
+    with pytest.raises(ValueError, match="labels missing from the cost's alphabet"):
+        bedl_torch.edit_distance(x, y, _LearnableTableCost(["a"], table[:2, :2]))
+
+
 def test_deterministic_across_runs_and_threads():
     xs, ys, Cs = _batches(True, 7, count=64)
     sx, sy, sC = _batches(False, 8, count=64)

@@ -16,7 +16,16 @@ from .batch import EditDistanceFn, PairBatch, SoftEditDistanceFn, check_temperat
 from .encoding import check_costs, check_rel_tol
 
 __all__ = ["edit_distance", "coopt_matrix", "pseudo_edit_distance", "edit_distance_batch",
-           "coopt_matrix_batch", "soft_edit_distance", "soft_edit_distance_batch"]
+           "coopt_matrix_batch", "soft_edit_distance", "soft_edit_distance_batch", "pair_costs"]
+
+
+def pair_costs(x, y, costs):
+    """``costs`` where it is a tensor; for a cost module, the ``(|x|+1, |y|+1)`` cost matrix of
+    the pair under it (differentiable in its parameters; labels missing from its alphabet are
+    a ValueError naming them)."""
+    if not isinstance(costs, SymbolCost):
+        return costs
+    return PairBatch([x], [y]).costs(costs)[0, : len(x) + 1, : len(y) + 1]
 
 
 def _single_pair(x, y, costs) -> PairBatch:
@@ -43,7 +52,7 @@ def soft_edit_distance(x, y, costs: torch.Tensor, temperature: float) -> torch.T
     Args:
         x, y: both trees or both sequences, as for :func:`edit_distance`.
         costs: float32/float64 tensor ``(|x|+1, |y|+1)`` on any device (layout of
-            :func:`edit_distance`).
+            :func:`edit_distance`), or a cost module.
         temperature: ``T``, finite and > 0.
 
     Returns:
@@ -57,6 +66,7 @@ def soft_edit_distance(x, y, costs: torch.Tensor, temperature: float) -> torch.T
             number. ValueError: wrong cost shape, NaN or inf costs, a temperature that is not
             finite and > 0, costs too large for the temperature.
     """
+    costs = pair_costs(x, y, costs)
     batch = _single_pair(x, y, costs)
     return SoftEditDistanceFn.apply(costs[None], batch, check_temperature(temperature))[0]
 
@@ -74,6 +84,7 @@ def soft_edit_distance_batch(xs: Sequence, ys: Sequence, costs, temperature: flo
 
 
 def _single(x, y, costs, rel_tol, want_coopt):
+    costs = pair_costs(x, y, costs)
     batch = _single_pair(x, y, costs)
     tol = check_rel_tol(rel_tol, costs.dtype)
     d, p = EditDistanceFn.apply(costs[None], batch, tol, want_coopt)
@@ -87,7 +98,9 @@ def edit_distance(x, y, costs: torch.Tensor, *, rel_tol: Optional[float] = None)
         x, y: both :class:`bedl_torch.Tree` (tree edit distance) or both sequences
             (``str``/``list``/``tuple``; sequence edit distance).
         costs: float32/float64 tensor ``(|x|+1, |y|+1)`` on any device; ``[i, j]``
-            replaces ``x_i`` by ``y_j``, the last column deletes, the last row inserts.
+            replaces ``x_i`` by ``y_j``, the last column deletes, the last row inserts. Or a
+            cost module (:class:`~bedl_torch.costs.SymbolCost`): the pair's costs under it
+            (:func:`pair_costs`), the gradient reaching its parameters.
         rel_tol: tie tolerance (see :func:`default_rel_tol`).
 
     Returns:
@@ -124,12 +137,13 @@ def pseudo_edit_distance(x, y, costs: torch.Tensor, reference_costs: torch.Tenso
     """The paper's pseudo edit distance ``sum(P(reference_costs) * costs)``.
 
     P is frozen at ``reference_costs`` (detached), so the gradient with respect
-    to ``costs`` is exactly that P.
+    to ``costs`` is exactly that P. Either may be a cost module (:func:`pair_costs`).
 
     Raises:
         ValueError: ``reference_costs`` of another shape or device, NaN or inf costs.
         TypeError: non-float costs.
     """
+    costs, reference_costs = pair_costs(x, y, costs), pair_costs(x, y, reference_costs)
     check_costs(costs)
     check_costs(reference_costs, "reference_costs")
     if tuple(reference_costs.shape) != tuple(costs.shape):
