@@ -146,6 +146,40 @@ def test_config_resolution():
         ExperimentConfig("strings", metrics=("bogus",)).resolved()
 
 
+@pytest.mark.parametrize("field, values, pattern", [
+    ("beta_factor", [-1.0], r"grid beta_factor must be finite numbers >= 0, got \[-1.0\]"),
+    ("beta_factor", [float("nan")], r"grid beta_factor must be finite numbers >= 0"),
+    ("bandwidth", [0.0], r"grid bandwidth must be finite numbers > 0"),
+    ("gesl_factor", [float("inf")], r"grid gesl_factor must be finite numbers > 0"),
+    ("goodness_lam", [], r"grid goodness_lam must be finite numbers > 0, got \[\]"),
+    ("n_prototypes", [0, 1], r"grid n_prototypes must be ints >= 1, got \[0, 1\]"),
+    ("n_neighbors", [1.5], r"grid n_neighbors must be ints >= 1"),
+])
+def test_config_rejects_grid_candidates_out_of_range(field, values, pattern):
+    """Checked once before any fold: a bad candidate used to fail in every fold, recorded as
+    a failed cell, while the run went on and exited 0."""
+    grid = quick_grid()
+    setattr(grid, field, values)
+    with pytest.raises(ValueError, match=pattern):
+        ExperimentConfig("strings", grid=grid).resolved()
+    beta_zero = quick_grid()
+    beta_zero.beta_factor = [0.0]  # no regulariser: allowed
+    assert ExperimentConfig("strings", grid=beta_zero).resolved().grid.beta_factor == [0.0]
+
+
+def test_config_rejects_bad_seed_sample_and_bedl_options():
+    with pytest.raises(ValueError, match=r"seed must be an int >= 0, got -1"):
+        ExperimentConfig("strings", seed=-1).resolved()
+    with pytest.raises(ValueError, match=r"seed must be an int >= 0, got 1.5"):
+        ExperimentConfig("strings", seed=1.5).resolved()
+    with pytest.raises(ValueError, match=r"train_sample must be >= 0"):
+        ExperimentConfig("strings", train_sample=-3).resolved()
+    with pytest.raises(ValueError, match=r"prototype_candidates \(0\) must be at least n_prototypes"):
+        ExperimentConfig("strings", bedl_options={"prototype_candidates": 0}).resolved()
+    with pytest.raises(ValueError, match=r"bedl_options: .*unexpected keyword argument 'bogus'"):
+        ExperimentConfig("strings", bedl_options={"bogus": 1}).resolved()
+
+
 def test_embedding_plot(tmp_path):
     emb = {"labels": ["a", "b", "c", "(gap)"],
            "vectors": np.array([[1.0, 0, 0], [1.0, 0, 0], [0, 2.0, 0], [0, 0, 0]]),

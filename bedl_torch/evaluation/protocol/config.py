@@ -3,6 +3,8 @@ classifiers, hyper-parameter grids and :class:`ExperimentConfig`."""
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
@@ -63,6 +65,33 @@ def quick_grid() -> Grid:
                 goodness_lam=[1e-3, 1e-1], beta_factor=[1e-4], gesl_factor=[1e-3])
 
 
+def _check_grid(grid: Grid) -> None:
+    """ValueError naming the first grid field with no candidate or one outside its range."""
+    for name in ("n_prototypes", "n_neighbors"):
+        values = list(getattr(grid, name))
+        if not values or any(isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1
+                             for v in values):
+            raise ValueError(f"grid {name} must be ints >= 1, got {values}")
+    for name, zero_ok in (("bandwidth", False), ("goodness_lam", False), ("beta_factor", True),
+                          ("gesl_factor", False)):
+        values = list(getattr(grid, name))
+        low_ok = (lambda v: v >= 0.0) if zero_ok else (lambda v: v > 0.0)
+        if not values or not all(isinstance(v, numbers.Real) and math.isfinite(v) and low_ok(v)
+                                 for v in values):
+            raise ValueError(f"grid {name} must be finite numbers {'>=' if zero_ok else '>'} 0, got {values}")
+
+
+def _check_bedl_options(options: Dict) -> None:
+    """The extra BEDL keyword arguments, checked by BEDL itself once (not in every fold)."""
+    from ...learning import BEDL  # (the learning layer below; imported where used)
+
+    try:
+        model = BEDL(**options)
+    except TypeError as error:
+        raise ValueError(f"bedl_options: {error}") from None
+    model._validate_params()
+
+
 @dataclass
 class ExperimentConfig:
     """What to run: a data set, the folds, metrics, classifiers and grids (defaults from the
@@ -95,7 +124,10 @@ class ExperimentConfig:
 
         Raises:
             ValueError: an unknown data set, metric or classifier, ``n_jobs < 1``, fewer than 2
-                folds or inner folds, or ``max_items < 2``.
+                folds or inner folds, ``max_items < 2``, a negative seed or ``train_sample``,
+                grid candidates outside their range (counts >= 1; bandwidths, goodness and
+                GESL lambdas finite and > 0; beta factors finite and >= 0), or BEDL options
+                that BEDL rejects; checked here, not in every fold.
         """
         cfg = dataclasses.replace(self)
         cfg.dataset = self.dataset.lower()
@@ -124,6 +156,13 @@ class ExperimentConfig:
             raise ValueError(f"max_folds must be >= 1 or None, got {cfg.max_folds}")
         if cfg.max_items is not None and int(cfg.max_items) < 2:
             raise ValueError(f"max_items must be >= 2 or None, got {cfg.max_items}")
+        if isinstance(cfg.seed, bool) or not isinstance(cfg.seed, numbers.Integral) or cfg.seed < 0:
+            raise ValueError(f"seed must be an int >= 0, got {cfg.seed!r}")
+        if cfg.train_sample is not None and int(cfg.train_sample) < 0:
+            raise ValueError(f"train_sample must be >= 0 (0: the whole training fold) or None, got "
+                             f"{cfg.train_sample}")
+        _check_grid(cfg.grid)
+        _check_bedl_options(cfg.bedl_options)
         if cfg.dataset == "sentiment" and "gesl" in cfg.metrics:
             cfg.metrics = tuple(m for m in cfg.metrics if m != "gesl")
         if "MGLVQ" not in cfg.classifiers and any(m != "initial" for m in cfg.metrics):
