@@ -173,6 +173,7 @@ def experiment(args, argv) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    failed_cells = 0
     for i, d in enumerate(datasets):
         if len(datasets) > 1:
             print(f"== [{i + 1}/{len(datasets)}] {d} -> {out_of[d]}", file=sys.stderr,
@@ -191,6 +192,11 @@ def experiment(args, argv) -> int:
         print()
         print(f"results: {os.path.join(out_of[d], 'results.json')} ({result.folds_done} of "
               f"{result.config['folds']} folds)")
+        failed = sum(1 for r in result.records if r.get("failed"))
+        if failed:
+            print(f"error: {failed} cells of {d} failed (the notes above say why); exit status 1",
+                  file=sys.stderr)
+            failed_cells += failed
         if interrupted:
             print(f"\ninterrupted: wrote the {result.folds_done} complete folds of {d}; the "
                   "same command continues", file=sys.stderr)
@@ -205,7 +211,7 @@ def experiment(args, argv) -> int:
         with open(os.path.join(root, "paper_table.md"), "w") as f:
             f.write(page)
         print(f"paper table: {os.path.join(root, 'paper_table.md')}")
-    return 0
+    return 1 if failed_cells else 0
 
 
 def export(argv) -> int:

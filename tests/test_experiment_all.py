@@ -443,6 +443,27 @@ def test_paper_numbers_agree_with_the_method_notes():
                for cell in c.values() for v in cell)
 
 
+def test_the_command_exits_1_when_a_cell_failed(monkeypatch, capsys, tmp_path):
+    """The run goes on past a failed cell and writes its results, but says so in its exit
+    status (it was 0), so that a script or CI sees it."""
+    from bedl_torch.__main__ import main
+
+    real = protocol.folds.classify
+
+    def svm_fails(name, *args):
+        if name == "SVM":
+            raise RuntimeError("LP status unknown")
+        return real(name, *args)
+
+    argv = ["experiment", "strings", "--quick", "--folds", "2", "--inner-folds", "2", "--max-items", "20",
+            "--max-folds", "1", "--metrics", "initial", "--classifiers", "KNN", "SVM", "--no-progress"]
+    assert main(argv + ["--out", str(tmp_path / "ok")]) == 0  # unpatched: no cell fails
+    monkeypatch.setattr(protocol.folds, "classify", svm_fails)
+    assert main(argv + ["--out", str(tmp_path / "failed")]) == 1
+    assert "error: 1 cells of strings failed" in capsys.readouterr().err
+    assert (tmp_path / "failed" / "results.json").exists()
+
+
 def test_a_failing_classifier_is_recorded_alone(monkeypatch, capsys):
     real = protocol.folds.classify
 
