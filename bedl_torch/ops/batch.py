@@ -460,6 +460,11 @@ class SymbolEditDistanceFn(torch.autograd.Function):
     def backward(ctx, grad_d, grad_p):
         saved = ctx.saved_tensors
         batch, view = ctx.batch, ctx.view
+        if torch.is_grad_enabled() and grad_d.requires_grad:
+            # a second derivative is wanted (create_graph) through weights that depend on the
+            # parameters: the gradient as a differentiable function of them
+            p = saved[0] if ctx.want_coopt else batch.run_symbols(view, True, ctx.rel_tol)[1]
+            return _label_pair_sums(p, grad_d, batch, view, ctx.table_shape), None, None, None, None
         if not ctx.want_coopt:
             nonzero = int(torch.count_nonzero(grad_d))
             dense_backward[view.cost] = nonzero >= limits.LISTS_MIN_NONZERO * grad_d.numel()
@@ -475,6 +480,18 @@ class SymbolEditDistanceFn(torch.autograd.Function):
             op = _ext.ted_symbols_grad_cpu if batch.kind == "tree" else _ext.sed_symbols_grad_cpu
             grad = op(*batch.symbol_args(view, saved[0]), weights, ctx.rel_tol)
         return grad.to(grad_d.device), None, None, None, None
+
+
+def _label_pair_sums(p, grad_d, batch, view, shape):
+    """``sum_k grad_d[k] * P_k`` by label pair, a table of ``shape`` on ``grad_d``'s device,
+    differentiable in ``grad_d``: P is piecewise constant in the costs, so the second
+    derivative of a distance is this map of the weights alone (Gauss-Newton terms included)."""
+    p = p.to(grad_d.device, grad_d.dtype)
+    x_idx = view.padded_labels(batch.x_table, batch.pair_x, p.shape[1]).to(p.device)
+    y_idx = view.padded_labels(batch.y_table, batch.pair_y, p.shape[2]).to(p.device)
+    flat = (x_idx[:, :, None] * shape[1] + y_idx[:, None, :]).reshape(-1)
+    weighted = (grad_d.reshape(-1, 1, 1) * p).reshape(-1)
+    return torch.zeros(shape[0] * shape[1], dtype=p.dtype, device=p.device).index_add(0, flat, weighted).view(*shape)
 
 
 def _scatter_coopt(p, grad_d, batch, view, shape):
@@ -536,6 +553,11 @@ class SoftEditDistanceFn(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_d):
+        if torch.is_grad_enabled():
+            # the expected alignment depends on the costs and its derivative is not computed:
+            # a graph of this backward would give second derivatives without that term
+            raise RuntimeError("second derivatives of soft edit distances are not implemented: run "
+                               "backward (or torch.autograd.grad) without create_graph=True")
         (p,) = ctx.saved_tensors
         return grad_d.reshape(-1, 1, 1).to(p.dtype) * p, None, None
 
