@@ -802,3 +802,21 @@ def test_a_cost_module_that_returns_no_tensor_is_a_type_error():
 
     with pytest.raises(TypeError, match="the symbol table of ReturnsArray must be a torch.Tensor, got ndarray"):
         bedl_torch.pairwise_distances(["ab", "b"], cost=ReturnsArray(list("ab")))
+
+
+def test_score_needs_one_label_per_object():
+    """numpy broadcast a single label, or a column of labels, against the predictions: a
+    score of nothing in particular, silently."""
+    from bedl_torch.learning import BEDL, MedianGLVQ
+
+    trees, y = [X, Y, X, Y], np.array([0, 1, 0, 1])
+    model = BEDL(max_rounds=0).fit(trees, y)
+    assert model.score(trees, y) == float(np.mean(model.predict(trees) == y))
+    for bad in ([0], y[:, None], y[:3]):
+        with pytest.raises(ValueError, match=r"y must be 1-D with 4 labels \(one per object\)"):
+            model.score(trees, bad)
+    D = np.array([[0.0, 2.0, 1.0, 3.0], [2.0, 0.0, 3.0, 1.0], [1.0, 3.0, 0.0, 2.0], [3.0, 1.0, 2.0, 0.0]])
+    glvq = MedianGLVQ().fit(D, y)
+    assert glvq.score(D, y) == float(np.mean(glvq.predict(D) == y))
+    with pytest.raises(ValueError, match=r"y must be 1-D with 4 labels"):
+        glvq.score(D, y[:, None])

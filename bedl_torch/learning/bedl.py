@@ -29,7 +29,7 @@ from ..ops.encoding import flat_table
 from ..search import kneighbors, radius_neighbors
 from ..costs.base import check_cost_module
 from ..validation import check_device
-from .estimator import Estimator, NotFittedError, check_random_state, encode_class_labels
+from .estimator import Estimator, NotFittedError, accuracy, check_random_state, encode_class_labels
 from .mglvq import check_prototype_candidates, kmedoids_pp_candidates
 from .nca import NCALossTerms, knn_vote
 from .objective_base import LossTerms
@@ -499,7 +499,7 @@ class BEDL(FitRounds, Estimator):
 
     def score(self, X, y) -> float:
         """Mean accuracy of :meth:`predict`."""
-        return float(np.mean(self.predict(X) == np.asarray(y)))
+        return accuracy(self.predict(X), y)
 
     def _learned_inputs(self, X, Y):
         """``X`` and ``Y`` checked, and the ops' ``unknown`` for them (labels unseen in

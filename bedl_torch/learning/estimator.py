@@ -14,7 +14,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-__all__ = ["Estimator", "NotFittedError", "encode_class_labels", "check_random_state"]
+__all__ = ["Estimator", "NotFittedError", "encode_class_labels", "check_random_state", "accuracy"]
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -33,6 +33,15 @@ def encode_class_labels(y) -> Tuple[np.ndarray, np.ndarray]:
                          f"compare equal to themselves")
     classes, y_idx = np.unique(y, return_inverse=True)
     return classes, y_idx.reshape(-1)
+
+
+def accuracy(predicted: np.ndarray, y) -> float:
+    """The share of ``predicted`` equal to the labels ``y``; ValueError unless ``y`` is 1-D
+    with one label per prediction (numpy would broadcast a single label or a column)."""
+    y = np.asarray(y)
+    if y.shape != predicted.shape:
+        raise ValueError(f"y must be 1-D with {len(predicted)} labels (one per object), got shape {y.shape}")
+    return float(np.mean(predicted == y)) if len(y) else float("nan")
 
 
 def check_random_state(random_state) -> None:

@@ -26,7 +26,7 @@ from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .estimator import Estimator, NotFittedError, check_random_state, encode_class_labels
+from .estimator import Estimator, NotFittedError, accuracy, check_random_state, encode_class_labels
 
 __all__ = ["MedianGLVQ", "median_glvq_em", "init_prototypes", "glvq_likelihood",
            "kmedoids_pp_candidates"]
@@ -467,5 +467,5 @@ class MedianGLVQ(Estimator):
 
     def score(self, D, y, prototypes_only: bool = False) -> float:
         """Mean accuracy."""
-        return float(np.mean(self.predict(D, prototypes_only) == np.asarray(y)))
+        return accuracy(self.predict(D, prototypes_only), y)
 
