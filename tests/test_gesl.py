@@ -212,3 +212,17 @@ def test_matrix_cost_checks_shape():
 
     out = c(torch.tensor([[0, 2]]), torch.tensor([[1, 1, 2]]))
     np.testing.assert_allclose(out.numpy(), [[[1, 1, 2], [2, 2, 0]]])
+
+
+def test_fit_needs_one_class_label_per_object():
+    """A short y used only its first objects and a NaN label paired its object with every
+    other one as a negative, silently."""
+    from bedl_torch.evaluation.gesl import GESL
+
+    X = ["ab", "ba", "a", "bb", "abb", "b"]
+    with pytest.raises(ValueError, match=r"y must hold one label per point: 3 labels for distances of shape \(6, 6\)"):
+        GESL().fit(X, [0, 1, 0])
+    with pytest.raises(ValueError, match=r"y contains NaN \(entry 5\)"):
+        GESL().fit(X, [0.0, 1.0, 0.0, 1.0, 0.0, float("nan")])
+    with pytest.raises(ValueError, match="y must be one-dimensional"):
+        GESL().fit(X, np.zeros((6, 1)))

@@ -41,7 +41,7 @@ from scipy import sparse
 
 from ..costs import MatrixCost, UnitCost
 from ..labels import alphabet_of, labels_of
-from ..learning.estimator import Estimator
+from ..learning.estimator import Estimator, encode_class_labels
 from ..ops import PairBatch, pairwise_distances
 
 __all__ = ["solve_gesl_qp", "gesl_objective", "gesl_dual_bound", "select_pairs",
@@ -168,7 +168,9 @@ def select_pairs(D0, y, n_neighbors: int):
     its other members.
     """
     D0 = np.asarray(D0, dtype=np.float64)
-    y = np.asarray(y)
+    _, y = encode_class_labels(y)  # (class indices: ValueError for NaN labels or a 2-D y)
+    if D0.ndim != 2 or D0.shape != (len(y), len(y)):
+        raise ValueError(f"y must hold one label per point: {len(y)} labels for distances of shape {D0.shape}")
     K = int(n_neighbors)
     if K < 1:
         raise ValueError(f"n_neighbors must be >= 1, got {n_neighbors}")
