@@ -247,8 +247,9 @@ class PairBatch:
             cost_or_costs: a cost module or a padded float32/float64 cost tensor
                 ``(B, >= M+1, >= N+1)`` on any device.
             mode: ``"exact"`` (gradient P(C)) or ``"pseudo"`` (``sum(P0 * C)`` with
-                P0 at ``reference``: a cost module, a padded tensor or a P0 tensor
-                from :meth:`coopt`; default the current costs, detached) or ``"soft"``
+                P0 at ``reference``: a cost module or padded reference costs, default the
+                current costs, detached; a P0 already computed goes to
+                :meth:`pseudo_distances`, as a tensor here is read as costs) or ``"soft"``
                 (:func:`soft_edit_distance` at ``temperature``; gradient the expected
                 alignment).
 
