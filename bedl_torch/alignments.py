@@ -25,8 +25,7 @@ from typing import Hashable, List, Optional, Sequence, Tuple
 
 import torch
 
-from .ops import PairBatch, check_rel_tol
-from .ops import pair_costs
+from .ops import PairBatch, check_rel_tol, pair_costs
 from .validation import check_cost_tensor
 
 Mapping = List[Tuple[Optional[int], Optional[int]]]
@@ -254,11 +253,12 @@ def edit_script(x, y, costs: torch.Tensor, mapping: Optional[Mapping] = None, *,
     """The operations of a mapping (default :func:`optimal_mapping`) with their costs:
     ``("replace", i, j, cost)``, ``("delete", i, cost)``, ``("insert", j, cost)``, in the
     mapping's order."""
-    C = _checked_costs(x, y, costs).to(torch.float64)
+    costs = _checked_costs(x, y, costs)  # (a cost module's pair costs computed once)
     if mapping is None:
         mapping = optimal_mapping(x, y, costs, rel_tol=rel_tol)
     else:
         mapping = check_mapping(mapping, x, y)
+    C = costs.to(torch.float64)
     m, n = len(x), len(y)
     script = []
     for i, j in mapping:

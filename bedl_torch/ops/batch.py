@@ -461,19 +461,18 @@ class SymbolEditDistanceFn(torch.autograd.Function):
     def backward(ctx, grad_d, grad_p):
         saved = ctx.saved_tensors
         batch, view = ctx.batch, ctx.view
-        if torch.is_grad_enabled() and grad_d.requires_grad:
-            # a second derivative is wanted (create_graph) through weights that depend on the
-            # parameters: the gradient as a differentiable function of them
-            p = saved[0] if ctx.want_coopt else batch.run_symbols(view, True, ctx.rel_tol)[1]
-            return _label_pair_sums(p, grad_d, batch, view, ctx.table_shape), None, None, None, None
-        if not ctx.want_coopt:
+        # create_graph through weights that depend on the parameters: the scatter of P keeps them
+        # in the graph (P is piecewise constant in the costs: that is the whole second derivative)
+        second_order = torch.is_grad_enabled() and grad_d.requires_grad
+        if not ctx.want_coopt and not second_order:
             nonzero = int(torch.count_nonzero(grad_d))
             dense_backward[view.cost] = nonzero >= limits.LISTS_MIN_NONZERO * grad_d.numel()
-        if ctx.from_sums:
+        if ctx.want_coopt or second_order:
+            p = saved[0].cpu() if ctx.want_coopt else batch.run_symbols(view, True, ctx.rel_tol)[1]
+            grad = _scatter_coopt(p, grad_d, batch, view, ctx.table_shape)
+        elif ctx.from_sums:
             weights = grad_d.detach().to("cpu", ctx.table_dtype).reshape(-1)
             grad = _ext.weighted_pair_sums_cpu(*saved, weights, *ctx.table_shape)
-        elif ctx.want_coopt:
-            grad = _scatter_coopt(saved[0].cpu(), grad_d, batch, view, ctx.table_shape)
         elif saved[0].device.type != "cpu" and _ext.runs_on_device(batch.symbol_operator, saved[0].device):
             grad = coopt_grad(batch, view, saved[0], grad_d, ctx.rel_tol)
         else:
@@ -483,25 +482,13 @@ class SymbolEditDistanceFn(torch.autograd.Function):
         return grad.to(grad_d.device), None, None, None, None
 
 
-def _label_pair_sums(p, grad_d, batch, view, shape):
-    """``sum_k grad_d[k] * P_k`` by label pair, a table of ``shape`` on ``grad_d``'s device,
-    differentiable in ``grad_d``: P is piecewise constant in the costs, so the second
-    derivative of a distance is this map of the weights alone (Gauss-Newton terms included)."""
-    p = p.to(grad_d.device, grad_d.dtype)
-    x_idx = view.padded_labels(batch.x_table, batch.pair_x, p.shape[1]).to(p.device)
-    y_idx = view.padded_labels(batch.y_table, batch.pair_y, p.shape[2]).to(p.device)
-    flat = (x_idx[:, :, None] * shape[1] + y_idx[:, None, :]).reshape(-1)
-    weighted = (grad_d.reshape(-1, 1, 1) * p).reshape(-1)
-    return torch.zeros(shape[0] * shape[1], dtype=p.dtype, device=p.device).index_add(0, flat, weighted).view(*shape)
-
-
 def _scatter_coopt(p, grad_d, batch, view, shape):
     """sum_k grad_d[k] * P_k scattered into a table of ``shape`` (rows, cols) by the pairs'
-    labels, on P's device."""
+    labels, on P's device; differentiable in ``grad_d`` where a graph is recorded."""
     x_idx = view.padded_labels(batch.x_table, batch.pair_x, p.shape[1])
     y_idx = view.padded_labels(batch.y_table, batch.pair_y, p.shape[2])
     grad = torch.zeros(shape[0] * shape[1], dtype=p.dtype, device=p.device)
-    return add_by_label_pairs(grad, p, x_idx, y_idx, grad_d.detach().reshape(-1), shape[1]).view(*shape)
+    return add_by_label_pairs(grad, p, x_idx, y_idx, grad_d.reshape(-1), shape[1]).view(*shape)
 
 
 def coopt_grad(batch: PairBatch, view: SymbolView, table: torch.Tensor, grad_d: torch.Tensor,
