@@ -800,6 +800,26 @@ def test_simd_lanes_equal_scalar_kernel(symbols, simd_lanes):
                 assert torch.equal(scalar, lanes)
 
 
+def test_simd_lanes_equal_scalar_kernel_on_large_trees(simd_lanes):
+    """Distances of trees of 120-300 nodes, near the size where pairs leave the lanes for the
+    scalar kernel (lanes_fit), inside one call: the same bits as the scalar kernel, under unit
+    costs and a random table."""
+    ext = simd_lanes
+    rng = np.random.default_rng(1207)
+    alphabet = [f"s{k}" for k in range(6)]
+    X = [lib(random_tree(int(s), alphabet, rng)) for s in rng.integers(120, 301, 7)]
+    X.append(lib(comb_tree(140, [alphabet[int(k)] for k in rng.integers(0, 6, 140)], leaf_first=False)))
+    U = len(alphabet) + 1
+    table = _TableCost(alphabet, torch.as_tensor(rng.random((U, U)), dtype=torch.float64))
+    for cost in (None, table):
+        with torch.no_grad():
+            ext.set_simd_enabled(False)
+            scalar = bedl_torch.pairwise_distances(X, cost=cost)
+            ext.set_simd_enabled(True)
+            lanes = bedl_torch.pairwise_distances(X, cost=cost)
+        assert torch.equal(scalar, lanes)
+
+
 def _scalar_and_lanes_agree(ext, fn):
     """fn() (a tuple of tensors) on the scalar kernels and on the AVX2 lanes: the same bits."""
     ext.set_simd_enabled(False)

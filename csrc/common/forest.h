@@ -122,10 +122,11 @@ BEDL_HD W leaf_tdm_weight(const W& below, const W& rep) {
 // below[v] for every node of a tree: v's subtree but its root (nodes l(v) ..
 // v - 1) inserted or deleted, accumulated from the path's leaf up exactly as
 // a forest table's first row or column does (`step(acc, v)` adds node v).
-// keyroots: count of them, ascending; leftmost: 1-based postorder.
-template <class V, class Step>
+// keyroots: count of them, ascending; leftmost: 1-based postorder; below: a
+// pointer or anything indexed like one.
+template <class V, class Step, class Out>
 BEDL_HD void accumulate_below(const int64_t* keyroots, int64_t count, const int64_t* leftmost, V start,
-                              const Step& step, V* below) {
+                              const Step& step, Out below) {
   for (int64_t k = 0; k < count; ++k) {
     const int64_t leaf = leftmost[keyroots[k]];
     V acc = start;

@@ -1,5 +1,6 @@
 #include "index.h"
 
+#include "../../common/forest_wide.h"
 #include "../inputs.h"
 
 namespace bedl {
@@ -16,9 +17,9 @@ void finish_index(TreeIndex& t) {
     if (top_of_path[t.leftmost[i]] == i) {
       t.keyroots.push_back(i);
       t.work += static_cast<double>(i - t.leftmost[i] + 1);
-      if (t.leftmost[i] != i) t.wide_width += i - t.leftmost[i] + 2;
     }
   }
+  t.wide_width = wide_width(t.keyroots.data(), static_cast<int64_t>(t.keyroots.size()), t.leftmost.data());
   std::vector<int64_t> index_of(n + 1, 0);
   for (size_t k = 0; k < t.keyroots.size(); ++k) index_of[t.keyroots[k]] = static_cast<int64_t>(k);
   t.path_index.assign(n + 1, 0);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "lanes.h"
+#include "../../common/forest_wide.h"
 
 #include <algorithm>
 #include <cmath>
@@ -69,34 +70,31 @@ void build_wide(const TreeIndex& y, const int64_t* labels, const scalar_t* table
   for (auto* v : {&out.ins, &out.first_row, &out.below_ins}) v->reserve(y.wide_width);
   for (auto* v : {&out.jump_at, &out.def_at, &out.symbol}) v->reserve(y.wide_width);
   std::vector<int64_t> def_of(y.n + 1, -1);  // node -> def_at / kLanes, filled in keyroot order
-  auto column = [&](double ins, double first, double below_ins, int64_t jump, int64_t node, bool path) {
-    if (path) def_of[node] = static_cast<int64_t>(out.ins.size());
-    out.ins.push_back(ins);
-    out.first_row.push_back(first);
-    out.below_ins.push_back(below_ins);
-    out.jump_at.push_back(jump * kLanes);
-    out.def_at.push_back(node == 0 ? -kLanes : def_of[node] * kLanes);
-    out.symbol.push_back(symbol[node]);
-  };
   out.table_col.reserve(y.keyroots.size());
-  for (int64_t h : y.keyroots) {
-    const int64_t c0 = y.leftmost[h] - 1;
-    if (c0 + 1 == h) {  // leaf keyroots: closed form
-      def_of[h] = -2 - static_cast<int64_t>(out.leaf_symbol.size());
-      out.leaf_symbol.push_back(symbol[h]);
-      out.table_col.push_back(-1);
-      continue;
-    }
-    const int64_t base = static_cast<int64_t>(out.ins.size());
-    out.table_col.push_back(base);
-    column(inf, 0.0, inf, base, 0, false);  // the first column: deletions only
-    double sum = 0.0;
-    for (int64_t j = c0 + 1; j <= h; ++j) {
-      const double ins = static_cast<double>(gap_row[symbol[j]]);
-      sum = sum + ins;
-      column(ins, sum, below[j], base + y.leftmost[j] - 1 - c0, j, y.leftmost[j] == c0 + 1);
-    }
-  }
+  double sum = 0.0;  // the table's first row so far
+  wide_columns(
+      y.keyroots.data(), static_cast<int64_t>(y.keyroots.size()), y.leftmost.data(), def_of.data(),
+      [&](int64_t h, int64_t) {  // leaf keyroots: closed form
+        out.leaf_symbol.push_back(symbol[h]);
+        out.table_col.push_back(-1);
+      },
+      [&](int64_t c, int64_t node, int64_t jump, int64_t def) {
+        double ins = inf, below_ins = inf;
+        if (node == 0) {  // the first column: deletions only
+          out.table_col.push_back(c);
+          sum = 0.0;
+        } else {
+          ins = static_cast<double>(gap_row[symbol[node]]);
+          sum = sum + ins;
+          below_ins = below[node];
+        }
+        out.ins.push_back(ins);
+        out.first_row.push_back(sum);
+        out.below_ins.push_back(below_ins);
+        out.jump_at.push_back(jump * kLanes);
+        out.def_at.push_back(def * kLanes);
+        out.symbol.push_back(symbol[node]);
+      });
   out.width = static_cast<int64_t>(out.ins.size());
   out.final_col = out.width - 1;
   out.def_of_node = std::move(def_of);
