@@ -147,10 +147,14 @@ def goals(rng, S):
         t_cpu, (d_cpu, p_cpu) = timed_once(lambda: _ext.ted_symbols_cpu(table, *args), "cpu")
         args_gpu = tuple(a.cuda() if isinstance(a, torch.Tensor) else a for a in args)
         table_gpu = table.cuda()
-        t_gpu, (d_gpu, p_gpu) = timed_once(lambda: _ext.ted_symbols_cpu(table_gpu, *args_gpu), "cuda")
-        same = torch.equal(d_gpu.cpu(), d_cpu) and torch.equal(p_gpu.cpu(), p_cpu)
-        print(f"| trees {count} x {count} of {nodes} nodes, {'distance + P' if coopt else 'distance'} | {t_cpu:.4g} | "
-              f"{t_gpu:.4g} | {t_cpu / t_gpu:.3g} | - | {same} |", flush=True)
+        # distances: the lane groups' kernel, then the per-pair kernel alone in the same run
+        for kernel in ("",) if coopt else (", lane groups", ", per-pair kernel"):
+            os.environ["BEDL_TORCH_CUDA_TREE_LANES"] = "0" if kernel == ", per-pair kernel" else "1"
+            t_gpu, (d_gpu, p_gpu) = timed_once(lambda: _ext.ted_symbols_cpu(table_gpu, *args_gpu), "cuda")
+            same = torch.equal(d_gpu.cpu(), d_cpu) and torch.equal(p_gpu.cpu(), p_cpu)
+            print(f"| trees {count} x {count} of {nodes} nodes, {'distance + P' if coopt else 'distance'}{kernel} | "
+                  f"{t_cpu:.4g} | {t_gpu:.4g} | {t_cpu / t_gpu:.3g} | - | {same} |", flush=True)
+        os.environ.pop("BEDL_TORCH_CUDA_TREE_LANES")
     t_cpu, t_gpu, diff = training_step(list(training_trees(rng, 2000, 30)), S,
                                        lambda step, device: timed_once(step, device, repeat=1))
     print(f"| training step, 2000 trees of 30 nodes (forward and backward; gradient max rel. diff {diff:.1e}) | "

@@ -134,6 +134,36 @@ def test_tree_kernels_on_cuda_match_cpu_bit_for_bit(need_coopt):
 
 
 @needs_kernels
+def test_tree_lane_groups_on_cuda_match_cpu_and_the_per_pair_kernel(monkeypatch):
+    """Distances with a symbol table run in lane groups (up to 32 pairs that share x on a
+    warp's lanes); pairs with a one-node tree and pairs too wide for a lane run on the per-pair
+    kernel in the same call. Both kernels give the CPU's bits, here on a GPU, with full and
+    partial groups of several launches (array sizes)."""
+    from oracles import comb_tree
+
+    rng = np.random.default_rng(23)
+    xl, xs, xp = _label_trees(rng, 6, 40, 5)
+    yl, ys, yp = _label_trees(rng, 70, 40, 3)
+    comb_labels, comb_children = comb_tree(240, [int(k) for k in rng.integers(0, 3, 240)])  # too wide for a lane
+    size = [1] * 240
+    for k in reversed(range(240)):
+        size[k] += sum(size[c] for c in comb_children[k])
+    yl = torch.cat([yl, torch.tensor(comb_labels)])
+    ys = torch.cat([ys, torch.tensor(size)])
+    yp = torch.cat([yp, yp[-1:] + 240])
+    px = torch.arange(6).repeat_interleave(71)
+    py = torch.arange(71).repeat(6)
+    for table in _symbol_tables(rng, 6, 4):
+        args = (xl, xs, xp, yl, ys, yp, px, py, False, 1e-9)
+        d_cpu, _ = _ext.ted_symbols_cpu(table, *args)
+        d, _ = _ext.ted_symbols_cpu(table.cuda(), *args)
+        monkeypatch.setenv("BEDL_TORCH_CUDA_TREE_LANES", "0")
+        d_pairs, _ = _ext.ted_symbols_cpu(table.cuda(), *args)
+        monkeypatch.delenv("BEDL_TORCH_CUDA_TREE_LANES")
+        assert torch.equal(d.cpu(), d_cpu) and torch.equal(d_pairs.cpu(), d_cpu)
+
+
+@needs_kernels
 def test_cuda_tree_counts_beyond_doubles_match_cpu():
     """Zero costs tie every mapping of two 700-node paths: the counts pass 2^1024 and the
     kernel with exponents solves that pair again, as on the CPU."""

@@ -23,7 +23,8 @@ def host_jobs(tmp_path_factory):
     if cxx is None:
         pytest.skip("no C++ compiler")
     exe = tmp_path_factory.mktemp("host_jobs") / "host_jobs"
-    proc = subprocess.run([cxx, "-std=c++20", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{REPO}/csrc",
+    proc = subprocess.run([cxx, "-std=c++20", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread",
+                           "-DBEDL_LANE_BOUNDS", f"-I{REPO}/csrc",
                            os.path.join(REPO, "tests", "cuda", "host_jobs.cpp"), "-o", str(exe)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -254,6 +255,57 @@ def test_symbol_trees_match_cpu_bit_for_bit(host_jobs, tmp_path, need_coopt, thr
         if need_coopt:
             assert p_cpu.shape == (len(px), rows, cols)
             assert torch.equal(p, p_cpu)
+
+
+def _with_trees(tensors, trees):
+    """(labels, sizes, ptr) of _trees with more (labels, children) trees appended."""
+    labels, sizes, ptr = (t.tolist() for t in tensors)
+    for lab, children in trees:
+        size = [1] * len(lab)
+        for k in reversed(range(len(lab))):
+            size[k] += sum(size[c] for c in children[k])
+        labels += list(lab)
+        sizes += size
+        ptr.append(len(sizes))
+    return tuple(torch.tensor(v, dtype=torch.int64) for v in (labels, sizes, ptr))
+
+
+@pytest.mark.parametrize("y_symbols", [5, 2])
+def test_tree_lane_groups_match_cpu_bit_for_bit(host_jobs, tmp_path, y_symbols):
+    """The lane groups' kernel (up to 32 pairs that share x, each lane on y's wide layout,
+    arrays interleaved by lane) and the per-pair kernel for the pairs it leaves out (one-node
+    trees, rows of more than 2^15 cells) give the CPU's bits: full groups and partial ones,
+    lanes of different widths, both orientations, paths, stars and combs, tables with ties,
+    signed costs and float32."""
+    from oracles import comb_tree, path_tree, star_tree
+
+    rng = np.random.default_rng(12)
+    def shaped(count, symbols):
+        def labels(n):
+            return list(rng.integers(0, symbols, n))
+        return [path_tree(9, labels(9)), star_tree(10, labels(10)), comb_tree(count, labels(count)),
+                comb_tree(11, labels(11), leaf_first=False), ([0], [[]])]
+    xl, xs, xp = _with_trees(_trees(rng, 5, (1, 30), 5), shaped(13, 5))
+    yl, ys, yp = _with_trees(_trees(rng, 40, (1, 30), y_symbols), shaped(260, y_symbols))  # the comb: W ~ 260^2 / 2
+    x_count, y_count = len(xp) - 1, len(yp) - 1
+    px = torch.as_tensor(np.repeat(np.arange(x_count), y_count))  # 45 y's a x: a group of 32, one of 13
+    py = torch.as_tensor(np.tile(np.arange(y_count), x_count))
+    flat = _flat_trees(xs, xp, ys, yp, px, py)
+    m = (xp[1:] - xp[:-1])[px]
+    n = (yp[1:] - yp[:-1])[py]
+    rows, cols = int(m.max()) + 1, int(n.max()) + 1
+    for table in _tables(rng, y_symbols):
+        d_cpu, _ = _ext.ted_symbols_cpu(table, xl, xs, xp, yl, ys, yp, px, py, False, 1e-9)
+        arrays = dict(flat, table=table.numpy(), x_labels=xl.numpy(), x_ptr=xp.numpy(), y_labels=yl.numpy(),
+                      y_ptr=yp.numpy())
+        d, _, status = _run(host_jobs, tmp_path, "tree_lanes", table.dtype, False, 1e-9, 7, arrays, len(px), rows,
+                            cols, rows - 1, cols - 1, table_shape=table.shape)
+        groups, in_groups, left_out = np.fromfile(tmp_path / "plan", dtype=np.int64)
+        # left out: pairs with a one-node tree, and the 260-node comb against the larger x's
+        assert 0 < left_out < len(px) // 4 and in_groups + left_out == len(px)
+        assert groups >= 2 * x_count - 2  # most x's: a full group and a partial one
+        assert (status == OK).all()
+        assert torch.equal(d, d_cpu)
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])

@@ -41,7 +41,7 @@ if [ "${GOALS_TIMEOUT:-0}" != 0 ]; then  # GOALS_TIMEOUT=S: the goal-sized table
   echo "goals: $(( $(date +%s) - start )) s"
 fi
 if [ "${NCU:-0}" = 1 ]; then  # NCU=1: Nsight Compute on one launch of each goal-sized kernel
-  declare -A kernel_of=([sequences]=short_distances [trees]=tree_distances [trees_p]=tree_coopt)
+  declare -A kernel_of=([sequences]=short_distances [trees]=tree_lanes [trees_p]=tree_coopt)
   for case in ${NCU_CASES:-sequences trees}; do
     spec="$case:${kernel_of[$case]}"
     timeout "${NCU_TIMEOUT:-60}" ncu --launch-count 1 --kernel-name "regex:${spec#*:}" --section SpeedOfLight \

@@ -56,6 +56,15 @@ inline int64_t launch_threads(int64_t pairs, int64_t bytes_per_thread) {
   return std::max<int64_t>(1, threads);
 }
 
+// How many warps a launch of `groups` warp-wide jobs runs: at most as many as
+// the GPU holds at once, within the same workspace budget as launch_threads
+// at `bytes_per_warp`, at least one.
+inline int64_t launch_warps(int64_t groups, int64_t bytes_per_warp) {
+  const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
+  return std::min(groups, launch_threads(prop->multiProcessorCount * int64_t{prop->maxThreadsPerMultiProcessor} / 32,
+                                         bytes_per_warp));
+}
+
 // A symbol cost table on the GPU: float32/float64, (x symbols + gap, y symbols + gap).
 inline void check_cuda_symbol_table(const at::Tensor& table) {
   check_cuda_costs(table, "symbol_costs", 2, "(x symbols + gap, y symbols + gap)");

@@ -5,7 +5,9 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include <cstdlib>
 #include <memory>
+#include <string>
 #include <tuple>
 
 #include "../cpu/inputs.h"
@@ -16,6 +18,7 @@
 #include "edit_distance_cuda.h"
 #include "launch.h"
 #include "tree/kernels.h"
+#include "tree/lanes_plan.h"
 
 namespace bedl {
 namespace {
@@ -36,6 +39,12 @@ struct DeviceTrees {
   gpu::TreePairs pairs() const {
     return {view(x), view(y), x_entry.data_ptr<int64_t>(), y_entry.data_ptr<int64_t>()};
   }
+  // The same trees on the host (the lane groups' plan reads them there).
+  gpu::TreePairs host_pairs() const {
+    return {view(host.x), view(host.y), host.x_entry.data_ptr<int64_t>(), host.y_entry.data_ptr<int64_t>()};
+  }
+  int64_t x_entries() const { return host.x.key_ptr.size(0) - 1; }
+  int64_t y_entries() const { return host.y.key_ptr.size(0) - 1; }
 
  private:
   static ted::FlatSide to(const ted::FlatSide& s, const at::Device& device) {
@@ -74,6 +83,66 @@ gpu::Extents tree_extents(const ted::IndexedTrees& trees, const at::Tensor& px, 
   return ext;
 }
 
+// The per-pair kernel's distances of order[0 .. count) (nullptr: every pair).
+template <typename scalar_t, class Pairs>
+void run_tree_distances(const Pairs& pairs, const int64_t* order, int64_t count, const gpu::Extents& ext,
+                        at::Tensor& d, at::Tensor& status) {
+  const int64_t per = gpu::tree_distance_workspace(ext.max_m, ext.max_n);
+  const int64_t threads = gpu::launch_threads(count, per * 8);
+  const at::Tensor ws = at::empty({threads * per}, d.options().dtype(at::kDouble));
+  C10_CUDA_CHECK(gpu::launch_tree_distances(pairs, order, count, threads, ws.data_ptr<double>(), ext.max_m,
+                                            ext.max_n, d.data_ptr<scalar_t>(), status.data_ptr<int32_t>(),
+                                            at::cuda::getCurrentCUDAStream()));
+}
+
+// Whether symbol-table distances run in lane groups: unless
+// BEDL_TORCH_CUDA_TREE_LANES=0 (every pair on the per-pair kernel, to compare them).
+bool tree_lanes_on() {
+  const char* v = std::getenv("BEDL_TORCH_CUDA_TREE_LANES");
+  return v == nullptr || std::string(v) != "0";
+}
+
+// A host vector of int64 on `device`.
+at::Tensor to_device(const std::vector<int64_t>& v, const at::Device& device) {
+  at::Tensor host = at::empty({static_cast<int64_t>(v.size())}, at::kLong);
+  std::copy(v.begin(), v.end(), host.data_ptr<int64_t>());
+  return host.to(device);
+}
+
+// Symbol-table distances: the pairs that fit in lane groups there
+// (cuda/tree/lanes_plan.h, one launch per size of the groups' arrays), the
+// others on the per-pair kernel.
+template <typename scalar_t>
+void run_symbol_tree_distances(const gpu::SymbolTreePairs<scalar_t>& pairs, const DeviceTrees& flat,
+                               const gpu::Extents& ext, at::Tensor& d, at::Tensor& status) {
+  const int64_t batch = d.size(0);
+  if (!tree_lanes_on()) return run_tree_distances<scalar_t>(pairs, nullptr, batch, ext, d, status);
+  const gpu::TreePairs host = flat.host_pairs();
+  const gpu::TreeLanePlan plan = gpu::plan_tree_lanes(host.xs, host.ys, flat.x_entries(), flat.y_entries(),
+                                                      host.x_entry, host.y_entry, batch);
+  const at::Device device = d.device();
+  const at::Tensor begin = to_device(plan.group_begin, device), members = to_device(plan.group_pairs, device),
+                   width = to_device(plan.group_width, device), leaves = to_device(plan.group_leaves, device);
+  const at::Tensor wide_ptr = to_device(plan.wide_ptr, device), col_node = to_device(plan.col_node, device),
+                   col_jump = to_device(plan.col_jump, device), col_def = to_device(plan.col_def, device),
+                   leaf_ptr = to_device(plan.leaf_ptr, device), leaf_node = to_device(plan.leaf_node, device);
+  const gpu::WideTrees wide{wide_ptr.data_ptr<int64_t>(), col_node.data_ptr<int64_t>(), col_jump.data_ptr<int64_t>(),
+                            col_def.data_ptr<int64_t>(),  leaf_ptr.data_ptr<int64_t>(), leaf_node.data_ptr<int64_t>()};
+  const gpu::LaneGroups groups{begin.data_ptr<int64_t>(), members.data_ptr<int64_t>(), width.data_ptr<int64_t>(),
+                               leaves.data_ptr<int64_t>()};
+  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  for (size_t t = 0; t + 1 < plan.tier_begin.size(); ++t) {
+    const int64_t first = plan.tier_begin[t], count = plan.tier_begin[t + 1] - first, bytes = plan.tier_bytes[t];
+    const int64_t warps = gpu::launch_warps(count, bytes);
+    const at::Tensor ws = at::empty({warps * bytes}, d.options().dtype(at::kByte));
+    C10_CUDA_CHECK(gpu::launch_tree_lanes(pairs, wide, groups, first, count, warps, static_cast<char*>(ws.data_ptr()),
+                                          bytes, d.data_ptr<scalar_t>(), status.data_ptr<int32_t>(), stream));
+  }
+  if (plan.singles.empty()) return;
+  const at::Tensor singles = to_device(plan.singles, device);
+  run_tree_distances<scalar_t>(pairs, singles.data_ptr<int64_t>(), singles.size(0), ext, d, status);
+}
+
 // The distances (and with need_coopt P into p, zero on entry) of `pairs`;
 // a status per pair into status. Counts as doubles first; pairs whose counts
 // overflow them again with exponents.
@@ -83,11 +152,7 @@ void run_trees(const Pairs& pairs, const gpu::Extents& ext, bool need_coopt, dou
   const int64_t batch = d.size(0);
   cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   if (!need_coopt) {
-    const int64_t per = gpu::tree_distance_workspace(ext.max_m, ext.max_n);
-    const int64_t threads = gpu::launch_threads(batch, per * 8);
-    const at::Tensor ws = at::empty({threads * per}, d.options().dtype(at::kDouble));
-    C10_CUDA_CHECK(gpu::launch_tree_distances(pairs, batch, threads, ws.data_ptr<double>(), ext.max_m, ext.max_n,
-                                              d.data_ptr<scalar_t>(), status.data_ptr<int32_t>(), stream));
+    run_tree_distances<scalar_t>(pairs, nullptr, batch, ext, d, status);
     return;
   }
   const at::TensorOptions bytes = d.options().dtype(at::kByte);
@@ -215,7 +280,11 @@ std::tuple<at::Tensor, at::Tensor> ted_symbols_cuda(const at::Tensor& table_in, 
     pairs.x_ptr = xp_d.data_ptr<int64_t>();
     pairs.y_labels = yl_d.data_ptr<int64_t>();
     pairs.y_ptr = yp_d.data_ptr<int64_t>();
-    run_trees<scalar_t>(pairs, ext, need_coopt, rel_tol, d, p, status);
+    if (need_coopt) {
+      run_trees<scalar_t>(pairs, ext, true, rel_tol, d, p, status);
+    } else {
+      run_symbol_tree_distances<scalar_t>(pairs, flat, ext, d, status);
+    }
     // (The table passed the checks above; with P a pair can end without a co-optimal mapping.)
     if (need_coopt) gpu::raise_statuses<scalar_t>(status, ext, "trees", rel_tol, [&](int64_t) { return max_abs; });
   });

@@ -7,7 +7,9 @@
 //   host_jobs DIR
 //
 // DIR/args.txt: kind (padded | symbols | symbols_short | symbols_warp |
-// tree_padded | tree_symbols | seq_soft | tree_soft; symbols_short: the
+// tree_padded | tree_symbols | tree_lanes | seq_soft | tree_soft; tree_lanes:
+// the lane groups' distance kernel, the pairs left out on the per-pair one, and
+// the plan's counts in `plan` (groups, pairs in groups, pairs left out); symbols_short: the
 // register-row distance kernel of the width that holds max_n; symbols_warp:
 // the warp-per-pair distance kernel, `threads` warps), dtype (f32 | f64), need_coopt (0 | 1; soft: need_grad),
 // rel_tol (soft: the temperature), threads, batch, rows,
@@ -22,11 +24,13 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
 #include "cuda/seq/jobs.h"
 #include "cuda/tree/jobs.h"
+#include "cuda/tree/lanes_plan.h"
 
 namespace {
 
@@ -178,8 +182,8 @@ void run_trees(const Args& a, const Pairs& pairs) {
     const int64_t per = gpu::tree_distance_workspace(a.max_m, a.max_n);
     std::vector<double> ws(a.threads * per);
     for (int64_t t = 0; t < a.threads; ++t) {
-      gpu::tree_distances_thread(pairs, a.batch, t, a.threads, ws.data() + t * per, a.max_m, a.max_n, d.data(),
-                                 status.data());
+      gpu::tree_distances_thread(pairs, nullptr, a.batch, t, a.threads, ws.data() + t * per, a.max_m, a.max_n,
+                                 d.data(), status.data());
     }
   } else {
     p.assign(a.batch * a.rows * a.cols, scalar_t(0));
@@ -192,6 +196,48 @@ void run_trees(const Args& a, const Pairs& pairs) {
   }
   save("d", d);
   save("status", status);
+}
+
+// The lane groups' launches as the CUDA glue runs them (one group's arrays at a
+// time), then the pairs left out on the per-pair kernel's threads.
+template <typename scalar_t>
+void run_tree_lanes(const Args& a, const bedl::gpu::SymbolTreePairs<scalar_t>& pairs, int64_t x_entries,
+                    int64_t y_entries) {
+  using namespace bedl;
+  const gpu::TreeLanePlan plan =
+      gpu::plan_tree_lanes(pairs.xs, pairs.ys, x_entries, y_entries, pairs.x_entry, pairs.y_entry, a.batch);
+  const gpu::WideTrees wide{plan.wide_ptr.data(), plan.col_node.data(), plan.col_jump.data(),
+                            plan.col_def.data(),  plan.leaf_ptr.data(), plan.leaf_node.data()};
+  const gpu::LaneGroups groups{plan.group_begin.data(), plan.group_pairs.data(), plan.group_width.data(),
+                               plan.group_leaves.data()};
+  std::vector<scalar_t> d(a.batch);
+  std::vector<int32_t> status(a.batch, -1);
+  for (size_t t = 0; t + 1 < plan.tier_begin.size(); ++t) {
+    std::vector<char> ws(plan.tier_bytes[t] + 16);
+    char* base = ws.data() + (16 - reinterpret_cast<uintptr_t>(ws.data()) % 16) % 16;
+    for (int64_t g = plan.tier_begin[t]; g < plan.tier_begin[t + 1]; ++g) {
+      // The lanes at once on one host thread each, as a warp runs them: lanes
+      // that touched each other's arrays would race.
+      std::vector<std::thread> lanes;
+      for (int64_t lane = 0; lane < ted::kLaneStride; ++lane) {
+        lanes.emplace_back([&, lane] {
+          gpu::tree_lane_job(pairs, wide, groups, g, lane, base, d.data(), status.data());
+        });
+      }
+      for (std::thread& lane : lanes) lane.join();
+    }
+  }
+  const int64_t per = gpu::tree_distance_workspace(a.max_m, a.max_n);
+  std::vector<double> ws(a.threads * per);
+  for (int64_t t = 0; t < a.threads; ++t) {
+    gpu::tree_distances_thread(pairs, plan.singles.data(), static_cast<int64_t>(plan.singles.size()), t, a.threads,
+                               ws.data() + t * per, a.max_m, a.max_n, d.data(), status.data());
+  }
+  save("d", d);
+  save("status", status);
+  save("plan", std::vector<int64_t>{static_cast<int64_t>(plan.group_width.size()),
+                                    static_cast<int64_t>(plan.group_pairs.size()),
+                                    static_cast<int64_t>(plan.singles.size())});
 }
 
 // Every thread of a soft launch (padded costs; rel_tol is the temperature,
@@ -232,7 +278,7 @@ void run_kind(const Args& a) {
     run_soft<scalar_t>(a, pairs, bedl::gpu::tree_soft_thread<scalar_t>, bedl::gpu::tree_soft_workspace_bytes);
     return;
   }
-  if (a.kind == "tree_padded" || a.kind == "tree_symbols") {
+  if (a.kind == "tree_padded" || a.kind == "tree_symbols" || a.kind == "tree_lanes") {
     std::vector<std::vector<int64_t>> keep;
     const bedl::gpu::TreePairs trees = load_trees(keep);
     if (a.kind == "tree_padded") {
@@ -256,7 +302,12 @@ void run_kind(const Args& a) {
       pairs.x_ptr = xp.data();
       pairs.y_labels = yl.data();
       pairs.y_ptr = yp.data();
-      run_trees<scalar_t>(a, pairs);
+      if (a.kind == "tree_lanes") {
+        run_tree_lanes<scalar_t>(a, pairs, static_cast<int64_t>(keep[2].size()) - 1,
+                                 static_cast<int64_t>(keep[10].size()) - 1);
+      } else {
+        run_trees<scalar_t>(a, pairs);
+      }
     }
   } else if (a.kind == "padded") {
     const std::vector<scalar_t> costs = load<scalar_t>("costs");

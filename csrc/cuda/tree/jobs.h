@@ -8,6 +8,9 @@
 
 #include "../../common/forest_coopt.h"
 #include "../../common/forest_soft.h"
+#include "../../common/forest_wide.h"
+
+#include <type_traits>
 #include "../seq/jobs.h"
 
 namespace bedl {
@@ -71,12 +74,15 @@ struct SymbolTreePairs : TreePairs {
 // The doubles one thread needs for pairs up to (max_m, max_n): fd and tdm.
 BEDL_HD int64_t tree_distance_workspace(int64_t max_m, int64_t max_n) { return 2 * (max_m + 1) * (max_n + 1); }
 
-// Thread `thread` of `threads`: the distances of its pairs into d, a status
-// per pair into status. ws: tree_distance_workspace(max_m, max_n) doubles.
+// Thread `thread` of `threads`: the distances of its pairs among order[0 ..
+// count) (nullptr: 0 .. count) into d, a status per pair into status. ws:
+// tree_distance_workspace(max_m, max_n) doubles.
 template <typename scalar_t, class Pairs>
-BEDL_HD void tree_distances_thread(const Pairs& pairs, int64_t batch, int64_t thread, int64_t threads, double* ws,
-                                   int64_t max_m, int64_t max_n, scalar_t* d, int32_t* status) {
-  for (int64_t b = thread; b < batch; b += threads) {
+BEDL_HD void tree_distances_thread(const Pairs& pairs, const int64_t* order, int64_t count, int64_t thread,
+                                   int64_t threads, double* ws, int64_t max_m, int64_t max_n, scalar_t* d,
+                                   int32_t* status) {
+  for (int64_t k = thread; k < count; k += threads) {
+    const int64_t b = order == nullptr ? k : order[k];
     const ted::FlatTree x = pairs.xs.tree(pairs.x_entry[b]);
     const ted::FlatTree y = pairs.ys.tree(pairs.y_entry[b]);
     const int32_t s = pairs.status(b, x, y);
@@ -88,6 +94,93 @@ BEDL_HD void tree_distances_thread(const Pairs& pairs, int64_t batch, int64_t th
     double* fd = ws;
     double* tdm = ws + (max_m + 1) * (max_n + 1);
     d[b] = static_cast<scalar_t>(ted::tree_distance(x, y, pairs.costs_of(b, x, y), fd, tdm));
+  }
+}
+
+// ---- Lane groups: up to 32 pairs that share x on the 32 lanes of a warp ----
+//
+// Each lane runs its pair on y's wide layout (common/forest_wide.h), as the
+// CPU's AVX2 lanes run four: every lane of a group is at the same row and
+// column at once, and the group's arrays are interleaved by lane (element k of
+// lane l at k * lanes + l), so a warp's loads and stores of a row are one
+// contiguous run. The lanes read and write only their own elements: run one
+// after another (tests/cuda/host_jobs.cpp) they give what the warp gives.
+
+// Where y entry e's wide layout lies (cuda/tree/lanes_plan.h builds them):
+// columns wide_ptr[e] .. wide_ptr[e + 1], leaf keyroots leaf_ptr[e] .. leaf_ptr[e + 1].
+struct WideTrees {
+  const int64_t *wide_ptr, *col_node, *col_jump, *col_def, *leaf_ptr, *leaf_node;
+  BEDL_HD ted::WideColumns columns(int64_t e) const {
+    const int64_t c = wide_ptr[e], k = leaf_ptr[e];
+    return {wide_ptr[e + 1] - c, col_node + c, col_jump + c, col_def + c, leaf_ptr[e + 1] - k, leaf_node + k};
+  }
+};
+
+// Group g: the pairs pairs[begin[g] .. begin[g + 1]) (1 to ted::kLaneStride
+// of them, one x entry), the widest of their y's layouts (width) and the most leaf
+// keyroots (leaves).
+struct LaneGroups {
+  const int64_t *begin, *pairs, *width, *leaves;
+};
+
+// The bytes of one group's arrays, all lanes (x of m nodes, width W, L leaf keyroots).
+BEDL_HD int64_t wide_group_bytes(int64_t m, int64_t W, int64_t L) {
+  const int64_t rows = m + 1, lanes = ted::kLaneStride;
+  return lanes * (Carver::bytes(rows * W, 8) + Carver::bytes(rows * (L + 1 + W), 8) + 7 * Carver::bytes(W, 8) +
+                  2 * Carver::bytes(rows, 8) + Carver::bytes(L + 1, 8) + Carver::bytes(rows, 8));
+}
+
+// Lane `lane`'s slices of a group's arrays (wide_group_bytes of them at ws).
+BEDL_HD ted::WideLaneArrays wide_lane_arrays(char* ws, int64_t m, int64_t W, int64_t L, int64_t lane) {
+  const int64_t rows = m + 1, lanes = ted::kLaneStride;
+  Carver c{ws};
+  auto slice = [&](auto* array, int64_t n) {
+    using T = std::remove_pointer_t<decltype(array)>;
+#ifdef BEDL_LANE_BOUNDS
+    return ted::LaneSlice<T>{array + lane, array, array + n * lanes, lane};
+#else
+    (void)n;
+    return ted::LaneSlice<T>{array + lane};
+#endif
+  };
+  auto doubles = [&](int64_t n) { return slice(c.take<double>(n * lanes), n); };
+  auto indices = [&](int64_t n) { return slice(c.take<int64_t>(n * lanes), n); };
+  ted::WideLaneArrays a;
+  a.fd = doubles(rows * W);
+  a.tdm = doubles(rows * (L + 1 + W));
+  a.ins = doubles(W);
+  a.first_row = doubles(W);
+  a.below_ins = doubles(W);
+  a.jump_first = doubles(W);
+  a.jump_at = indices(W);
+  a.def_at = indices(W);
+  a.symbol_at = indices(W);
+  a.del = doubles(rows);
+  a.below_del = doubles(rows);
+  a.leaf_symbol = indices(L + 1);
+  a.x_symbol = indices(rows);
+  return a;
+}
+
+// Lane `lane` of group g (of ted::kLaneStride, the group's arrays at ws): its
+// pair's distance into d (lanes past the group's pairs repeat its last pair
+// and write nothing).
+template <typename scalar_t>
+BEDL_HD void tree_lane_job(const SymbolTreePairs<scalar_t>& pairs, const WideTrees& wide, const LaneGroups& groups,
+                           int64_t g, int64_t lane, char* ws, scalar_t* d, int32_t* status) {
+  const int64_t begin = groups.begin[g], count = groups.begin[g + 1] - begin;
+  const int64_t b = groups.pairs[begin + (lane < count ? lane : count - 1)];
+  const int64_t xe = pairs.x_entry[b], ye = pairs.y_entry[b];
+  const ted::FlatTree x = pairs.xs.tree(xe);
+  const ted::FlatTree y = pairs.ys.tree(ye);
+  const int64_t W = groups.width[g], L = groups.leaves[g];
+  const double dist = ted::wide_tree_distance(x, pairs.x_labels + pairs.x_ptr[xe / 2], y,
+                                              pairs.y_labels + pairs.y_ptr[ye / 2], wide.columns(ye), W, L,
+                                              pairs.table, pairs.rows, pairs.cols,
+                                              wide_lane_arrays(ws, x.n, W, L, lane));
+  if (lane < count) {
+    d[b] = static_cast<scalar_t>(dist);
+    status[b] = kPairOk;
   }
 }
 

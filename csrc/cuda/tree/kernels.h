@@ -13,11 +13,20 @@
 namespace bedl {
 namespace gpu {
 
-// Distances of `batch` pairs into d (status per pair); workspace:
-// threads * tree_distance_workspace(max_m, max_n) doubles.
+// Distances of the pairs order[0 .. count) (nullptr: 0 .. count) into d
+// (status per pair); workspace: threads * tree_distance_workspace(max_m, max_n) doubles.
 template <typename scalar_t, class Pairs>
-cudaError_t launch_tree_distances(const Pairs& pairs, int64_t batch, int64_t threads, double* workspace,
-                                  int64_t max_m, int64_t max_n, scalar_t* d, int32_t* status, cudaStream_t stream);
+cudaError_t launch_tree_distances(const Pairs& pairs, const int64_t* order, int64_t count, int64_t threads,
+                                  double* workspace, int64_t max_m, int64_t max_n, scalar_t* d, int32_t* status,
+                                  cudaStream_t stream);
+
+// Distances of the lane groups first .. first + count (cuda/tree/lanes_plan.h)
+// on `warps` warps into d (status per pair); workspace: warps * group_bytes
+// bytes, group_bytes at least wide_group_bytes of every group of the launch.
+template <typename scalar_t>
+cudaError_t launch_tree_lanes(const SymbolTreePairs<scalar_t>& pairs, const WideTrees& wide, const LaneGroups& groups,
+                              int64_t first, int64_t count, int64_t warps, char* workspace, int64_t group_bytes,
+                              scalar_t* d, int32_t* status, cudaStream_t stream);
 
 // Distances and P of the pairs order[0 .. count) (nullptr: 0 .. count) into
 // d and p (zero on entry), counts of type Count (jobs.h: tree_coopt_thread);
