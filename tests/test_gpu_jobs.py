@@ -225,6 +225,17 @@ def _flat_trees(x_sizes, x_ptr, y_sizes, y_ptr, px, py):
                                                                                   px, py))}
 
 
+def _padded_extents(xp, yp, px, py):
+    """P's rows and columns for the pairs (px, py) of trees at offsets xp and yp."""
+    return int((xp[1:] - xp[:-1])[px].max()) + 1, int((yp[1:] - yp[:-1])[py].max()) + 1
+
+
+def _symbol_tree_arrays(flat, table, xl, xp, yl, yp):
+    """The host jobs' inputs for symbol-table tree pairs."""
+    return dict(flat, table=table.numpy(), x_labels=xl.numpy(), x_ptr=xp.numpy(), y_labels=yl.numpy(),
+                y_ptr=yp.numpy())
+
+
 @pytest.mark.parametrize("need_coopt", [False, True])
 @pytest.mark.parametrize("threads", [1, 5, 64])
 @pytest.mark.parametrize("y_symbols", [5, 2])  # a square table and a rectangular one
@@ -241,13 +252,10 @@ def test_symbol_trees_match_cpu_bit_for_bit(host_jobs, tmp_path, need_coopt, thr
     py = torch.as_tensor(rng.integers(0, 6, 30))
     flat = _flat_trees(xs, xp, ys, yp, px, py)
     assert set(flat["x_entry"] % 2) == {0, 1}  # both orientations occur
-    m = (xp[1:] - xp[:-1])[px]
-    n = (yp[1:] - yp[:-1])[py]
-    rows, cols = int(m.max()) + 1, int(n.max()) + 1
+    rows, cols = _padded_extents(xp, yp, px, py)
     for table in _tables(rng, y_symbols):
         d_cpu, p_cpu = _ext.ted_symbols_cpu(table, xl, xs, xp, yl, ys, yp, px, py, need_coopt, 1e-9)
-        arrays = dict(flat, table=table.numpy(), x_labels=xl.numpy(), x_ptr=xp.numpy(), y_labels=yl.numpy(),
-                      y_ptr=yp.numpy())
+        arrays = _symbol_tree_arrays(flat, table, xl, xp, yl, yp)
         d, p, status = _run(host_jobs, tmp_path, "tree_symbols", table.dtype, need_coopt, 1e-9, threads, arrays,
                             len(px), rows, cols, rows - 1, cols - 1, table_shape=table.shape)
         assert (status == OK).all()
@@ -291,13 +299,10 @@ def test_tree_lane_groups_match_cpu_bit_for_bit(host_jobs, tmp_path, y_symbols):
     px = torch.as_tensor(np.repeat(np.arange(x_count), y_count))  # 45 y's a x: a group of 32, one of 13
     py = torch.as_tensor(np.tile(np.arange(y_count), x_count))
     flat = _flat_trees(xs, xp, ys, yp, px, py)
-    m = (xp[1:] - xp[:-1])[px]
-    n = (yp[1:] - yp[:-1])[py]
-    rows, cols = int(m.max()) + 1, int(n.max()) + 1
+    rows, cols = _padded_extents(xp, yp, px, py)
     for table in _tables(rng, y_symbols):
         d_cpu, _ = _ext.ted_symbols_cpu(table, xl, xs, xp, yl, ys, yp, px, py, False, 1e-9)
-        arrays = dict(flat, table=table.numpy(), x_labels=xl.numpy(), x_ptr=xp.numpy(), y_labels=yl.numpy(),
-                      y_ptr=yp.numpy())
+        arrays = _symbol_tree_arrays(flat, table, xl, xp, yl, yp)
         d, _, status = _run(host_jobs, tmp_path, "tree_lanes", table.dtype, False, 1e-9, 7, arrays, len(px), rows,
                             cols, rows - 1, cols - 1, table_shape=table.shape)
         groups, in_groups, left_out = np.fromfile(tmp_path / "plan", dtype=np.int64)
