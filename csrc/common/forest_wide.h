@@ -105,7 +105,7 @@ struct LaneSlice {
 // padded to W; x's labels and deletions.
 struct WideLaneArrays {
   LaneSlice<double> fd, tdm, ins, first_row, below_ins, jump_first, del, below_del;
-  LaneSlice<int64_t> jump_at, def_at, symbol_at, leaf_symbol, x_symbol;
+  LaneSlice<int32_t> jump_at, def_at, symbol_at, leaf_symbol, x_symbol;  // (int32: fewer bytes a cell)
 };
 
 // The distance of x and y (y.n >= 2 and x.n >= 2, yw y's wide layout, W and
@@ -121,7 +121,7 @@ BEDL_HD double wide_tree_distance(const FlatTree& x, const int64_t* x_labels, co
   const scalar_t* gap_row = table + (R - 1) * C;
   // x's side.
   for (int64_t i = 1; i <= m; ++i) {
-    a.x_symbol[i] = x_labels[x.pre_of_post[i]];
+    a.x_symbol[i] = static_cast<int32_t>(x_labels[x.pre_of_post[i]]);
     a.del[i] = static_cast<double>(table[a.x_symbol[i] * C + gap]);
   }
   accumulate_below(x.keyroots, x.keyroot_count, x.leftmost, 0.0,
@@ -141,12 +141,12 @@ BEDL_HD double wide_tree_distance(const FlatTree& x, const int64_t* x_labels, co
     a.ins[c] = ins;
     a.first_row[c] = sum;
     a.below_ins[c] = j == 0 ? inf : below[j];
-    a.jump_at[c] = c < yw.width ? yw.jump[c] : 0;
-    a.def_at[c] = c < yw.width ? yw.def[c] : -1;
-    a.symbol_at[c] = j == 0 ? 0 : y_symbol(j);
+    a.jump_at[c] = static_cast<int32_t>(c < yw.width ? yw.jump[c] : 0);
+    a.def_at[c] = static_cast<int32_t>(c < yw.width ? yw.def[c] : -1);
+    a.symbol_at[c] = static_cast<int32_t>(j == 0 ? 0 : y_symbol(j));
   }
   for (int64_t c = 0; c < W; ++c) a.jump_first[c] = a.first_row[a.jump_at[c]];
-  for (int64_t k = 0; k < L; ++k) a.leaf_symbol[k] = k < yw.leaves ? y_symbol(yw.leaf_node[k]) : 0;
+  for (int64_t k = 0; k < L; ++k) a.leaf_symbol[k] = static_cast<int32_t>(k < yw.leaves ? y_symbol(yw.leaf_node[k]) : 0);
   const int64_t tdm_len = L + 1 + W;
   auto fd_row = [&](int64_t i) { return a.fd.at(i * W); };
   auto tdm_row = [&](int64_t i) { return a.tdm.at(i * tdm_len + L + 1); };  // [-1]: +inf, [-2 - k]: leaf k

@@ -126,8 +126,9 @@ struct LaneGroups {
 // The bytes of one group's arrays, all lanes (x of m nodes, width W, L leaf keyroots).
 BEDL_HD int64_t wide_group_bytes(int64_t m, int64_t W, int64_t L) {
   const int64_t rows = m + 1, lanes = ted::kLaneStride;
-  return lanes * (Carver::bytes(rows * W, 8) + Carver::bytes(rows * (L + 1 + W), 8) + 7 * Carver::bytes(W, 8) +
-                  2 * Carver::bytes(rows, 8) + Carver::bytes(L + 1, 8) + Carver::bytes(rows, 8));
+  return lanes * (Carver::bytes(rows * W, 8) + Carver::bytes(rows * (L + 1 + W), 8) + 4 * Carver::bytes(W, 8) +
+                  3 * Carver::bytes(W, 4) + 2 * Carver::bytes(rows, 8) + Carver::bytes(L + 1, 4) +
+                  Carver::bytes(rows, 4));
 }
 
 // Lane `lane`'s slices of a group's arrays (wide_group_bytes of them at ws).
@@ -144,7 +145,7 @@ BEDL_HD ted::WideLaneArrays wide_lane_arrays(char* ws, int64_t m, int64_t W, int
 #endif
   };
   auto doubles = [&](int64_t n) { return slice(c.take<double>(n * lanes), n); };
-  auto indices = [&](int64_t n) { return slice(c.take<int64_t>(n * lanes), n); };
+  auto indices = [&](int64_t n) { return slice(c.take<int32_t>(n * lanes), n); };
   ted::WideLaneArrays a;
   a.fd = doubles(rows * W);
   a.tdm = doubles(rows * (L + 1 + W));
