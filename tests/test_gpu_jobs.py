@@ -305,10 +305,11 @@ def test_tree_lane_groups_match_cpu_bit_for_bit(host_jobs, tmp_path, y_symbols):
         arrays = _symbol_tree_arrays(flat, table, xl, xp, yl, yp)
         d, _, status = _run(host_jobs, tmp_path, "tree_lanes", table.dtype, False, 1e-9, 7, arrays, len(px), rows,
                             cols, rows - 1, cols - 1, table_shape=table.shape)
-        groups, in_groups, left_out = np.fromfile(tmp_path / "plan", dtype=np.int64)
+        groups, in_groups, left_out, launches = np.fromfile(tmp_path / "plan", dtype=np.int64)
         # left out: pairs with a one-node tree, and the 260-node comb against the larger x's
         assert 0 < left_out < len(px) // 4 and in_groups + left_out == len(px)
         assert groups >= 2 * x_count - 2  # most x's: a full group and a partial one
+        assert launches >= 3  # groups of several sizes of arrays
         assert (status == OK).all()
         assert torch.equal(d, d_cpu)
 

@@ -9,7 +9,8 @@
 // DIR/args.txt: kind (padded | symbols | symbols_short | symbols_warp |
 // tree_padded | tree_symbols | tree_lanes | seq_soft | tree_soft; tree_lanes:
 // the lane groups' distance kernel, the pairs left out on the per-pair one, and
-// the plan's counts in `plan` (groups, pairs in groups, pairs left out); symbols_short: the
+// the plan's counts in `plan` (groups, pairs in groups, pairs left out,
+// launches); symbols_short: the
 // register-row distance kernel of the width that holds max_n; symbols_warp:
 // the warp-per-pair distance kernel, `threads` warps), dtype (f32 | f64), need_coopt (0 | 1; soft: need_grad),
 // rel_tol (soft: the temperature), threads, batch, rows,
@@ -237,7 +238,8 @@ void run_tree_lanes(const Args& a, const bedl::gpu::SymbolTreePairs<scalar_t>& p
   save("status", status);
   save("plan", std::vector<int64_t>{static_cast<int64_t>(plan.group_width.size()),
                                     static_cast<int64_t>(plan.group_pairs.size()),
-                                    static_cast<int64_t>(plan.singles.size())});
+                                    static_cast<int64_t>(plan.singles.size()),
+                                    static_cast<int64_t>(plan.tier_bytes.size())});
 }
 
 // Every thread of a soft launch (padded costs; rel_tol is the temperature,
