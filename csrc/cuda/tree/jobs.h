@@ -6,11 +6,11 @@
 // run every thread index (tests/cuda/).
 #pragma once
 
+#include <type_traits>
+
 #include "../../common/forest_coopt.h"
 #include "../../common/forest_soft.h"
 #include "../../common/forest_wide.h"
-
-#include <type_traits>
 #include "../seq/jobs.h"
 
 namespace bedl {
@@ -102,9 +102,10 @@ BEDL_HD void tree_distances_thread(const Pairs& pairs, const int64_t* order, int
 // Each lane runs its pair on y's wide layout (common/forest_wide.h), as the
 // CPU's AVX2 lanes run four: every lane of a group is at the same row and
 // column at once, and the group's arrays are interleaved by lane (element k of
-// lane l at k * lanes + l), so a warp's loads and stores of a row are one
-// contiguous run. The lanes read and write only their own elements: run one
-// after another (tests/cuda/host_jobs.cpp) they give what the warp gives.
+// lane l at 32 k + l), so a warp's loads and stores of a row are one
+// contiguous run. The lanes read and write only their own elements, so any
+// schedule of them gives what the warp gives (tests/cuda/host_jobs.cpp runs
+// them on host threads).
 
 // Where y entry e's wide layout lies (cuda/tree/lanes_plan.h builds them):
 // columns wide_ptr[e] .. wide_ptr[e + 1], leaf keyroots leaf_ptr[e] .. leaf_ptr[e + 1].

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <algorithm>
-#include <utility>
 #include <cstdint>
 #include <vector>
 
@@ -61,16 +60,19 @@ inline TreeLanePlan plan_tree_lanes(const FlatTrees& xs, const FlatTrees& ys, in
       plan.singles.push_back(b);
     }
   }
-  auto counting_sort = [](const std::vector<int64_t>& in, int64_t keys, const auto& key_of) {
-    std::vector<int64_t> at(keys + 1, 0), out(in.size());
-    for (int64_t b : in) ++at[key_of(b) + 1];
-    for (int64_t k = 1; k <= keys; ++k) at[k] += at[k - 1];
-    std::vector<int64_t> bucket_begin(at.begin(), at.end());
+  // `in` sorted stably by key_of (keys 0 .. keys - 1); bucket[k] .. bucket[k + 1] holds key k.
+  auto counting_sort = [](const std::vector<int64_t>& in, int64_t keys, const auto& key_of,
+                          std::vector<int64_t>& bucket) {
+    bucket.assign(keys + 1, 0);
+    for (int64_t b : in) ++bucket[key_of(b) + 1];
+    for (int64_t k = 1; k <= keys; ++k) bucket[k] += bucket[k - 1];
+    std::vector<int64_t> at(bucket.begin(), bucket.end() - 1), out(in.size());
     for (int64_t b : in) out[at[key_of(b)]++] = b;
-    return std::make_pair(out, bucket_begin);
+    return out;
   };
-  by_width = counting_sort(by_width, widest + 1, [&](int64_t b) { return width[y_entry[b]]; }).first;
-  const auto [sorted, bucket_end] = counting_sort(by_width, x_entries, [&](int64_t b) { return x_entry[b]; });
+  std::vector<int64_t> bucket;
+  by_width = counting_sort(by_width, widest + 1, [&](int64_t b) { return width[y_entry[b]]; }, bucket);
+  const std::vector<int64_t> sorted = counting_sort(by_width, x_entries, [&](int64_t b) { return x_entry[b]; }, bucket);
   // The y entries' layouts.
   std::vector<uint8_t> used(y_entries, 0);
   for (int64_t b : sorted) used[y_entry[b]] = 1;
@@ -103,8 +105,8 @@ inline TreeLanePlan plan_tree_lanes(const FlatTrees& xs, const FlatTrees& ys, in
   groups.reserve(sorted.size() / lanes + x_entries);
   for (int64_t e = 0; e < x_entries; ++e) {
     const int64_t m = nodes(xs, e);
-    for (int64_t k = bucket_end[e]; k < bucket_end[e + 1]; k += lanes) {
-      Group g{k, std::min(lanes, bucket_end[e + 1] - k), 0, 0, 0, 0};
+    for (int64_t k = bucket[e]; k < bucket[e + 1]; k += lanes) {
+      Group g{k, std::min(lanes, bucket[e + 1] - k), 0, 0, 0, 0};
       for (int64_t q = g.begin; q < g.begin + g.count; ++q) {
         g.width = std::max(g.width, width[y_entry[sorted[q]]]);
         g.leaves = std::max(g.leaves, leaves[y_entry[sorted[q]]]);
